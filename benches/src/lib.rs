@@ -1,0 +1,1 @@
+//! Benchmarks of fastmsg (criterion in benches/).

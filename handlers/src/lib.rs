@@ -1,0 +1,1 @@
+//! Collectives for fastmsg, written only against its public API.

@@ -1,0 +1,221 @@
+//! Job identity from launcher environment variables.
+
+use crate::error::ConfigError;
+use crate::id::Rank;
+
+/// Which launcher started this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `fmrun` (or a script setting `FASTMSG_RANK` …).
+    Fmrun,
+    /// Slurm's `srun`.
+    Slurm,
+    /// Open MPI's `mpirun`.
+    OpenMpi,
+    /// A PMI-1 launcher (MPICH's hydra and friends).
+    Pmi,
+    /// [`crate::bootstrap::threads`]: ranks are threads of one process.
+    Threads,
+}
+
+/// A rank's place in the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobInfo {
+    /// This rank.
+    pub rank: Rank,
+    /// Ranks in the job.
+    pub size: u32,
+    /// This rank's index among the ranks on its host.
+    pub local_rank: u32,
+    /// Ranks on this host.
+    pub local_size: u32,
+    /// Job id: names the shared segment; file-name safe.
+    pub job: String,
+    /// Host key: distinguishes hosts that share `/dev/shm` (namespaces).
+    pub host: String,
+    /// Who started us.
+    pub launcher: Launcher,
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn num(name: &'static str) -> Result<Option<u32>, ConfigError> {
+    var(name)
+        .map(|v| {
+            v.trim().parse::<u32>().map_err(|e| ConfigError::BadEnv {
+                var: name,
+                value: v.clone(),
+                why: e.to_string(),
+            })
+        })
+        .transpose()
+}
+
+fn need(name: &'static str) -> Result<u32, ConfigError> {
+    num(name)?.ok_or(ConfigError::BadEnv {
+        var: name,
+        value: String::new(),
+        why: "missing".into(),
+    })
+}
+
+/// Keep only characters that are safe in a file name.
+pub(crate) fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+impl JobInfo {
+    /// A single-host job of `size` ranks (all local).
+    pub fn single_host(rank: u32, size: u32, job: &str, launcher: Launcher) -> JobInfo {
+        JobInfo {
+            rank: Rank(rank),
+            size,
+            local_rank: rank,
+            local_size: size,
+            job: sanitize(job),
+            host: "0".into(),
+            launcher,
+        }
+    }
+
+    /// Read the launcher's environment.
+    ///
+    /// # Errors
+    /// [`ConfigError::NoLauncher`] if no known launcher's variables are
+    /// set, [`ConfigError::BadEnv`] if one is malformed or inconsistent.
+    pub fn from_env() -> Result<JobInfo, ConfigError> {
+        let info = if let Some(rank) = num("FASTMSG_RANK")? {
+            let size = need("FASTMSG_SIZE")?;
+            let job = var("FASTMSG_JOB").ok_or(ConfigError::BadEnv {
+                var: "FASTMSG_JOB",
+                value: String::new(),
+                why: "missing (fmrun sets it)".into(),
+            })?;
+            JobInfo {
+                rank: Rank(rank),
+                size,
+                local_rank: num("FASTMSG_LOCAL_RANK")?.unwrap_or(rank),
+                local_size: num("FASTMSG_LOCAL_SIZE")?.unwrap_or(size),
+                job: sanitize(&job),
+                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                launcher: Launcher::Fmrun,
+            }
+        } else if let Some(rank) = num("OMPI_COMM_WORLD_RANK")? {
+            let job = var("OMPI_MCA_orte_ess_jobid")
+                .or_else(|| var("OMPI_MCA_ess_base_jobid"))
+                .or_else(|| var("PMIX_NAMESPACE"))
+                .unwrap_or_else(|| "ompi".into());
+            JobInfo {
+                rank: Rank(rank),
+                size: need("OMPI_COMM_WORLD_SIZE")?,
+                local_rank: need("OMPI_COMM_WORLD_LOCAL_RANK")?,
+                local_size: need("OMPI_COMM_WORLD_LOCAL_SIZE")?,
+                job: sanitize(&format!("ompi-{job}")),
+                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                launcher: Launcher::OpenMpi,
+            }
+        } else if let Some(rank) = num("SLURM_PROCID")? {
+            let size = need("SLURM_NTASKS")?;
+            let local_rank = need("SLURM_LOCALID")?;
+            // SLURM_NTASKS_PER_NODE may read "4" or "4(x2)"; the per-step
+            // SLURM_STEP_TASKS_PER_NODE likewise. Take the leading number.
+            let per_node = var("SLURM_STEP_TASKS_PER_NODE")
+                .or_else(|| var("SLURM_NTASKS_PER_NODE"))
+                .and_then(|v| {
+                    v.split(|c: char| !c.is_ascii_digit())
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                })
+                .unwrap_or(size);
+            let job = format!(
+                "slurm-{}-{}",
+                var("SLURM_JOB_ID").unwrap_or_else(|| "0".into()),
+                var("SLURM_STEP_ID").unwrap_or_else(|| "0".into())
+            );
+            JobInfo {
+                rank: Rank(rank),
+                size,
+                local_rank,
+                local_size: per_node,
+                job: sanitize(&job),
+                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                launcher: Launcher::Slurm,
+            }
+        } else if let Some(rank) = num("PMI_RANK")? {
+            let size = need("PMI_SIZE")?;
+            JobInfo {
+                rank: Rank(rank),
+                size,
+                local_rank: num("PMI_LOCAL_RANK")?
+                    .or(num("MPI_LOCALRANKID")?)
+                    .unwrap_or(rank),
+                local_size: num("PMI_LOCAL_SIZE")?
+                    .or(num("MPI_LOCALNRANKS")?)
+                    .unwrap_or(size),
+                job: sanitize(&format!(
+                    "pmi-{}",
+                    var("PMI_KVSNAME")
+                        .or_else(|| var("PMI_JOBID"))
+                        .unwrap_or_else(|| "0".into())
+                )),
+                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                launcher: Launcher::Pmi,
+            }
+        } else {
+            return Err(ConfigError::NoLauncher {
+                looked: "FASTMSG_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK",
+            });
+        };
+        info.validate()?;
+        Ok(info)
+    }
+
+    /// Check that the numbers are consistent.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the inconsistency.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |why: String| {
+            Err(ConfigError::Invalid {
+                what: "job layout",
+                why,
+            })
+        };
+        if self.size == 0 {
+            return bad("the job has 0 ranks".into());
+        }
+        if self.rank.0 >= self.size {
+            return bad(format!(
+                "rank {} is not below size {}",
+                self.rank, self.size
+            ));
+        }
+        if self.local_size == 0 || self.local_size > self.size {
+            return bad(format!(
+                "{} local ranks in a job of {}",
+                self.local_size, self.size
+            ));
+        }
+        if self.local_rank >= self.local_size {
+            return bad(format!(
+                "local rank {} is not below local size {}",
+                self.local_rank, self.local_size
+            ));
+        }
+        if self.job.is_empty() {
+            return bad("empty job id".into());
+        }
+        Ok(())
+    }
+}

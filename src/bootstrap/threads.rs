@@ -1,0 +1,134 @@
+//! Run the ranks of a job as threads of this process — for tests, examples
+//! and experiments without a launcher. Each thread builds its own endpoint
+//! exactly as a process would (it maps the same shared segment).
+//!
+//! ```
+//! use fastmsg::bootstrap::threads;
+//!
+//! let sums = threads::run(3, |_cfg| {}, |mut b| {
+//!     let got = std::rc::Rc::new(std::cell::Cell::new(0u32));
+//!     let g = got.clone();
+//!     let h = b.register("add", move |_ctx, mut m| {
+//!         let g = g.clone();
+//!         async move {
+//!             let mut x = [0u8; 4];
+//!             m.receive(&mut x).await?;
+//!             g.set(g.get() + u32::from_le_bytes(x));
+//!             Ok(())
+//!         }
+//!     });
+//!     let mut ep = b.start()?;
+//!     for r in 0..ep.size() {
+//!         ep.send(fastmsg::Rank(r), h, &[&(ep.rank().0 + 1).to_le_bytes()])?;
+//!     }
+//!     ep.wait_until(|| got.get() == 1 + 2 + 3)?;
+//!     ep.close()?;
+//!     Ok(got.get())
+//! }).unwrap();
+//! assert_eq!(sums, vec![6, 6, 6]);
+//! ```
+
+use super::{JobInfo, Launcher};
+use crate::endpoint::{Config, EndpointBuilder};
+use crate::error::Error;
+use crate::id::Rank;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A rank of a threaded job failed.
+#[derive(Debug, thiserror::Error)]
+#[error("rank {rank} failed: {error}")]
+pub struct RankError {
+    /// The failing rank (the first to fail).
+    pub rank: Rank,
+    /// Its error.
+    pub error: Error,
+}
+
+/// A fresh job id: pid, time and a counter (unique on this host).
+pub fn fresh_job_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t{}-{:x}-{}",
+        std::process::id(),
+        t & 0xffff_ffff_ffff,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Run `ranks` ranks as threads. `configure` adjusts each rank's [`Config`]
+/// (queues, window, wait policy…); `body` gets the rank's builder and
+/// returns its result. Returns the results in rank order, or the first
+/// rank's error; when one rank fails the others' blocking calls are aborted
+/// (`ExtractError::Aborted`) instead of waiting for ever. A panic in a rank
+/// is re-raised after all threads have ended.
+///
+/// # Errors
+/// [`RankError`] with the first failing rank.
+pub fn run<T, C, F>(ranks: u32, configure: C, body: F) -> Result<Vec<T>, RankError>
+where
+    T: Send,
+    C: Fn(&mut Config) + Sync,
+    F: Fn(EndpointBuilder) -> Result<T, Error> + Sync,
+{
+    let job = fresh_job_id();
+    let abort = Arc::new(AtomicBool::new(false));
+    let results: Vec<std::thread::Result<Result<T, Error>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|r| {
+                let mut cfg = Config::new(JobInfo::single_host(r, ranks, &job, Launcher::Threads));
+                cfg.abort = Some(Arc::clone(&abort));
+                configure(&mut cfg);
+                let (body, abort) = (&body, &abort);
+                std::thread::Builder::new()
+                    .name(format!("rank{r}"))
+                    .spawn_scoped(s, move || {
+                        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            body(EndpointBuilder::new(cfg))
+                        }));
+                        if !matches!(out, Ok(Ok(_))) {
+                            abort.store(true, Ordering::Relaxed);
+                        }
+                        out
+                    })
+                    .expect("spawn rank thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(Err))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(ranks as usize);
+    let mut first_err: Option<RankError> = None;
+    let mut panic = None;
+    for (r, res) in results.into_iter().enumerate() {
+        match res {
+            Ok(Ok(v)) => out.push(v),
+            Ok(Err(error)) => {
+                // Prefer a root cause over the aborts it triggered.
+                let aborted = matches!(error, Error::Extract(crate::error::ExtractError::Aborted));
+                if first_err.as_ref().is_none_or(|e| {
+                    matches!(e.error, Error::Extract(crate::error::ExtractError::Aborted))
+                        && !aborted
+                }) {
+                    first_err = Some(RankError {
+                        rank: Rank(r as u32),
+                        error,
+                    });
+                }
+            }
+            Err(p) => panic = panic.or(Some(p)),
+        }
+    }
+    if let Some(p) = panic {
+        std::panic::resume_unwind(p);
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}

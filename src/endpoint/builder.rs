@@ -1,0 +1,165 @@
+//! [`EndpointBuilder`]: register handlers, then `start`.
+
+use super::config::Config;
+use super::control::OP_TABLE;
+use super::core::Core;
+use super::net::Net;
+use super::wait::{WaitConfig, Waiter};
+use super::{Ctx, Endpoint, Message};
+use crate::error::{ConfigError, StartError};
+use crate::handler::{encode_table, HandlerResult, Registry};
+use crate::id::{HandlerId, Rank};
+use crate::transport::shm::{ShmJob, ShmTransport};
+use crate::transport::AnyTransport;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Registers handlers, then joins the job with [`start`](Self::start).
+///
+/// ```no_run
+/// use fastmsg::{EndpointBuilder, Rank};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut b = EndpointBuilder::from_env()?;          // fmrun, srun or mpirun
+/// let hello = b.register("hello", |_ctx, mut msg| async move {
+///     let text = msg.receive_vec().await?;
+///     println!("from {}: {}", msg.source(), String::from_utf8_lossy(&text));
+///     Ok(())
+/// });
+/// let mut ep = b.start()?;                           // tables checked equal
+/// let next = Rank((ep.rank().0 + 1) % ep.size());
+/// ep.send(next, hello, &[b"hi"])?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EndpointBuilder {
+    config: Config,
+    registry: Registry,
+}
+
+impl EndpointBuilder {
+    /// A builder for the job described by `config`.
+    pub fn new(config: Config) -> Self {
+        EndpointBuilder {
+            config,
+            registry: Registry::default(),
+        }
+    }
+
+    /// A builder for the job this process was launched into
+    /// ([`Config::from_env`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`] if no launcher environment is found or a `FASTMSG_*`
+    /// variable is malformed.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(EndpointBuilder::new(Config::from_env()?))
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.config.job.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.config.job.size
+    }
+
+    /// The configuration (may be adjusted before `start`).
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Register `handler` under `name`; ids are dense in registration order.
+    /// Every rank must register the same names in the same order.
+    ///
+    /// The handler gets a [`Ctx`] (to send) and the [`Message`] (to receive
+    /// from) and returns a future; it starts when the first fragment of a
+    /// message arrives.
+    pub fn register<F, Fut>(&mut self, name: &str, handler: F) -> HandlerId
+    where
+        F: FnMut(Ctx, Message) -> Fut + 'static,
+        Fut: Future<Output = HandlerResult> + 'static,
+    {
+        self.registry.register(name, handler)
+    }
+
+    /// Join the job: connect the transports, then check with rank 0 that
+    /// every rank registered the same handlers.
+    ///
+    /// # Errors
+    /// [`StartError::HandlerMismatch`] naming the first differing handler;
+    /// [`StartError::DuplicateHandler`]; configuration, segment or network
+    /// errors; [`StartError::Timeout`] if peers do not appear.
+    pub fn start(self) -> Result<Endpoint, StartError> {
+        let EndpointBuilder { config, registry } = self;
+        config.validate()?;
+        registry.check_unique()?;
+        let job = &config.job;
+        if job.local_size != job.size {
+            return Err(StartError::Config(ConfigError::Invalid {
+                what: "job layout",
+                why: format!(
+                    "{} of {} ranks are on this host; multi-host jobs need a network transport (not built)",
+                    job.local_size, job.size
+                ),
+            }));
+        }
+        let sleeps = WaitConfig::sleeps(config.wait);
+        let shm = ShmTransport::connect(
+            &ShmJob {
+                dir: &config.shm_dir,
+                job: &job.job,
+                host: &job.host,
+                rank: job.rank,
+                world: job.size,
+                local_rank: job.local_rank,
+                local_size: job.local_size,
+                doorbells: sleeps,
+                timeout: config.timeout,
+            },
+            &config.shm,
+        )?;
+        let route = vec![0u8; job.size as usize];
+        let net = Net::new(vec![AnyTransport::Shm(shm)], route);
+        let names = registry.names().to_vec();
+        let wait = WaitConfig::resolve(config.wait, job.local_size);
+        let core = Rc::new(Core::new(
+            job.rank,
+            job.size,
+            net,
+            registry,
+            wait,
+            config.abort.clone(),
+        ));
+        let ep = Endpoint { core };
+        if job.rank.0 == 0 {
+            ep.core.control.borrow_mut().set_own_table(names.clone());
+        }
+        ep.core
+            .send_control(Rank(0), OP_TABLE, &encode_table(&names));
+        let started = Instant::now();
+        let mut waiter = Waiter::new();
+        loop {
+            let verdict = ep.core.control.borrow_mut().verdict.take();
+            if let Some(v) = verdict {
+                v.into_result()?;
+                return Ok(ep);
+            }
+            if started.elapsed() > config.timeout {
+                return Err(StartError::Timeout {
+                    waited: started.elapsed(),
+                    what: "rank 0's verdict on the handler tables",
+                });
+            }
+            ep.core.progress_round(&mut waiter, &|| false)?;
+        }
+    }
+}

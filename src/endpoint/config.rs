@@ -1,0 +1,149 @@
+//! Endpoint configuration: the job, transport tuning, waiting, time-outs.
+//!
+//! Every knob can be set from the environment (`FASTMSG_*`, documented in
+//! the README's table) so a launched program needs no code changes to be
+//! tuned; builders can also set them directly.
+
+use super::wait::WaitPolicy;
+use crate::bootstrap::JobInfo;
+use crate::error::ConfigError;
+use crate::transport::shm::ShmConfig;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything an endpoint needs to join its job.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Who we are in which job.
+    pub job: JobInfo,
+    /// Shared-memory transport settings.
+    pub shm: ShmConfig,
+    /// How to wait when idle.
+    pub wait: WaitPolicy,
+    /// How long start-up may wait for peers.
+    pub timeout: Duration,
+    /// Where shared segments live.
+    pub shm_dir: PathBuf,
+    /// Set by a supervisor to make blocking calls give up
+    /// (`ExtractError::Aborted`); used by [`crate::bootstrap::threads`].
+    pub abort: Option<Arc<AtomicBool>>,
+}
+
+fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => {
+            v.trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|e| ConfigError::BadEnv {
+                    var,
+                    value: v,
+                    why: e.to_string(),
+                })
+        }
+        _ => Ok(None),
+    }
+}
+
+fn fits(var: &'static str, v: u64) -> Result<u32, ConfigError> {
+    u32::try_from(v).map_err(|_| ConfigError::BadEnv {
+        var,
+        value: v.to_string(),
+        why: "too large".into(),
+    })
+}
+
+impl Config {
+    /// Defaults for `job`.
+    pub fn new(job: JobInfo) -> Config {
+        Config {
+            job,
+            shm: ShmConfig::default(),
+            wait: WaitPolicy::Auto,
+            timeout: Duration::from_secs(60),
+            shm_dir: PathBuf::from("/dev/shm"),
+            abort: None,
+        }
+    }
+
+    /// The job from the launcher's environment, tuned by `FASTMSG_*`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the missing or malformed variable.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::new(JobInfo::from_env()?).tuned_from_env()
+    }
+
+    /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_WINDOW`,
+    /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
+    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`) that are set.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadEnv`] naming the malformed variable.
+    pub fn tuned_from_env(mut self) -> Result<Config, ConfigError> {
+        if let Some(q) = env_num("FASTMSG_QUEUES")? {
+            self.shm.queues = Some(fits("FASTMSG_QUEUES", q)?);
+        }
+        if let Some(w) = env_num("FASTMSG_WINDOW")? {
+            self.shm.window = fits("FASTMSG_WINDOW", w)?;
+        }
+        if let Some(f) = env_num("FASTMSG_FRAME_SIZE")? {
+            self.shm.frame_size = fits("FASTMSG_FRAME_SIZE", f)?;
+        }
+        if let Some(i) = env_num("FASTMSG_SHM_INLINE")? {
+            self.shm.inline = i != 0;
+        }
+        if let Ok(w) = std::env::var("FASTMSG_WAIT") {
+            if !w.is_empty() {
+                self.wait = w.parse()?;
+            }
+        }
+        if let Some(t) = env_num("FASTMSG_TIMEOUT")? {
+            self.timeout = Duration::from_secs(t);
+        }
+        if let Ok(d) = std::env::var("FASTMSG_SHM_DIR") {
+            if !d.is_empty() {
+                self.shm_dir = PathBuf::from(d);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Check ranges that the transports do not check themselves.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.job.validate()?;
+        if let Some(q) = self.shm.queues {
+            if q == 0 || q > self.job.local_size {
+                return Err(ConfigError::Invalid {
+                    what: "FASTMSG_QUEUES",
+                    why: format!(
+                        "{q} queues per rank; must be 1 ..= {} (local ranks)",
+                        self.job.local_size
+                    ),
+                });
+            }
+        }
+        if self.shm.window == 0 {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_WINDOW",
+                why: "a window of 0 frames can never send".into(),
+            });
+        }
+        if self.shm.frame_size < 64 || self.shm.frame_size % 64 != 0 {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_FRAME_SIZE",
+                why: format!(
+                    "{} is not a multiple of 64 of at least 64",
+                    self.shm.frame_size
+                ),
+            });
+        }
+        Ok(())
+    }
+}

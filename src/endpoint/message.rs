@@ -1,0 +1,205 @@
+//! The handles a handler receives: [`Message`] (pull the message's bytes,
+//! streamed) and [`Ctx`] (send from inside a handler).
+
+use super::core::Core;
+use super::net::OutStream;
+use crate::error::{ReceiveError, SendError};
+use crate::id::{HandlerId, Rank};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// An arriving message, as seen by its handler.
+///
+/// The handler starts when the first fragment arrives. [`receive`] pulls
+/// the next bytes straight out of the arrived frames into the handler's
+/// buffer and suspends (`.await`) while they have not arrived; frames are
+/// released as they are used up. Whatever the handler has not read when it
+/// returns is dropped.
+///
+/// [`receive`]: Message::receive
+#[derive(Debug)]
+pub struct Message {
+    core: Rc<Core>,
+    src: Rank,
+    seq: u64,
+    total: u64,
+    read: u64,
+    handler: u32,
+}
+
+impl Message {
+    pub(crate) fn new(core: Rc<Core>, src: Rank, seq: u64, total: u64, handler: u32) -> Self {
+        Message {
+            core,
+            src,
+            seq,
+            total,
+            read: 0,
+            handler,
+        }
+    }
+
+    /// The sending rank.
+    #[inline]
+    pub fn source(&self) -> Rank {
+        self.src
+    }
+
+    /// The message's length in bytes (as given to `begin_message`).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.total as usize
+    }
+
+    /// Whether the message has no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Bytes not yet received by this handler.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        (self.total - self.read) as usize
+    }
+
+    /// The handler this message names.
+    #[inline]
+    pub fn handler(&self) -> HandlerId {
+        HandlerId(self.handler)
+    }
+
+    /// Copy the bytes that have already arrived, up to `buf.len()`, without
+    /// waiting. Returns how many were copied.
+    ///
+    /// # Errors
+    /// [`ReceiveError::Stale`] if used after the handler returned.
+    pub fn try_receive(&mut self, buf: &mut [u8]) -> Result<usize, ReceiveError> {
+        let core = &self.core;
+        let r = core.streams.borrow_mut()[self.src.index()]
+            .read(self.seq, buf, &mut |f| core.release(f))
+            .ok_or(ReceiveError::Stale)?;
+        self.read += r.n as u64;
+        Ok(r.n)
+    }
+
+    /// Bytes that have arrived and not been received yet.
+    pub fn available(&self) -> usize {
+        self.core.streams.borrow()[self.src.index()]
+            .available(self.seq)
+            .unwrap_or(0) as usize
+    }
+
+    /// Fill `buf` with the next bytes of the message, waiting for them to
+    /// arrive; stops early only at the end of the message. Resolves to the
+    /// number of bytes copied.
+    ///
+    /// ```no_run
+    /// # async fn h(mut msg: fastmsg::Message) -> fastmsg::HandlerResult {
+    /// let mut header = [0u8; 8];
+    /// let n = msg.receive(&mut header).await?;
+    /// # let _ = n; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ReceiveError::Stale`] if used after the handler returned.
+    pub fn receive<'a>(&'a mut self, buf: &'a mut [u8]) -> Receive<'a> {
+        Receive {
+            msg: self,
+            buf,
+            filled: 0,
+        }
+    }
+
+    /// Receive the rest of the message into a new vector.
+    ///
+    /// # Errors
+    /// [`ReceiveError::Stale`] if used after the handler returned.
+    pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
+        let mut v = vec![0u8; self.remaining()];
+        let n = self.receive(&mut v).await?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn finished(&self) -> bool {
+        self.read == self.total
+    }
+}
+
+/// Future returned by [`Message::receive`].
+#[derive(Debug)]
+pub struct Receive<'a> {
+    msg: &'a mut Message,
+    buf: &'a mut [u8],
+    filled: usize,
+}
+
+impl Future for Receive<'_> {
+    type Output = Result<usize, ReceiveError>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let msg = &mut *this.msg;
+        let core = &msg.core;
+        let r = core.streams.borrow_mut()[msg.src.index()].read(
+            msg.seq,
+            &mut this.buf[this.filled..],
+            &mut |f| core.release(f),
+        );
+        let Some(r) = r else {
+            return Poll::Ready(Err(ReceiveError::Stale));
+        };
+        msg.read += r.n as u64;
+        this.filled += r.n;
+        if this.filled == this.buf.len() || r.finished || msg.finished() {
+            Poll::Ready(Ok(this.filled))
+        } else {
+            // Resumed by the engine when the next fragment of this message
+            // arrives (no waker needed: the engine knows which handler).
+            Poll::Pending
+        }
+    }
+}
+
+/// What a handler can do besides reading its message: send.
+///
+/// Sends from a handler never block. Without credit, the rest of the message
+/// is copied into a pending queue and sent by later progress, in order.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    core: Rc<Core>,
+}
+
+impl Ctx {
+    pub(crate) fn new(core: Rc<Core>) -> Self {
+        Ctx { core }
+    }
+
+    /// This rank.
+    #[inline]
+    pub fn rank(&self) -> Rank {
+        self.core.rank
+    }
+
+    /// Ranks in the job.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        self.core.size
+    }
+
+    /// Send a message made of `pieces` (gathered) to `handler` on `dest`.
+    ///
+    /// # Errors
+    /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
+    /// [`SendError::PeerGone`].
+    pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
+        self.core.check_send(dest, handler)?;
+        let total = pieces.iter().map(|p| p.len() as u64).sum();
+        let stream = OutStream::new(self.core.rank, dest, handler.0, total, false);
+        self.core.net.borrow_mut().send_or_park(stream, pieces);
+        Ok(())
+    }
+}

@@ -1,0 +1,255 @@
+//! The endpoint: handler registry, streamed sends and receives, `extract`,
+//! credits and waiting — the FM 2.x API over every transport at once.
+//!
+//! ```text
+//!   EndpointBuilder::register(name, async handler) … start()
+//!        │  (rank 0 checks every rank's handler table)
+//!        ▼
+//!   Endpoint ── begin_message → MessageWriter::send_piece … end   (gather)
+//!     │      ── extract(max_bytes): poll each transport in turn
+//!     │             └─ fragments → per-source streams → handlers
+//!     │                 (start on the first fragment; `Message::receive`
+//!     │                  suspends until more arrive — scatter)
+//!     └──── Net: transports, routes, pending sends (from handlers)
+//! ```
+//!
+//! Progress happens only inside calls into the library: `extract`,
+//! `wait_until`, and sends that wait for credit. A sender out of credit
+//! extracts until credit returns, so head-to-head floods and sends from
+//! handlers never deadlock. Delivery is reliable and in order per pair.
+
+mod builder;
+mod config;
+mod control;
+pub(crate) mod core;
+mod message;
+mod net;
+mod stream;
+mod wait;
+mod writer;
+
+pub use self::builder::EndpointBuilder;
+pub use self::config::Config;
+pub use self::core::Extracted;
+pub use self::message::{Ctx, Message, Receive};
+pub use self::wait::WaitPolicy;
+pub use self::writer::MessageWriter;
+
+use self::core::Core;
+use self::net::OutStream;
+use self::wait::Waiter;
+use crate::error::{ConfigError, ExtractError, SendError};
+use crate::id::{HandlerId, Rank};
+use crate::transport::Transport;
+use std::rc::Rc;
+
+/// A rank's endpoint in a started job. Not `Send`: it belongs to the thread
+/// that started it.
+#[derive(Debug)]
+pub struct Endpoint {
+    core: Rc<Core>,
+}
+
+impl Endpoint {
+    /// A builder for the job this process was launched into.
+    ///
+    /// # Errors
+    /// See [`EndpointBuilder::from_env`].
+    pub fn from_env() -> Result<EndpointBuilder, ConfigError> {
+        EndpointBuilder::from_env()
+    }
+
+    /// This rank.
+    #[inline]
+    pub fn rank(&self) -> Rank {
+        self.core.rank
+    }
+
+    /// Ranks in the job.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        self.core.size
+    }
+
+    /// A sending handle (the same a handler gets), e.g. for a library that
+    /// sends both from the main thread and from its handlers.
+    pub fn ctx(&self) -> Ctx {
+        Ctx::new(Rc::clone(&self.core))
+    }
+
+    /// The name `id` was registered under.
+    pub fn handler_name(&self, id: HandlerId) -> String {
+        self.core.registry.borrow().name(id.0).to_owned()
+    }
+
+    /// Start a message of exactly `len` bytes to `handler` on `dest`
+    /// (`FM_begin_message`). Send its pieces with
+    /// [`MessageWriter::send_piece`], then [`MessageWriter::end`].
+    ///
+    /// # Errors
+    /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
+    /// [`SendError::PeerGone`].
+    pub fn begin_message(
+        &mut self,
+        dest: Rank,
+        len: usize,
+        handler: HandlerId,
+    ) -> Result<MessageWriter<'_>, SendError> {
+        self.core.check_send(dest, handler)?;
+        let mut waiter = Waiter::new();
+        while self.core.net.borrow().has_pending_to(dest) {
+            self.core.net.borrow_mut().drain_pending();
+            if self.core.net.borrow().has_pending_to(dest) {
+                self.core.wait_for_credit(dest, &mut waiter)?;
+            }
+        }
+        self.core.net.borrow_mut().open = Some(dest);
+        let s = OutStream::new(self.core.rank, dest, handler.0, len as u64, false);
+        Ok(MessageWriter::new(&self.core, s))
+    }
+
+    /// Send a whole message gathered from `pieces` (blocking only for
+    /// credit).
+    ///
+    /// # Errors
+    /// As [`begin_message`](Self::begin_message).
+    pub fn send(
+        &mut self,
+        dest: Rank,
+        handler: HandlerId,
+        pieces: &[&[u8]],
+    ) -> Result<(), SendError> {
+        let len = pieces.iter().map(|p| p.len()).sum();
+        let mut w = self.begin_message(dest, len, handler)?;
+        for p in pieces {
+            w.send_piece(p)?;
+        }
+        w.end()
+    }
+
+    /// Poll every transport in turn and run handlers (`FM_extract`), until
+    /// nothing more has arrived or about `max_bytes` of payload were taken
+    /// (at least one fragment). Never waits.
+    ///
+    /// # Errors
+    /// A handler's error, a peer's protocol violation or death. The
+    /// endpoint stays usable: call again to continue.
+    pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
+        if let Some(e) = self.core.take_deferred() {
+            return Err(e);
+        }
+        self.core.progress(max_bytes)
+    }
+
+    /// Make progress, waiting per the wait policy, until `done()` is true.
+    ///
+    /// # Errors
+    /// As [`extract`](Self::extract); the wait stops at the first error.
+    pub fn wait_until(&mut self, mut done: impl FnMut() -> bool) -> Result<(), ExtractError> {
+        let mut waiter = Waiter::new();
+        while !done() {
+            if let Some(e) = self.core.take_deferred() {
+                return Err(e);
+            }
+            let x = self.core.progress(usize::MAX)?;
+            if x.any() {
+                waiter.busy();
+            } else {
+                waiter.idle(&self.core, &|| false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leave the job: wait until every rank has called `close`, then handle
+    /// what is still in flight to us. Programs should stop sending before
+    /// closing.
+    ///
+    /// # Errors
+    /// As [`extract`](Self::extract), including errors deferred earlier.
+    pub fn close(self) -> Result<(), ExtractError> {
+        let core = &self.core;
+        core.send_control(Rank(0), control::OP_CLOSE, &[]);
+        let mut waiter = Waiter::new();
+        while !core.control.borrow().released {
+            core.progress_round(&mut waiter, &|| false)?;
+        }
+        // Everything sent to us before its sender closed is visible now.
+        while core.progress(usize::MAX)?.any() {}
+        match core.take_deferred() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.core.teardown();
+    }
+}
+
+impl Core {
+    /// Validate a send's destination and handler.
+    pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
+        if dest.0 >= self.size {
+            return Err(SendError::BadDestination {
+                dest,
+                size: self.size,
+            });
+        }
+        let registered = self.handler_count.get();
+        if handler.0 >= registered {
+            return Err(SendError::UnknownHandler {
+                id: handler.0,
+                registered,
+            });
+        }
+        if self.net.borrow().transport_of(dest).is_gone(dest) {
+            return Err(SendError::PeerGone { rank: dest });
+        }
+        Ok(())
+    }
+
+    /// One round of progress on behalf of a blocking call: extract (errors
+    /// are kept for the next `extract`), then wait per policy if idle.
+    pub(crate) fn progress_round(
+        self: &Rc<Self>,
+        waiter: &mut Waiter,
+        ready: &dyn Fn() -> bool,
+    ) -> Result<(), ExtractError> {
+        match self.progress(usize::MAX) {
+            Ok(x) if x.any() => {
+                waiter.busy();
+                Ok(())
+            }
+            Ok(_) => waiter.idle(self, ready),
+            Err(e) => {
+                self.defer(e);
+                Ok(())
+            }
+        }
+    }
+
+    /// Wait for credit towards `dest`, making progress meanwhile.
+    pub(crate) fn wait_for_credit(
+        self: &Rc<Self>,
+        dest: Rank,
+        waiter: &mut Waiter,
+    ) -> Result<(), SendError> {
+        if self.net.borrow().transport_of(dest).is_gone(dest) {
+            return Err(SendError::PeerGone { rank: dest });
+        }
+        let ready = || self.net.borrow().transport_of(dest).has_credit(dest);
+        match self.progress_round(waiter, &ready) {
+            Ok(()) => Ok(()),
+            Err(ExtractError::PeerDied { rank, .. }) if rank == dest => {
+                Err(SendError::PeerGone { rank })
+            }
+            Err(e) => {
+                self.defer(e);
+                Ok(())
+            }
+        }
+    }
+}

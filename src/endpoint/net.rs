@@ -1,0 +1,256 @@
+//! The send side of the engine: transports, routes, and the per-destination
+//! queue of sends that could not go out at once.
+//!
+//! Sends are streamed ([`OutStream`]): pieces are appended straight into
+//! reserved transport frames; a full frame is committed and the next one
+//! reserved. A stream that runs out of credit stops where it is. The main
+//! thread then makes progress and retries (see `MessageWriter`); a handler,
+//! which must never block, parks the rest in the destination's *pending*
+//! queue (a copy), drained by later progress — UCX's pending-queue idea.
+//!
+//! Order per destination is kept by two rules: a destination with a
+//! pending queue, or with the main thread's stream open, takes new handler
+//! sends only into its pending queue; the main thread drains a
+//! destination's pending queue before opening a stream to it.
+
+use crate::frame::{FragFlags, FragHeader};
+use crate::id::Rank;
+use crate::transport::{AnyTransport, Transport, TxFrame};
+use std::collections::VecDeque;
+
+/// One message being streamed out.
+#[derive(Debug)]
+pub(crate) struct OutStream {
+    pub(crate) dest: Rank,
+    handler: u32,
+    pub(crate) total: u64,
+    pub(crate) written: u64,
+    cur: Option<TxFrame>,
+    first: bool,
+    system: bool,
+    me: u32,
+}
+
+impl OutStream {
+    pub(crate) fn new(me: Rank, dest: Rank, handler: u32, total: u64, system: bool) -> Self {
+        OutStream {
+            dest,
+            handler,
+            total,
+            written: 0,
+            cur: None,
+            first: true,
+            system,
+            me: me.0,
+        }
+    }
+
+    /// Append as much of `data` as credit allows; returns bytes taken.
+    /// The caller guarantees `written + data.len() <= total`.
+    #[inline]
+    pub(crate) fn write(&mut self, net: &mut Net, data: &[u8]) -> usize {
+        let mut off = 0;
+        while off < data.len() {
+            let frame = match &mut self.cur {
+                Some(f) => f,
+                None => match net.try_reserve(self.dest, self.total - self.written) {
+                    Some(f) => self.cur.insert(f),
+                    None => break,
+                },
+            };
+            let n = frame.append(&data[off..]);
+            off += n;
+            self.written += n as u64;
+            if frame.room() == 0 && self.written < self.total {
+                self.commit(net, false);
+            }
+        }
+        off
+    }
+
+    /// Commit the last fragment. False if no credit for it yet.
+    #[inline]
+    pub(crate) fn finish(&mut self, net: &mut Net) -> bool {
+        if self.cur.is_none() {
+            match net.try_reserve(self.dest, 0) {
+                Some(f) => self.cur = Some(f),
+                None => return false,
+            }
+        }
+        self.commit(net, true);
+        true
+    }
+
+    #[inline]
+    fn commit(&mut self, net: &mut Net, last: bool) {
+        let frame = self.cur.take().expect("commit with a reserved frame");
+        let mut flags = 0;
+        if self.first {
+            flags |= FragFlags::FIRST.0;
+        }
+        if last {
+            flags |= FragFlags::LAST.0;
+        }
+        if self.system {
+            flags |= FragFlags::SYSTEM.0;
+        }
+        self.first = false;
+        let header = FragHeader {
+            src: self.me,
+            handler: self.handler,
+            len: frame.len() as u32,
+            flags,
+            total: self.total,
+        };
+        net.commit(frame, header);
+    }
+}
+
+/// A send parked until credit returns: its stream and the bytes not yet
+/// written.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    stream: OutStream,
+    data: Vec<u8>,
+    off: usize,
+}
+
+/// Transports, routes and pending sends.
+#[derive(Debug)]
+pub(crate) struct Net {
+    pub(crate) transports: Vec<AnyTransport>,
+    route: Vec<u8>,
+    /// The destination of the main thread's open stream.
+    pub(crate) open: Option<Rank>,
+    pending: Vec<VecDeque<Pending>>,
+    pending_dests: Vec<u32>,
+}
+
+impl Net {
+    pub(crate) fn new(transports: Vec<AnyTransport>, route: Vec<u8>) -> Self {
+        let n = route.len();
+        Net {
+            transports,
+            route,
+            open: None,
+            pending: (0..n).map(|_| VecDeque::new()).collect(),
+            pending_dests: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
+        let t = self.route[dest.index()] as usize;
+        self.transports[t].try_reserve(dest, remaining)
+    }
+
+    #[inline]
+    fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+        let t = self.route[frame.dest.index()] as usize;
+        self.transports[t].commit(frame, header);
+    }
+
+    /// The transport serving `dest`.
+    pub(crate) fn transport_of(&self, dest: Rank) -> &AnyTransport {
+        &self.transports[self.route[dest.index()] as usize]
+    }
+
+    /// Whether any send is parked.
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending_dests.is_empty()
+    }
+
+    /// Whether a send to `dest` is parked.
+    #[inline]
+    pub(crate) fn has_pending_to(&self, dest: Rank) -> bool {
+        !self.pending[dest.index()].is_empty()
+    }
+
+    /// Send a whole message from a handler: straight out if possible, else
+    /// (partly) parked. Never blocks.
+    pub(crate) fn send_or_park(&mut self, mut stream: OutStream, pieces: &[&[u8]]) {
+        let dest = stream.dest;
+        if self.open != Some(dest) && !self.has_pending_to(dest) {
+            for (i, p) in pieces.iter().enumerate() {
+                let n = stream.write(self, p);
+                if n < p.len() {
+                    let mut data = p[n..].to_vec();
+                    for q in &pieces[i + 1..] {
+                        data.extend_from_slice(q);
+                    }
+                    self.park(Pending {
+                        stream,
+                        data,
+                        off: 0,
+                    });
+                    return;
+                }
+            }
+            if !stream.finish(self) {
+                self.park(Pending {
+                    stream,
+                    data: Vec::new(),
+                    off: 0,
+                });
+            }
+            return;
+        }
+        let data = pieces.concat();
+        self.park(Pending {
+            stream,
+            data,
+            off: 0,
+        });
+    }
+
+    fn park(&mut self, p: Pending) {
+        let d = p.stream.dest.index();
+        if self.pending[d].is_empty() {
+            self.pending_dests.push(d as u32);
+        }
+        self.pending[d].push_back(p);
+    }
+
+    /// Push parked sends out as far as credit allows (skipping the
+    /// destination of the main thread's open stream).
+    pub(crate) fn drain_pending(&mut self) {
+        let mut i = 0;
+        while i < self.pending_dests.len() {
+            let d = self.pending_dests[i] as usize;
+            if self.open.map(Rank::index) != Some(d) {
+                self.drain_dest(d);
+            }
+            if self.pending[d].is_empty() {
+                self.pending_dests.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn drain_dest(&mut self, d: usize) {
+        while let Some(mut p) = self.pending[d].pop_front() {
+            p.off += p.stream.write(self, &p.data[p.off..]);
+            if p.off < p.data.len() || !p.stream.finish(self) {
+                self.pending[d].push_front(p);
+                return;
+            }
+        }
+    }
+
+    /// Publish batched credit returns on every transport.
+    #[inline]
+    pub(crate) fn flush(&mut self) {
+        for t in &mut self.transports {
+            t.flush();
+        }
+    }
+}
+
+impl Net {
+    /// The doorbell this rank sleeps on (from the first transport that has one).
+    pub(crate) fn doorbell(&self) -> Option<&crate::wake::Doorbell> {
+        self.transports.iter().find_map(|t| t.doorbell())
+    }
+}

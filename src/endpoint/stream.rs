@@ -1,0 +1,508 @@
+//! Receive-side state of one source: its unreleased fragments, in arrival
+//! order, and the messages they belong to.
+//!
+//! Invariants:
+//! - `frags` holds, front to back, the unread fragments of the *current*
+//!   message (whose handler is running or suspended), then the fragments of
+//!   messages queued behind it (only possible while the current handler is
+//!   suspended after its message completed);
+//! - fragments leave `frags` only from the front, so they are released in
+//!   arrival order (the transport contract relies on it);
+//! - at most one message per source is *open* (expecting fragments): the
+//!   last one; senders never interleave messages to one destination.
+//!
+//! Control (system) messages are reassembled into a buffer and handed to
+//! the endpoint whole; they never enter `frags`.
+
+use crate::error::ProtocolError;
+use crate::frame::FragFlags;
+use crate::transport::RxFragment;
+use std::collections::VecDeque;
+
+/// A message with fragments in the stream.
+#[derive(Debug)]
+pub(crate) struct MsgState {
+    pub(crate) handler: u32,
+    pub(crate) seq: u64,
+    pub(crate) total: u64,
+    arrived: u64,
+    read: u64,
+    /// Fragments of this message still in `frags`.
+    frags: usize,
+    complete: bool,
+    /// Pool slot of its suspended handler.
+    pub(crate) suspended: Option<u32>,
+}
+
+/// What the endpoint must do after a fragment was accepted.
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    /// Nothing (queued behind a running handler, or dropped).
+    Nothing,
+    /// Start the handler of the new current message.
+    Start,
+    /// Resume the current message's suspended handler.
+    Resume,
+    /// A control message is complete: (op, payload).
+    Control(u32, Vec<u8>),
+}
+
+#[derive(Debug)]
+enum Open {
+    No,
+    User,
+    Control { op: u32, total: u64, buf: Vec<u8> },
+}
+
+/// One source's stream.
+#[derive(Debug)]
+pub(crate) struct SourceStream {
+    src: u32,
+    frags: VecDeque<RxFragment>,
+    front_read: usize,
+    msgs: VecDeque<MsgState>,
+    open: Open,
+    discarding: bool,
+    next_seq: u64,
+}
+
+/// Result of a read by a handler.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Read {
+    /// Bytes copied.
+    pub(crate) n: usize,
+    /// Whether the message has been read to its end.
+    pub(crate) finished: bool,
+}
+
+impl SourceStream {
+    pub(crate) fn new(src: u32) -> Self {
+        SourceStream {
+            src,
+            frags: VecDeque::new(),
+            front_read: 0,
+            msgs: VecDeque::new(),
+            open: Open::No,
+            discarding: false,
+            next_seq: 1,
+        }
+    }
+
+    /// The current message (handler running or suspended), if any.
+    pub(crate) fn current(&mut self) -> Option<&mut MsgState> {
+        self.msgs.front_mut()
+    }
+
+    /// Accept an arrived fragment. `handlers` is the registry size;
+    /// `release` gives a fragment back to its transport.
+    pub(crate) fn accept(
+        &mut self,
+        frag: RxFragment,
+        handlers: u32,
+        release: &mut dyn FnMut(&RxFragment),
+    ) -> Result<Accepted, ProtocolError> {
+        let h = frag.header;
+        let flags = h.flags();
+        let (first, last) = (
+            flags.contains(FragFlags::FIRST),
+            flags.contains(FragFlags::LAST),
+        );
+        let len = u64::from(h.len);
+        if self.discarding {
+            release(&frag);
+            if first {
+                self.discarding = false;
+                self.open = Open::No;
+                return Err(ProtocolError::UnexpectedFirst { src: self.src });
+            }
+            if last {
+                self.discarding = false;
+                self.open = Open::No;
+            }
+            return Ok(Accepted::Nothing);
+        }
+        if first {
+            if !matches!(self.open, Open::No) {
+                release(&frag);
+                self.truncate_open();
+                return Err(ProtocolError::UnexpectedFirst { src: self.src });
+            }
+            if flags.contains(FragFlags::SYSTEM) {
+                let mut buf = Vec::with_capacity(h.total.min(1 << 20) as usize);
+                buf.extend_from_slice(frag.bytes());
+                release(&frag);
+                if last {
+                    return self.control_done(h.handler, h.total, buf);
+                }
+                self.open = Open::Control {
+                    op: h.handler,
+                    total: h.total,
+                    buf,
+                };
+                return Ok(Accepted::Nothing);
+            }
+            if h.handler >= handlers {
+                release(&frag);
+                self.discarding = !last;
+                return Err(ProtocolError::UnknownHandler {
+                    src: self.src,
+                    id: h.handler,
+                    registered: handlers,
+                });
+            }
+            if last && len != h.total {
+                release(&frag);
+                return Err(ProtocolError::LengthMismatch {
+                    src: self.src,
+                    total: h.total,
+                    got: len,
+                });
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.msgs.push_back(MsgState {
+                handler: h.handler,
+                seq,
+                total: h.total,
+                arrived: len,
+                read: 0,
+                frags: 1,
+                complete: last,
+                suspended: None,
+            });
+            self.frags.push_back(frag);
+            self.open = if last { Open::No } else { Open::User };
+            return Ok(if self.msgs.len() == 1 {
+                Accepted::Start
+            } else {
+                Accepted::Nothing
+            });
+        }
+        // A continuation fragment.
+        match &mut self.open {
+            Open::No => {
+                release(&frag);
+                Err(ProtocolError::MissingFirst { src: self.src })
+            }
+            Open::Control { op, total, buf } => {
+                if buf.len() as u64 + len > *total {
+                    let got = buf.len() as u64 + len;
+                    let total = *total;
+                    release(&frag);
+                    self.open = Open::No;
+                    self.discarding = !last;
+                    return Err(ProtocolError::LengthMismatch {
+                        src: self.src,
+                        total,
+                        got,
+                    });
+                }
+                buf.extend_from_slice(frag.bytes());
+                release(&frag);
+                if last {
+                    let (op, total) = (*op, *total);
+                    let Open::Control { buf, .. } = std::mem::replace(&mut self.open, Open::No)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    return self.control_done(op, total, buf);
+                }
+                Ok(Accepted::Nothing)
+            }
+            Open::User => {
+                let only = self.msgs.len() == 1;
+                let m = self
+                    .msgs
+                    .back_mut()
+                    .expect("an open user message is in msgs");
+                if m.arrived + len > m.total || (last && m.arrived + len != m.total) {
+                    let got = m.arrived + len;
+                    let total = m.total;
+                    release(&frag);
+                    m.complete = true;
+                    self.open = Open::No;
+                    self.discarding = !last;
+                    return Err(ProtocolError::LengthMismatch {
+                        src: self.src,
+                        total,
+                        got,
+                    });
+                }
+                m.arrived += len;
+                m.frags += 1;
+                if last {
+                    m.complete = true;
+                    self.open = Open::No;
+                }
+                self.frags.push_back(frag);
+                Ok(if only && m.suspended.is_some() {
+                    Accepted::Resume
+                } else {
+                    Accepted::Nothing
+                })
+            }
+        }
+    }
+
+    fn control_done(
+        &mut self,
+        op: u32,
+        total: u64,
+        buf: Vec<u8>,
+    ) -> Result<Accepted, ProtocolError> {
+        if buf.len() as u64 != total {
+            return Err(ProtocolError::LengthMismatch {
+                src: self.src,
+                total,
+                got: buf.len() as u64,
+            });
+        }
+        Ok(Accepted::Control(op, buf))
+    }
+
+    /// A sender broke off a message: treat it as complete so its handler
+    /// sees the end instead of waiting for ever.
+    fn truncate_open(&mut self) {
+        if let Open::User = self.open {
+            if let Some(m) = self.msgs.back_mut() {
+                m.complete = true;
+                m.total = m.arrived;
+            }
+        }
+        self.open = Open::No;
+    }
+
+    /// Copy bytes of the current message `seq` into `buf`, releasing
+    /// fragments as they are used up. `None` if `seq` is not current.
+    pub(crate) fn read(
+        &mut self,
+        seq: u64,
+        buf: &mut [u8],
+        release: &mut dyn FnMut(&RxFragment),
+    ) -> Option<Read> {
+        let m = self.msgs.front_mut().filter(|m| m.seq == seq)?;
+        let mut n = 0;
+        while m.frags > 0 {
+            let f = self
+                .frags
+                .front()
+                .expect("frags counted in msg are present");
+            let bytes = f.bytes();
+            let k = (bytes.len() - self.front_read).min(buf.len() - n);
+            buf[n..n + k].copy_from_slice(&bytes[self.front_read..self.front_read + k]);
+            n += k;
+            self.front_read += k;
+            m.read += k as u64;
+            if self.front_read == bytes.len() {
+                let f = self.frags.pop_front().expect("checked above");
+                release(&f);
+                self.front_read = 0;
+                m.frags -= 1;
+            } else {
+                break;
+            }
+        }
+        Some(Read {
+            n,
+            finished: m.read == m.total || (m.complete && m.frags == 0),
+        })
+    }
+
+    /// Bytes of the current message `seq` that have arrived and are unread.
+    pub(crate) fn available(&self, seq: u64) -> Option<u64> {
+        let m = self.msgs.front().filter(|m| m.seq == seq)?;
+        Some(m.arrived - m.read)
+    }
+
+    /// The current message's handler returned: drop its unread fragments
+    /// (and its future ones). Returns whether another message is now current.
+    pub(crate) fn finish_current(&mut self, release: &mut dyn FnMut(&RxFragment)) -> bool {
+        let Some(m) = self.msgs.pop_front() else {
+            return false;
+        };
+        for _ in 0..m.frags {
+            let f = self
+                .frags
+                .pop_front()
+                .expect("frags counted in msg are present");
+            release(&f);
+        }
+        self.front_read = 0;
+        if !m.complete {
+            // Only the last message can be incomplete: its remaining
+            // fragments will be dropped as they arrive.
+            self.discarding = true;
+        }
+        !self.msgs.is_empty()
+    }
+
+    /// Forget everything without releasing (endpoint teardown).
+    pub(crate) fn clear(&mut self) {
+        self.frags.clear();
+        self.msgs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::FragHeader;
+    use crate::queue::INLINE_BYTES;
+    use crate::transport::ReleaseToken;
+
+    fn frag(handler: u32, data: &[u8], flags: FragFlags, total: u64) -> RxFragment {
+        let mut b = [0u8; INLINE_BYTES];
+        b[..data.len()].copy_from_slice(data);
+        let h = FragHeader {
+            src: 3,
+            handler,
+            len: data.len() as u32,
+            flags: flags.0,
+            total,
+        };
+        RxFragment::inline(h, ReleaseToken { a: 0, b: 0, src: 3 }, b)
+    }
+
+    const F: FragFlags = FragFlags::FIRST;
+    const L: FragFlags = FragFlags::LAST;
+
+    #[test]
+    fn streams_a_three_fragment_message_and_releases_in_order() {
+        let mut s = SourceStream::new(3);
+        let mut released = Vec::new();
+        let mut rel = |f: &RxFragment| released.push(f.bytes().to_vec());
+        assert!(matches!(
+            s.accept(frag(0, b"abc", F, 7), 1, &mut rel),
+            Ok(Accepted::Start)
+        ));
+        let seq = s.current().unwrap().seq;
+        s.current().unwrap().suspended = Some(0);
+        let mut buf = [0u8; 5];
+        let r = s.read(seq, &mut buf, &mut rel).unwrap();
+        assert_eq!(
+            r,
+            Read {
+                n: 3,
+                finished: false
+            }
+        );
+        assert!(matches!(
+            s.accept(frag(0, b"de", FragFlags(0), 7), 1, &mut rel),
+            Ok(Accepted::Resume)
+        ));
+        assert!(matches!(
+            s.accept(frag(0, b"fg", L, 7), 1, &mut rel),
+            Ok(Accepted::Resume)
+        ));
+        let r = s.read(seq, &mut buf[3..], &mut rel).unwrap();
+        assert_eq!(
+            r,
+            Read {
+                n: 2,
+                finished: false
+            }
+        );
+        assert_eq!(&buf, b"abcde");
+        let mut rest = [0u8; 8];
+        let r = s.read(seq, &mut rest, &mut rel).unwrap();
+        assert_eq!(
+            r,
+            Read {
+                n: 2,
+                finished: true
+            }
+        );
+        assert!(!s.finish_current(&mut rel));
+        assert_eq!(
+            released,
+            vec![b"abc".to_vec(), b"de".to_vec(), b"fg".to_vec()]
+        );
+    }
+
+    #[test]
+    fn an_early_return_discards_the_rest() {
+        let mut s = SourceStream::new(3);
+        let mut n = 0;
+        let mut rel = |_: &RxFragment| n += 1;
+        assert!(matches!(
+            s.accept(frag(0, b"ab", F, 6), 1, &mut rel),
+            Ok(Accepted::Start)
+        ));
+        assert!(!s.finish_current(&mut rel));
+        assert!(matches!(
+            s.accept(frag(0, b"cd", FragFlags(0), 6), 1, &mut rel),
+            Ok(Accepted::Nothing)
+        ));
+        assert!(matches!(
+            s.accept(frag(0, b"ef", L, 6), 1, &mut rel),
+            Ok(Accepted::Nothing)
+        ));
+        assert!(matches!(
+            s.accept(frag(0, b"x", F | L, 1), 1, &mut rel),
+            Ok(Accepted::Start)
+        ));
+        drop(s);
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn bad_sequences_are_typed_errors() {
+        let mut s = SourceStream::new(3);
+        let mut rel = |_: &RxFragment| {};
+        assert_eq!(
+            s.accept(frag(0, b"a", L, 1), 1, &mut rel).unwrap_err(),
+            ProtocolError::MissingFirst { src: 3 }
+        );
+        assert!(matches!(
+            s.accept(frag(9, b"a", F | L, 1), 1, &mut rel).unwrap_err(),
+            ProtocolError::UnknownHandler { id: 9, .. }
+        ));
+        assert!(matches!(
+            s.accept(frag(0, b"a", F, 4), 1, &mut rel),
+            Ok(Accepted::Start)
+        ));
+        assert_eq!(
+            s.accept(frag(0, b"b", F, 4), 1, &mut rel).unwrap_err(),
+            ProtocolError::UnexpectedFirst { src: 3 }
+        );
+        let seq = s.current().unwrap().seq;
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            s.read(seq, &mut buf, &mut rel).unwrap(),
+            Read {
+                n: 1,
+                finished: true
+            },
+            "a broken-off message ends instead of waiting for ever"
+        );
+        assert!(!s.finish_current(&mut rel));
+        assert!(matches!(
+            s.accept(frag(0, b"abc", F | L, 2), 1, &mut rel)
+                .unwrap_err(),
+            ProtocolError::LengthMismatch { .. }
+        ));
+    }
+
+    #[test]
+    fn messages_queue_behind_a_suspended_complete_handler() {
+        let mut s = SourceStream::new(3);
+        let mut rel = |_: &RxFragment| {};
+        assert!(matches!(
+            s.accept(frag(0, b"a", F | L, 1), 1, &mut rel),
+            Ok(Accepted::Start)
+        ));
+        s.current().unwrap().suspended = Some(0);
+        assert!(matches!(
+            s.accept(frag(0, b"b", F | L, 1), 1, &mut rel),
+            Ok(Accepted::Nothing)
+        ));
+        assert!(
+            s.finish_current(&mut rel),
+            "the queued message becomes current"
+        );
+        let seq = s.current().unwrap().seq;
+        let mut buf = [0u8; 1];
+        assert_eq!(s.read(seq, &mut buf, &mut rel).unwrap().n, 1);
+        assert_eq!(&buf, b"b");
+    }
+}

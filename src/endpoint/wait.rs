@@ -1,0 +1,178 @@
+//! Waiting for progress: spin, spin then yield, spin then sleep.
+//!
+//! Spinning is right when each rank has its own core and wrong when ranks
+//! share cores. [`WaitPolicy::Auto`] (the default) spins with the CPU's pause
+//! hint when the host has a core per local rank, and when oversubscribed
+//! spins only briefly before yielding the core each round, so a rank with
+//! work gets scheduled. [`WaitPolicy::Sleep`] goes further: after spinning
+//! and yielding it sleeps on its doorbell (a futex in the shared segment)
+//! until a sender or a credit return rings it — every send then pays a
+//! fence to check for sleepers, which is why it is not the default.
+//!
+//! While idle for long, a waiter checks its peers' liveness (a dead peer is
+//! an error, not a hang) every [`HEALTH_EVERY`].
+
+use super::core::Core;
+use crate::error::{ConfigError, ExtractError};
+use crate::transport::Transport;
+use std::time::{Duration, Instant};
+
+/// How a rank waits when a blocking call finds nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WaitPolicy {
+    /// Spin with the pause hint (one core per rank).
+    Spin,
+    /// Spin briefly, then yield the core each round.
+    Yield,
+    /// Spin, yield, then sleep until rung (futex).
+    Sleep,
+    /// `Spin` when every local rank has a core, else `Yield`.
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for WaitPolicy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "spin" => Ok(WaitPolicy::Spin),
+            "yield" => Ok(WaitPolicy::Yield),
+            "sleep" => Ok(WaitPolicy::Sleep),
+            "auto" => Ok(WaitPolicy::Auto),
+            _ => Err(ConfigError::BadEnv {
+                var: "FASTMSG_WAIT",
+                value: s.to_owned(),
+                why: "expected spin, yield, sleep or auto".into(),
+            }),
+        }
+    }
+}
+
+/// How often an idle waiter checks peers' liveness.
+pub const HEALTH_EVERY: Duration = Duration::from_millis(100);
+
+/// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
+pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// The resolved parameters of a policy on this host.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitConfig {
+    /// Idle rounds spent spinning before yielding.
+    spin_rounds: u32,
+    /// Yield once idle past the spin rounds.
+    yield_: bool,
+    /// Sleep once idle this long (None: never).
+    sleep_after: Option<Duration>,
+}
+
+impl WaitConfig {
+    pub(crate) fn resolve(policy: WaitPolicy, local_ranks: u32) -> WaitConfig {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let oversubscribed = local_ranks > cores;
+        match policy {
+            WaitPolicy::Spin => WaitConfig {
+                spin_rounds: u32::MAX,
+                yield_: false,
+                sleep_after: None,
+            },
+            WaitPolicy::Yield => WaitConfig {
+                spin_rounds: 16,
+                yield_: true,
+                sleep_after: None,
+            },
+            WaitPolicy::Sleep => WaitConfig {
+                spin_rounds: if oversubscribed { 16 } else { 4096 },
+                yield_: true,
+                sleep_after: Some(Duration::from_micros(if oversubscribed { 20 } else { 200 })),
+            },
+            WaitPolicy::Auto if oversubscribed => WaitConfig {
+                spin_rounds: 16,
+                yield_: true,
+                sleep_after: None,
+            },
+            WaitPolicy::Auto => WaitConfig {
+                spin_rounds: 1 << 16,
+                yield_: true,
+                sleep_after: None,
+            },
+        }
+    }
+
+    /// Whether this policy sleeps (senders must ring doorbells).
+    pub(crate) fn sleeps(policy: WaitPolicy) -> bool {
+        policy == WaitPolicy::Sleep
+    }
+}
+
+/// The state of one blocking wait.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    idle_rounds: u32,
+    idle_since: Option<Instant>,
+    last_health: Option<Instant>,
+}
+
+impl Waiter {
+    pub(crate) fn new() -> Self {
+        Waiter {
+            idle_rounds: 0,
+            idle_since: None,
+            last_health: None,
+        }
+    }
+
+    /// Something happened: start spinning again.
+    #[inline]
+    pub(crate) fn busy(&mut self) {
+        self.idle_rounds = 0;
+        self.idle_since = None;
+    }
+
+    /// Nothing happened in the last round: wait a little, per policy.
+    ///
+    /// # Errors
+    /// A dead peer or an abort, found by the periodic health check.
+    /// `ready` re-checks the condition being waited for (besides arrivals)
+    /// after a sleeper has announced itself, so no wake-up is lost.
+    pub(crate) fn idle(
+        &mut self,
+        core: &Core,
+        ready: &dyn Fn() -> bool,
+    ) -> Result<(), ExtractError> {
+        let cfg = core.wait;
+        self.idle_rounds = self.idle_rounds.saturating_add(1);
+        if self.idle_rounds < cfg.spin_rounds {
+            crate::sync::spin_loop();
+            if self.idle_rounds % 4096 != 0 {
+                return Ok(());
+            }
+        }
+        let now = Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if self.last_health.is_none_or(|t| now - t >= HEALTH_EVERY) {
+            if self.last_health.is_some() {
+                core.check_health()?;
+            }
+            self.last_health = Some(now);
+        }
+        if self.idle_rounds < cfg.spin_rounds {
+            return Ok(());
+        }
+        if let Some(after) = cfg.sleep_after {
+            if now - since >= after {
+                let net = core.net.borrow();
+                if let Some(bell) = net.doorbell() {
+                    let has_work = || net.transports.iter().any(|t| t.has_arrivals()) || ready();
+                    bell.sleep(SLEEP_TIMEOUT, has_work);
+                    return Ok(());
+                }
+            }
+        }
+        if cfg.yield_ {
+            crate::sync::yield_now();
+        } else {
+            crate::sync::spin_loop();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,406 @@
+//! Errors: one small enum per operation (iceoryx2 style), each variant
+//! naming the rank, peer, handler or file it concerns, and the crate-level
+//! [`Error`] that any of them converts into.
+//!
+//! Bad input from another process or the network is always one of these,
+//! never a panic: see [`ProtocolError`] and [`SegmentError`].
+
+use crate::id::Rank;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A boxed error returned by a user's handler.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A peer broke the wire protocol (or memory it shares with us was
+/// corrupted). The offending fragment has been dropped and its frame
+/// released.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The header names a sender outside the job.
+    #[error("fragment claims to come from rank {src}, but the job has {world} ranks")]
+    BadSource {
+        /// Claimed sender.
+        src: u32,
+        /// Ranks in the job.
+        world: u32,
+    },
+    /// Unknown flag bits.
+    #[error("fragment from rank {src} has unknown flag bits {flags:#x}")]
+    BadFlags {
+        /// Sender.
+        src: u32,
+        /// The flags found.
+        flags: u32,
+    },
+    /// The payload length runs past the frame (or slot).
+    #[error("fragment from rank {src} says {len} bytes, but a frame holds at most {max}")]
+    FrameTooLong {
+        /// Sender.
+        src: u32,
+        /// Length claimed.
+        len: usize,
+        /// Frame capacity.
+        max: usize,
+    },
+    /// Fragment lengths do not add up to the message length.
+    #[error("message from rank {src} declared {total} bytes but its fragments carry {got}")]
+    LengthMismatch {
+        /// Sender.
+        src: u32,
+        /// Declared message length.
+        total: u64,
+        /// Bytes seen so far.
+        got: u64,
+    },
+    /// The handler id is not in the registry.
+    #[error("message from rank {src} names handler id {id}, but only {registered} handlers are registered")]
+    UnknownHandler {
+        /// Sender.
+        src: u32,
+        /// The id found.
+        id: u32,
+        /// Registry size.
+        registered: u32,
+    },
+    /// A continuation fragment arrived with no message in progress.
+    #[error("rank {src} sent a continuation fragment with no message in progress")]
+    MissingFirst {
+        /// Sender.
+        src: u32,
+    },
+    /// A first fragment arrived while the previous message was unfinished.
+    #[error("rank {src} started a new message before finishing the previous one")]
+    UnexpectedFirst {
+        /// Sender.
+        src: u32,
+    },
+    /// The descriptor names a frame that does not exist.
+    #[error("fragment from rank {src} names frame {frame}, but the queue has {count} frames")]
+    BadFrame {
+        /// Sender.
+        src: u32,
+        /// Frame index found.
+        frame: u32,
+        /// Frames in the queue.
+        count: u32,
+    },
+    /// A queue slot's stamp is from neither this lap nor the last.
+    #[error("receive queue {queue} is corrupt: slot stamp {seq} at position {head}")]
+    QueueCorrupt {
+        /// Queue index on this rank.
+        queue: u32,
+        /// Consumer position.
+        head: u64,
+        /// Stamp found.
+        seq: u64,
+    },
+    /// A sender used a queue it is not assigned to (shared queues only).
+    #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
+    WrongQueue {
+        /// Sender.
+        src: u32,
+        /// Queue index.
+        queue: u32,
+    },
+    /// A system (control) message had an unexpected shape.
+    #[error("control message from rank {src} is malformed: {what}")]
+    BadControl {
+        /// Sender.
+        src: u32,
+        /// What was wrong.
+        what: &'static str,
+    },
+}
+
+/// Creating, opening or validating the shared-memory segment failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SegmentError {
+    /// An OS call failed.
+    #[error("shared segment {path}: {op} failed: {source}")]
+    Io {
+        /// Segment path.
+        path: PathBuf,
+        /// What was attempted.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file does not start with fastmsg's magic.
+    #[error("shared segment {path} has magic {found:#018x}, not fastmsg's {expected:#018x}: not a fastmsg segment")]
+    BadMagic {
+        /// Segment path.
+        path: PathBuf,
+        /// Magic found.
+        found: u64,
+        /// Magic expected.
+        expected: u64,
+    },
+    /// The layout version differs (ranks built from different fastmsg versions).
+    #[error("shared segment {path} has layout version {found}, this build uses {expected}: rebuild every rank with the same fastmsg")]
+    VersionMismatch {
+        /// Segment path.
+        path: PathBuf,
+        /// Version found.
+        found: u32,
+        /// Version expected.
+        expected: u32,
+    },
+    /// The file is shorter than its header says.
+    #[error("shared segment {path} is {len} bytes, its layout needs {need}")]
+    Truncated {
+        /// Segment path.
+        path: PathBuf,
+        /// Actual length.
+        len: u64,
+        /// Needed length.
+        need: u64,
+    },
+    /// The segment was created with different parameters.
+    #[error("shared segment {path} was created with {what} = {theirs}, this rank expects {ours}: start every rank with the same settings")]
+    ConfigMismatch {
+        /// Segment path.
+        path: PathBuf,
+        /// Which parameter.
+        what: &'static str,
+        /// Our value.
+        ours: u64,
+        /// The segment's value.
+        theirs: u64,
+    },
+    /// A live process of another job holds the segment name.
+    #[error("shared segment {path} belongs to live process {pid} of another job; choose another FASTMSG_JOB")]
+    InUse {
+        /// Segment path.
+        path: PathBuf,
+        /// Creator's pid.
+        pid: u32,
+    },
+    /// Peers did not appear in time.
+    #[error(
+        "waited {waited:?} for {what} in shared segment {path}; are all ranks of the job started?"
+    )]
+    Timeout {
+        /// Segment path.
+        path: PathBuf,
+        /// What we were waiting for.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+    },
+    /// More processes attached than the job has local ranks.
+    #[error("shared segment {path}: more than {local} processes attached")]
+    TooManyAttached {
+        /// Segment path.
+        path: PathBuf,
+        /// Local ranks expected.
+        local: u32,
+    },
+    /// The requested layout does not fit in memory limits.
+    #[error("shared segment layout too large: {what}")]
+    TooLarge {
+        /// What overflowed.
+        what: String,
+    },
+}
+
+/// The job's configuration (environment or builder) is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No launcher environment was found.
+    #[error("no job environment found (looked for {looked}); start the program with `fmrun -n N prog`, srun or mpirun")]
+    NoLauncher {
+        /// The variables looked for.
+        looked: &'static str,
+    },
+    /// A variable is present but unusable.
+    #[error("environment variable {var}={value:?} is invalid: {why}")]
+    BadEnv {
+        /// Variable name.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A setting is out of range.
+    #[error("invalid setting {what}: {why}")]
+    Invalid {
+        /// Which setting.
+        what: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// `EndpointBuilder::start` failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Invalid configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Shared-memory segment trouble.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// Network transport trouble.
+    #[error("network transport: {0}")]
+    Network(String),
+    /// Two handlers were registered under one name.
+    #[error("handler name {name:?} registered twice (ids {first} and {second})")]
+    DuplicateHandler {
+        /// The name.
+        name: String,
+        /// First id.
+        first: u32,
+        /// Second id.
+        second: u32,
+    },
+    /// Handler tables differ between ranks.
+    #[error("handler tables differ: handler {index} is {ours:?} on rank {our_rank} but {theirs:?} on rank {their_rank}; every rank must register the same handlers in the same order")]
+    HandlerMismatch {
+        /// First differing id.
+        index: u32,
+        /// The reporting rank (rank 0).
+        our_rank: Rank,
+        /// Name there (None: table shorter).
+        ours: Option<String>,
+        /// The differing rank.
+        their_rank: Rank,
+        /// Name there (None: table shorter).
+        theirs: Option<String>,
+    },
+    /// Progress failed during the start-up exchange.
+    #[error("start-up exchange failed: {0}")]
+    Exchange(#[from] ExtractError),
+    /// Peers did not answer in time.
+    #[error(
+        "waited {waited:?} for {what}; are all ranks of the job started with the same program?"
+    )]
+    Timeout {
+        /// How long.
+        waited: Duration,
+        /// What we were waiting for.
+        what: &'static str,
+    },
+}
+
+/// A send could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The destination is not a rank of the job.
+    #[error("destination rank {dest} is out of range (job has {size} ranks)")]
+    BadDestination {
+        /// Destination given.
+        dest: Rank,
+        /// Ranks in the job.
+        size: u32,
+    },
+    /// The handler id is not registered.
+    #[error("handler id {id} is not registered ({registered} handlers)")]
+    UnknownHandler {
+        /// Id given.
+        id: u32,
+        /// Registry size.
+        registered: u32,
+    },
+    /// More bytes were sent than `begin_message` declared.
+    #[error("message declared {declared} bytes, piece would make it {attempted}")]
+    Overflow {
+        /// Declared length.
+        declared: u64,
+        /// Length the piece would reach.
+        attempted: u64,
+    },
+    /// `end` was called before `declared` bytes were sent; the message was
+    /// completed with zero bytes so the receiver stays in step.
+    #[error("message declared {declared} bytes but only {written} were sent; padded with zeros")]
+    Short {
+        /// Declared length.
+        declared: u64,
+        /// Bytes written.
+        written: u64,
+    },
+    /// The destination process is gone.
+    #[error("rank {rank} has exited or died; cannot send to it")]
+    PeerGone {
+        /// The dead rank.
+        rank: Rank,
+    },
+}
+
+/// Receiving from a message inside a handler failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiveError {
+    /// The `Message` was used after its handler finished.
+    #[error("message handle used after its handler returned")]
+    Stale,
+}
+
+/// `extract` (progress) reported a problem. The engine stays usable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractError {
+    /// A peer broke the protocol; the bad fragment was dropped.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// A handler returned an error.
+    #[error("handler {handler:?} failed on a message from rank {src}: {source}")]
+    Handler {
+        /// Sender of the message.
+        src: Rank,
+        /// Handler name.
+        handler: String,
+        /// The handler's error.
+        source: BoxError,
+    },
+    /// A peer process died.
+    #[error("rank {rank} (pid {pid}) has died")]
+    PeerDied {
+        /// The dead rank.
+        rank: Rank,
+        /// Its pid.
+        pid: u32,
+    },
+    /// A network peer failed.
+    #[error("network transport: {0}")]
+    Network(String),
+    /// The job's supervisor asked every rank to give up (another rank failed).
+    #[error("aborted: another rank of the job failed")]
+    Aborted,
+}
+
+/// Any fastmsg error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// See [`ConfigError`].
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// See [`StartError`].
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// See [`SendError`].
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// See [`ReceiveError`].
+    #[error(transparent)]
+    Receive(#[from] ReceiveError),
+    /// See [`ExtractError`].
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    /// See [`SegmentError`].
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+}
+
+impl From<ProtocolError> for Error {
+    fn from(e: ProtocolError) -> Self {
+        Error::Extract(ExtractError::Protocol(e))
+    }
+}

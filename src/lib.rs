@@ -1,0 +1,52 @@
+//! # fastmsg
+//!
+//! Active messages in the style of Illinois Fast Messages 2.x / HPVM 1.9:
+//! ranks register handlers; a message names a handler that runs on the
+//! receiver when that rank polls. Sends are streamed gathers
+//! (`begin_message` → `send_piece`… → `end`), receives are streamed
+//! scatters (an `async` handler pulls pieces out of arrived frames and is
+//! resumed when more arrive), `extract` polls every transport in turn.
+//!
+//! ```text
+//!  examples/ benches/ handlers/ (collectives, public API only)
+//!     │
+//!  endpoint   registry · begin/send_piece/end · extract · credits · waiting
+//!     │       one polling loop over every transport, no adaptive scheme
+//!  transport  the contract: frames out, frames in, credit, release in order
+//!     └── shm    SMT (seed 004 §5): lock-free free list + receive queue
+//!  queue · flow · wake   the lock-free core, through the `sync` shim
+//!  frame      the fragment header shared by all transports
+//!  bootstrap  rank/size/job from fmrun, Slurm, Open MPI, PMI; threads
+//! ```
+//!
+//! Everything under `queue`, `flow` and `wake` reaches atomics only through
+//! `sync`, so the loom models in `loom-tests/` check the shipped code.
+
+#![warn(missing_docs)]
+
+#[cfg(not(loom))]
+pub mod bootstrap;
+#[cfg(not(loom))]
+pub(crate) mod copy;
+#[cfg(not(loom))]
+pub mod endpoint;
+pub mod error;
+pub mod flow;
+pub mod frame;
+#[cfg(not(loom))]
+pub(crate) mod handler;
+pub mod id;
+pub mod queue;
+pub(crate) mod sync;
+#[cfg(not(loom))]
+pub mod transport;
+pub mod wake;
+
+#[cfg(not(loom))]
+pub use crate::endpoint::{
+    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, WaitPolicy,
+};
+pub use crate::error::Error;
+#[cfg(not(loom))]
+pub use crate::handler::HandlerResult;
+pub use crate::id::{HandlerId, Rank};

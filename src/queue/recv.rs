@@ -1,0 +1,212 @@
+//! The receive queue: a power-of-two ring of stamped one-line slots.
+//!
+//! Seed 004 §5 send steps 5–6 ("fetch-and-increment on the tail of the
+//! receiver's receive queue; set the index at the fetched tail") and receive
+//! step 1 ("poll until the entry at the head is marked"), with the marking
+//! made precise by a sequence stamp per slot (Vyukov's bounded queue):
+//!
+//! - a slot for queue position `p` is **published** when its `seq == p + 1`;
+//! - in shared mode the consumer **recycles** the slot after reading it by
+//!   storing `seq = p + cap`, which is exactly the value a producer of
+//!   position `p + cap` waits for; initially `seq[i] = i`;
+//! - in dedicated mode nobody recycles: the credit protocol proves the
+//!   consumer read position `p` before the single producer may reach
+//!   `p + cap`, so the consumer never writes to the slot's cache line.
+//!
+//! The consumer's head is private to the receiving process; polling an
+//! empty queue is one Acquire load of a line that stays in the receiver's
+//! cache until a producer writes it (seed 004 §4.1, memory-based
+//! notification).
+
+#![allow(unsafe_code)]
+
+use crate::frame::FragHeader;
+use crate::sync::{self, AtomicU64, Ordering, UnsafeCell};
+
+/// Payload bytes that travel inside the slot itself.
+pub const INLINE_BYTES: usize = 28;
+
+/// Frame index meaning "payload is inline, no frame".
+pub const NO_FRAME: u32 = u32::MAX;
+
+/// The descriptor stored in a slot: 56 bytes, so the slot is one cache line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotBody {
+    /// Fragment header.
+    pub header: FragHeader,
+    /// Frame holding the payload, or [`NO_FRAME`] for an inline payload.
+    pub frame: u32,
+    /// Inline payload (first `header.len` bytes) when `frame == NO_FRAME`.
+    pub inline: [u8; INLINE_BYTES],
+}
+
+/// One receive-queue slot: the stamp and the descriptor, one cache line.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct Slot {
+    seq: AtomicU64,
+    body: UnsafeCell<SlotBody>,
+}
+
+#[cfg(not(loom))]
+static_assertions::assert_eq_size!(Slot, [u8; 64]);
+
+impl Slot {
+    /// A slot stamped for position `index` of lap 0 (unpublished).
+    pub fn new(index: u64) -> Slot {
+        Slot {
+            seq: AtomicU64::new(index),
+            body: UnsafeCell::new(SlotBody::default()),
+        }
+    }
+
+    /// Re-stamp an existing slot (in a freshly created mapping) as `new(index)`.
+    /// Relaxed: the mapping is published to other processes by the segment's
+    /// ready flag afterwards.
+    pub fn reset(&self, index: u64) {
+        self.seq.store(index, Ordering::Relaxed);
+    }
+}
+
+/// A slot's stamp is from neither this lap nor the last one: the memory was
+/// overwritten by something that does not follow the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueCorrupt {
+    /// The consumer's position.
+    pub head: u64,
+    /// The stamp found.
+    pub seq: u64,
+}
+
+/// A receive queue over a slice of slots.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvQueue<'a> {
+    slots: &'a [Slot],
+    tail: &'a AtomicU64,
+    mask: u64,
+    shared: bool,
+}
+
+impl<'a> RecvQueue<'a> {
+    /// A queue over `slots` (a power of two of them) whose shared tail
+    /// counter is `tail`. `shared` selects the multi-producer protocol.
+    ///
+    /// # Panics
+    /// If the slot count is not a power of two of at least 2.
+    pub fn new(slots: &'a [Slot], tail: &'a AtomicU64, shared: bool) -> Self {
+        let n = slots.len();
+        assert!(
+            n >= 2 && n.is_power_of_two(),
+            "slot count {n} is not a power of two >= 2"
+        );
+        RecvQueue {
+            slots,
+            tail,
+            mask: n as u64 - 1,
+            shared,
+        }
+    }
+
+    /// Number of slots.
+    #[inline]
+    pub fn capacity(&self) -> u64 {
+        self.mask + 1
+    }
+
+    /// Whether several producers share this queue.
+    #[inline]
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Claim the next position of a shared queue (seed step 5). Dedicated
+    /// queues do not call this: their producer counts positions itself.
+    #[inline]
+    pub fn claim(&self) -> u64 {
+        // Relaxed: the position only chooses a slot; the slot's stamp orders
+        // the data (SYNC POINT rq-publish / rq-recycle).
+        self.tail.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Publish `body` at position `pos` (seed step 6).
+    ///
+    /// In shared mode this first waits for the consumer to recycle the slot;
+    /// the caller's credit guarantees that happens without waiting on any
+    /// further sends. In dedicated mode the caller's credit must prove the
+    /// consumer has read position `pos - capacity()`.
+    #[inline]
+    pub fn publish(&self, pos: u64, body: &SlotBody) {
+        let slot = &self.slots[(pos & self.mask) as usize];
+        if self.shared {
+            let mut spins = 0u32;
+            // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
+            // Release recycle store in `try_pop`; its reads of the previous
+            // lap's body happen before our write below.
+            while slot.seq.load(Ordering::Acquire) != pos {
+                spins += 1;
+                if spins % 1024 == 0 {
+                    sync::yield_now();
+                } else {
+                    sync::spin_loop();
+                }
+            }
+        }
+        // Fill the slot.
+        slot.body.with_mut(|p| {
+            // SAFETY: the slot is ours: in shared mode the stamp says the
+            // consumer recycled it and no other producer holds position
+            // `pos`; in dedicated mode the credit protocol says the consumer
+            // finished with it. `p` is valid and aligned (it points into the
+            // slot), and SlotBody is plain old data.
+            unsafe { p.write(*body) }
+        });
+        // SYNC POINT rq-publish (release side): pairs with the Acquire load
+        // in `try_pop`; the body written above is visible to the consumer
+        // that sees the new stamp.
+        slot.seq.store(pos + 1, Ordering::Release);
+    }
+
+    /// Pop the entry at position `head` if it has been published.
+    ///
+    /// # Errors
+    /// [`QueueCorrupt`] if the stamp belongs to neither this lap nor the last.
+    #[inline]
+    pub fn try_pop(&self, head: u64) -> Result<Option<SlotBody>, QueueCorrupt> {
+        let slot = &self.slots[(head & self.mask) as usize];
+        // SYNC POINT rq-publish (acquire side): pairs with the Release store
+        // in `publish`; seeing `head + 1` makes the body visible.
+        let seq = slot.seq.load(Ordering::Acquire);
+        if seq != head + 1 {
+            return if seq > head + 1 || seq + self.mask < head {
+                Err(QueueCorrupt { head, seq })
+            } else {
+                Ok(None)
+            };
+        }
+        // Read the descriptor out of the slot.
+        let body = slot.body.with(|p| {
+            // SAFETY: the stamp says position `head` was published and the
+            // producer of the next lap cannot write before we recycle (shared)
+            // or return the credit (dedicated), both of which follow this
+            // read. `p` is valid and aligned; SlotBody is plain old data.
+            unsafe { p.read() }
+        });
+        if self.shared {
+            // SYNC POINT rq-recycle (release side): pairs with the Acquire
+            // wait in `publish`; our read above happens before the reuse.
+            slot.seq.store(head + self.capacity(), Ordering::Release);
+        }
+        Ok(Some(body))
+    }
+
+    /// Whether the entry at `head` has been published (one Acquire load).
+    #[inline]
+    pub fn is_ready(&self, head: u64) -> bool {
+        // SYNC POINT rq-publish (acquire side), as in `try_pop`.
+        self.slots[(head & self.mask) as usize]
+            .seq
+            .load(Ordering::Acquire)
+            == head + 1
+    }
+}

@@ -1,0 +1,313 @@
+//! Transports: how fragments get from one rank to another.
+//!
+//! # The contract every transport meets
+//!
+//! A transport moves *fragments* — a [`FragHeader`] plus at most
+//! `frame_capacity()` payload bytes — between ranks it reaches, and:
+//!
+//! 1. **Reliable, in order per pair.** Fragments from one sender to one
+//!    receiver come out of [`Transport::poll`] in the order they were
+//!    committed, none lost, none duplicated.
+//! 2. **Credit-bounded.** [`Transport::try_reserve`] hands out a frame only
+//!    while the sender holds credit for that destination (one credit per
+//!    fragment, see [`crate::flow`]); without credit it returns `None` and
+//!    never blocks. Credit comes back when the receiver *releases* fragments.
+//! 3. **Release in arrival order per source.** The engine releases each
+//!    source's fragments in the order they were polled (it keeps one FIFO per
+//!    source); transports may rely on that to reuse frames in order.
+//! 4. **Zero-copy receive.** A polled fragment's payload stays where it
+//!    arrived (a shared frame, a ring slot) until released; its bytes are
+//!    read through [`RxFragment::bytes`].
+//! 5. **Cheap empty poll.** Polling with nothing arrived costs a load of a
+//!    cached line or two (seed 004 §4.1), so the engine polls every
+//!    transport in turn with no adaptive scheme.
+//! 6. **Validated input.** Whatever arrives from another process or the
+//!    network is checked ([`FragHeader::check`] and the transport's own
+//!    indices) before the engine sees it; bad input is a
+//!    [`ProtocolError`], never a panic.
+//!
+//! The engine (`crate::endpoint`) knows transports only through this trait
+//! and [`AnyTransport`] (static dispatch, so the empty poll stays cheap).
+
+#![allow(unsafe_code)]
+
+pub mod shm;
+
+use crate::error::{ExtractError, ProtocolError};
+use crate::frame::FragHeader;
+use crate::id::Rank;
+use crate::queue::INLINE_BYTES;
+use crate::wake::Doorbell;
+
+pub use shm::ShmTransport;
+
+/// Identifies a polled fragment to its transport for release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseToken {
+    /// Transport-defined (queue index for shm).
+    pub a: u32,
+    /// Transport-defined (frame index for shm).
+    pub b: u32,
+    /// The source rank.
+    pub src: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Body {
+    Inline([u8; INLINE_BYTES]),
+    External(*const u8),
+}
+
+/// A fragment that has arrived and not yet been released.
+#[derive(Clone, Copy, Debug)]
+pub struct RxFragment {
+    /// The validated header.
+    pub header: FragHeader,
+    /// What to hand back to the transport on release.
+    pub token: ReleaseToken,
+    /// Index of the transport that delivered it (set by the engine).
+    pub transport: u8,
+    body: Body,
+}
+
+impl RxFragment {
+    /// A fragment whose payload was copied out of an inline slot.
+    ///
+    /// # Panics
+    /// If `header.len` exceeds [`INLINE_BYTES`] (transports validate first).
+    pub fn inline(header: FragHeader, token: ReleaseToken, data: [u8; INLINE_BYTES]) -> Self {
+        assert!(header.len as usize <= INLINE_BYTES);
+        RxFragment {
+            header,
+            token,
+            transport: 0,
+            body: Body::Inline(data),
+        }
+    }
+
+    /// A fragment whose payload stays in transport memory at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `header.len` bytes, and those bytes
+    /// must not be written by anyone, from now until the transport that
+    /// created this fragment releases it or is dropped (whichever is first),
+    /// and the engine must not use the fragment after that.
+    pub unsafe fn external(header: FragHeader, token: ReleaseToken, ptr: *const u8) -> Self {
+        RxFragment {
+            header,
+            token,
+            transport: 0,
+            body: Body::External(ptr),
+        }
+    }
+
+    /// Payload bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        let len = self.header.len as usize;
+        match &self.body {
+            Body::Inline(b) => &b[..len],
+            // SAFETY: `external`'s contract: valid and unwritten until
+            // release; the engine releases only after its last use.
+            Body::External(p) => unsafe { core::slice::from_raw_parts(*p, len) },
+        }
+    }
+}
+
+#[derive(Debug)]
+enum TxBody {
+    Inline([u8; INLINE_BYTES]),
+    External(*mut u8),
+}
+
+/// A frame reserved for sending; pieces are appended straight into it.
+#[derive(Debug)]
+pub struct TxFrame {
+    /// Destination.
+    pub dest: Rank,
+    /// Transport-defined (shm: frame index, or queue position).
+    pub token: u64,
+    cap: usize,
+    len: usize,
+    body: TxBody,
+}
+
+impl TxFrame {
+    /// A frame that gathers into a small inline buffer.
+    pub fn inline(dest: Rank, token: u64) -> Self {
+        TxFrame {
+            dest,
+            token,
+            cap: INLINE_BYTES,
+            len: 0,
+            body: TxBody::Inline([0; INLINE_BYTES]),
+        }
+    }
+
+    /// A frame writing straight into transport memory.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for writes of `cap` bytes that nobody else reads
+    /// or writes until the frame is committed.
+    pub unsafe fn external(dest: Rank, token: u64, ptr: *mut u8, cap: usize) -> Self {
+        TxFrame {
+            dest,
+            token,
+            cap,
+            len: 0,
+            body: TxBody::External(ptr),
+        }
+    }
+
+    /// Bytes written so far.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing has been written.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes that still fit.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.cap - self.len
+    }
+
+    /// Copy as much of `data` as fits; returns how much was taken.
+    #[inline]
+    pub fn append(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.room());
+        match &mut self.body {
+            TxBody::Inline(b) => b[self.len..self.len + n].copy_from_slice(&data[..n]),
+            // SAFETY: `external`'s contract: `ptr` is valid for `cap` bytes
+            // and ours until commit; `len + n <= cap`; `data` cannot overlap
+            // transport memory we exclusively own.
+            TxBody::External(p) => unsafe {
+                crate::copy::copy_to_frame(p.add(self.len), data.as_ptr(), n)
+            },
+        }
+        self.len += n;
+        n
+    }
+
+    /// Append `n` zero bytes (at most `room()`).
+    pub fn zero_fill(&mut self, n: usize) -> usize {
+        const Z: [u8; 256] = [0; 256];
+        let mut done = 0;
+        while done < n && self.room() > 0 {
+            done += self.append(&Z[..(n - done).min(Z.len())]);
+        }
+        done
+    }
+
+    /// The inline bytes, if this is an inline frame.
+    pub fn inline_data(&self) -> Option<&[u8; INLINE_BYTES]> {
+        match &self.body {
+            TxBody::Inline(b) => Some(b),
+            TxBody::External(_) => None,
+        }
+    }
+
+    /// The start of transport memory, if this is an external frame.
+    pub fn external_ptr(&self) -> Option<*mut u8> {
+        match &self.body {
+            TxBody::Inline(_) => None,
+            TxBody::External(p) => Some(*p),
+        }
+    }
+}
+
+/// What every transport implements. See the module docs for the contract.
+pub trait Transport {
+    /// Take the next fragment that has arrived, if any.
+    fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>>;
+    /// Whether `poll` would find something (used before sleeping).
+    fn has_arrivals(&self) -> bool;
+    /// Hand a polled fragment's frame back and count its credit.
+    fn release(&mut self, token: &ReleaseToken);
+    /// Publish batched credit returns. Called at the end of each extract.
+    fn flush(&mut self);
+    /// Reserve a frame towards `dest` if credit allows; `remaining` is how
+    /// many message bytes are still to come (lets a transport pick an
+    /// inline frame for small payloads).
+    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame>;
+    /// Publish a reserved frame with its header.
+    fn commit(&mut self, frame: TxFrame, header: FragHeader);
+    /// Payload bytes per frame.
+    fn frame_capacity(&self) -> usize;
+    /// Check that the peers this transport reaches are alive.
+    ///
+    /// # Errors
+    /// [`ExtractError::PeerDied`] (or a network error) naming the peer.
+    fn check_peers(&mut self) -> Result<(), ExtractError>;
+    /// Whether `dest` is known to be gone.
+    fn is_gone(&self, dest: Rank) -> bool;
+    /// Whether a frame towards `dest` could be reserved now (re-reads
+    /// returned credit; used before sleeping).
+    fn has_credit(&self, dest: Rank) -> bool;
+    /// The doorbell this rank sleeps on, if the transport provides one.
+    fn doorbell(&self) -> Option<&Doorbell>;
+}
+
+/// The transports an endpoint can hold, dispatched statically.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyTransport {
+    /// Shared memory between ranks of one host.
+    Shm(ShmTransport),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $t:ident => $e:expr) => {
+        match $self {
+            AnyTransport::Shm($t) => $e,
+        }
+    };
+}
+
+impl Transport for AnyTransport {
+    #[inline]
+    fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
+        dispatch!(self, t => t.poll())
+    }
+    #[inline]
+    fn has_arrivals(&self) -> bool {
+        dispatch!(self, t => t.has_arrivals())
+    }
+    #[inline]
+    fn release(&mut self, token: &ReleaseToken) {
+        dispatch!(self, t => t.release(token))
+    }
+    #[inline]
+    fn flush(&mut self) {
+        dispatch!(self, t => t.flush())
+    }
+    #[inline]
+    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
+        dispatch!(self, t => t.try_reserve(dest, remaining))
+    }
+    #[inline]
+    fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+        dispatch!(self, t => t.commit(frame, header))
+    }
+    #[inline]
+    fn frame_capacity(&self) -> usize {
+        dispatch!(self, t => t.frame_capacity())
+    }
+    fn check_peers(&mut self) -> Result<(), ExtractError> {
+        dispatch!(self, t => t.check_peers())
+    }
+    fn is_gone(&self, dest: Rank) -> bool {
+        dispatch!(self, t => t.is_gone(dest))
+    }
+    fn has_credit(&self, dest: Rank) -> bool {
+        dispatch!(self, t => t.has_credit(dest))
+    }
+    fn doorbell(&self) -> Option<&Doorbell> {
+        dispatch!(self, t => t.doorbell())
+    }
+}

@@ -1,0 +1,546 @@
+//! The shared-memory transport (SMT, seed 004 §5) between ranks of one host.
+//!
+//! Owns the [`Segment`] mapping and, over it, this rank's `M` receive queues
+//! (poll side) and a sender's view of every local peer's queue (send side).
+//! The queue protocol itself lives in [`crate::queue`]; credits in
+//! [`crate::flow`]; this module wires them to the mapping and validates all
+//! that comes out of it.
+
+#![allow(unsafe_code)]
+
+pub mod layout;
+pub mod segment;
+
+use self::layout::{Layout, Params};
+use self::segment::Segment;
+use super::{ReleaseToken, RxFragment, Transport, TxFrame};
+use crate::error::{ExtractError, ProtocolError, SegmentError};
+use crate::flow::{CreditLine, CreditReturn, CreditWindow};
+use crate::frame::FragHeader;
+use crate::id::Rank;
+use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, INLINE_BYTES, NO_FRAME};
+use crate::sync::{AtomicU32, AtomicU64};
+use crate::wake::Doorbell;
+use std::path::Path;
+use std::time::Duration;
+
+/// Frames of one queue inside the mapping: `count` frames of `stride` bytes,
+/// each an in-use flag line followed by `cap` payload bytes.
+#[derive(Debug, Clone, Copy)]
+struct ShmFrames {
+    base: *mut u8,
+    stride: usize,
+    count: u32,
+    cap: usize,
+}
+
+impl ShmFrames {
+    #[inline]
+    fn payload(&self, frame: u32) -> *mut u8 {
+        debug_assert!(frame < self.count);
+        // SAFETY: frame < count, so the offset stays inside this queue's
+        // frame area of the mapping.
+        unsafe { self.base.add(frame as usize * self.stride + 64) }
+    }
+}
+
+impl FrameStore for ShmFrames {
+    fn count(&self) -> u32 {
+        self.count
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+    #[inline]
+    fn in_use(&self, frame: u32) -> &AtomicU32 {
+        assert!(frame < self.count);
+        // SAFETY: in bounds, 64-byte aligned line at the head of the frame;
+        // the mapping outlives `self` (see ShmTransport's field order).
+        unsafe { &*(self.base.add(frame as usize * self.stride) as *const AtomicU32) }
+    }
+    fn write(&self, frame: u32, offset: usize, src: &[u8]) {
+        assert!(frame < self.count && offset + src.len() <= self.cap);
+        // SAFETY: bounds checked above; the caller owns the frame.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.payload(frame).add(offset), src.len())
+        }
+    }
+    fn read(&self, frame: u32, offset: usize, dst: &mut [u8]) {
+        assert!(frame < self.count && offset + dst.len() <= self.cap);
+        // SAFETY: bounds checked above; the caller owns the frame.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.payload(frame).add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        }
+    }
+}
+
+/// One of this rank's receive queues.
+#[derive(Debug)]
+struct RxQueue {
+    q: RecvQueue<'static>,
+    free_head: &'static AtomicU64,
+    frames: ShmFrames,
+    head: u64,
+    /// The only sender's SMT id (dedicated queues).
+    sole_sender: Option<u32>,
+    broken: bool,
+}
+
+/// The send side towards one local peer.
+#[derive(Debug)]
+struct TxPeer {
+    q: RecvQueue<'static>,
+    free_head: &'static AtomicU64,
+    frames: ShmFrames,
+    window: CreditWindow,
+    credit: &'static CreditLine,
+    bell: &'static Doorbell,
+}
+
+/// Settings of the shared-memory transport (all ranks of a host agree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmConfig {
+    /// Receive queues per rank, `1 ..= local` (`FASTMSG_QUEUES`).
+    pub queues: Option<u32>,
+    /// Credit window per pair in frames (`FASTMSG_WINDOW`).
+    pub window: u32,
+    /// Payload bytes per frame (`FASTMSG_FRAME_SIZE`).
+    pub frame_size: u32,
+    /// Send payloads of at most 28 bytes inside the slot (`FASTMSG_SHM_INLINE`).
+    pub inline: bool,
+}
+
+impl Default for ShmConfig {
+    fn default() -> Self {
+        ShmConfig {
+            queues: None,
+            window: 32,
+            frame_size: 8192,
+            inline: true,
+        }
+    }
+}
+
+/// The shared-memory transport of one rank.
+#[derive(Debug)]
+pub struct ShmTransport {
+    me_smt: u32,
+    world: u32,
+    layout: Layout,
+    inline: bool,
+    doorbells: bool,
+    rx: Vec<RxQueue>,
+    next_rx: usize,
+    returns: Vec<CreditReturn>,
+    dirty: Vec<u32>,
+    tx: Vec<Option<TxPeer>>,
+    smt_of_rank: Vec<u32>,
+    rank_of_smt: Vec<u32>,
+    pid_of_smt: Vec<u32>,
+    gone: Vec<bool>,
+    my_bell: &'static Doorbell,
+    // Dropped last: every `'static` reference above points into it.
+    seg: Box<Segment>,
+}
+
+/// What the shared-memory transport needs to know about the job.
+#[derive(Debug, Clone)]
+pub struct ShmJob<'a> {
+    /// Directory of the segment file (normally /dev/shm).
+    pub dir: &'a Path,
+    /// Job id (file-name safe).
+    pub job: &'a str,
+    /// Host key (distinguishes "hosts" that share /dev/shm).
+    pub host: &'a str,
+    /// Our global rank.
+    pub rank: Rank,
+    /// Ranks in the job.
+    pub world: u32,
+    /// Our rank among the ranks of this host.
+    pub local_rank: u32,
+    /// Ranks on this host.
+    pub local_size: u32,
+    /// Whether a sleeping wait policy is in use (senders ring doorbells).
+    pub doorbells: bool,
+    /// How long to wait for the segment and the other local ranks.
+    pub timeout: Duration,
+}
+
+impl ShmTransport {
+    /// Create (local rank 0) or open the host's segment, attach, and wait
+    /// for every local rank.
+    ///
+    /// # Errors
+    /// Any [`SegmentError`].
+    pub fn connect(job: &ShmJob<'_>, cfg: &ShmConfig) -> Result<ShmTransport, SegmentError> {
+        let queues = cfg.queues.unwrap_or_else(|| default_queues(job.local_size));
+        let params = Params {
+            local: job.local_size,
+            queues: queues.clamp(1, job.local_size.max(1)),
+            window: cfg.window,
+            frame_size: cfg.frame_size,
+            doorbells: job.doorbells,
+        };
+        let path = segment::segment_path(job.dir, job.job, job.host);
+        let mut seg = Box::new(if job.local_rank == 0 {
+            Segment::create(&path, job.job, params)?
+        } else {
+            Segment::open(&path, job.job, params, job.timeout)?
+        });
+        let me_smt = seg.attach(job.rank.0)?;
+        let peers = seg.wait_all_attached(job.timeout)?;
+        let layout = *seg.layout();
+        let mut smt_of_rank = vec![u32::MAX; job.world as usize];
+        for (smt, &(rank, _)) in peers.iter().enumerate() {
+            if rank >= job.world || smt_of_rank[rank as usize] != u32::MAX {
+                return Err(SegmentError::TooLarge {
+                    what: format!(
+                        "SMT map entry {smt} names rank {rank}, which is out of range or taken twice"
+                    ),
+                });
+            }
+            smt_of_rank[rank as usize] = smt as u32;
+        }
+        let rank_of_smt: Vec<u32> = peers.iter().map(|p| p.0).collect();
+        let pid_of_smt: Vec<u32> = peers.iter().map(|p| p.1).collect();
+        // SAFETY: `seg` is boxed, so its address is stable; the box is moved
+        // into the transport, never moved out, and dropped after every field
+        // that holds a reference derived from `seg_ref` (field order). The
+        // references are private and never handed out as `'static`.
+        let seg_ref: &'static Segment = unsafe { &*(&*seg as *const Segment) };
+        let frames = |smt: u32, q: u32| ShmFrames {
+            base: seg_ref
+                .base()
+                .wrapping_add(seg_ref.frames_offset(smt, q) as usize),
+            stride: layout.frame_stride as usize,
+            count: layout.slots,
+            cap: layout.params.frame_size as usize,
+        };
+        let mut rx = Vec::new();
+        for q in 0..layout.params.queues {
+            let (tail, free_head) = seg_ref.queue_counters(me_smt, q);
+            let shared = layout.is_shared(q);
+            rx.push(RxQueue {
+                q: RecvQueue::new(seg_ref.slots(me_smt, q), tail, shared),
+                free_head,
+                frames: frames(me_smt, q),
+                head: 0,
+                sole_sender: (!shared).then_some(q),
+                broken: false,
+            });
+        }
+        let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
+        for (smt, &rank) in rank_of_smt.iter().enumerate() {
+            let smt = smt as u32;
+            let q = layout.queue_of_sender(me_smt);
+            let (tail, free_head) = seg_ref.queue_counters(smt, q);
+            tx[rank as usize] = Some(TxPeer {
+                q: RecvQueue::new(seg_ref.slots(smt, q), tail, layout.is_shared(q)),
+                free_head,
+                frames: frames(smt, q),
+                window: CreditWindow::new(layout.params.window),
+                credit: seg_ref.credit_line(smt, me_smt),
+                bell: seg_ref.doorbell(smt),
+            });
+        }
+        let my_bell = seg_ref.doorbell(me_smt);
+        let local = layout.params.local as usize;
+        Ok(ShmTransport {
+            me_smt,
+            world: job.world,
+            layout,
+            inline: cfg.inline,
+            doorbells: job.doorbells,
+            rx,
+            next_rx: 0,
+            returns: vec![CreditReturn::default(); local],
+            dirty: Vec::with_capacity(local),
+            tx,
+            smt_of_rank,
+            rank_of_smt,
+            pid_of_smt,
+            gone: vec![false; local],
+            my_bell,
+            seg,
+        })
+    }
+
+    /// Whether `rank` is on this host.
+    pub fn reaches(&self, rank: Rank) -> bool {
+        self.smt_of_rank
+            .get(rank.index())
+            .is_some_and(|&s| s != u32::MAX)
+    }
+
+    /// The segment's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Our SMT id.
+    pub fn smt_id(&self) -> u32 {
+        self.me_smt
+    }
+
+    #[cold]
+    fn reject(&mut self, qi: usize, body: &SlotBody, err: ProtocolError) -> ProtocolError {
+        // Give the frame back and, where the sender is certain, its credit.
+        let rq = &self.rx[qi];
+        if rq.q.is_shared() && body.frame != NO_FRAME && body.frame < rq.frames.count {
+            FreeList::new(rq.free_head, &rq.frames).release(body.frame);
+        }
+        if let Some(sender) = rq.sole_sender {
+            self.credit_one(sender);
+        }
+        err
+    }
+
+    #[inline]
+    fn credit_one(&mut self, src_smt: u32) {
+        let r = &mut self.returns[src_smt as usize];
+        if r.unpublished() == 0 {
+            self.dirty.push(src_smt);
+        }
+        r.release();
+        if r.unpublished() >= u64::from(self.layout.params.window / 2).max(1) {
+            self.publish_credit(src_smt);
+        }
+    }
+
+    fn publish_credit(&mut self, src_smt: u32) {
+        if let Some(total) = self.returns[src_smt as usize].take_publish() {
+            self.seg.credit_line(self.me_smt, src_smt).publish(total);
+            if self.doorbells {
+                self.seg.doorbell(src_smt).ring();
+            }
+        }
+    }
+
+    fn decode(&mut self, qi: usize, pos: u64, body: SlotBody) -> Result<RxFragment, ProtocolError> {
+        let h = body.header;
+        let cap = if body.frame == NO_FRAME {
+            INLINE_BYTES
+        } else {
+            self.layout.params.frame_size as usize
+        };
+        if let Err(e) = h.check(self.world, cap) {
+            return Err(self.reject(qi, &body, e));
+        }
+        let src_smt = self.smt_of_rank[h.src as usize];
+        let rq = &self.rx[qi];
+        let wrong_queue = src_smt == u32::MAX
+            || self.layout.queue_of_sender(src_smt) != qi as u32
+            || rq.sole_sender.is_some_and(|s| s != src_smt);
+        if wrong_queue {
+            let e = ProtocolError::WrongQueue {
+                src: h.src,
+                queue: qi as u32,
+            };
+            return Err(self.reject(qi, &body, e));
+        }
+        let token = ReleaseToken {
+            a: qi as u32,
+            b: body.frame,
+            src: src_smt,
+        };
+        if body.frame == NO_FRAME {
+            return Ok(RxFragment::inline(h, token, body.inline));
+        }
+        let expected_frame = if rq.q.is_shared() {
+            None
+        } else {
+            Some((pos & (rq.q.capacity() - 1)) as u32)
+        };
+        if body.frame >= rq.frames.count || expected_frame.is_some_and(|f| f != body.frame) {
+            let e = ProtocolError::BadFrame {
+                src: h.src,
+                frame: body.frame,
+                count: rq.frames.count,
+            };
+            return Err(self.reject(qi, &body, e));
+        }
+        let ptr = rq.frames.payload(body.frame);
+        // SAFETY: the frame is held for us (in-use flag set, or its credit
+        // not yet returned) until we release it; nobody writes it meanwhile;
+        // `len <= frame_size` was checked; the mapping outlives the fragment
+        // because the engine drops fragments before transports.
+        Ok(unsafe { RxFragment::external(h, token, ptr) })
+    }
+}
+
+/// Default number of receive queues per rank: one per sender (dedicated,
+/// single-producer queues) up to 16 ranks per host, then 16 shared queues,
+/// which keeps the empty poll to at most 16 cached loads.
+pub fn default_queues(local: u32) -> u32 {
+    local.clamp(1, 16)
+}
+
+impl Transport for ShmTransport {
+    #[inline]
+    fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
+        let n = self.rx.len();
+        for k in 0..n {
+            let mut qi = self.next_rx + k;
+            if qi >= n {
+                qi -= n;
+            }
+            let rq = &mut self.rx[qi];
+            if rq.broken {
+                continue;
+            }
+            match rq.q.try_pop(rq.head) {
+                Ok(None) => continue,
+                Ok(Some(body)) => {
+                    let pos = rq.head;
+                    rq.head += 1;
+                    self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
+                    return Some(self.decode(qi, pos, body));
+                }
+                Err(c) => {
+                    rq.broken = true;
+                    return Some(Err(ProtocolError::QueueCorrupt {
+                        queue: qi as u32,
+                        head: c.head,
+                        seq: c.seq,
+                    }));
+                }
+            }
+        }
+        None
+    }
+
+    fn has_arrivals(&self) -> bool {
+        self.rx
+            .iter()
+            .any(|rq| !rq.broken && rq.q.is_ready(rq.head))
+    }
+
+    #[inline]
+    fn release(&mut self, token: &ReleaseToken) {
+        let rq = &self.rx[token.a as usize];
+        if rq.q.is_shared() && token.b != NO_FRAME {
+            FreeList::new(rq.free_head, &rq.frames).release(token.b);
+        }
+        self.credit_one(token.src);
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        while let Some(src) = self.dirty.pop() {
+            self.publish_credit(src);
+        }
+    }
+
+    #[inline]
+    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
+        let inline_ok = self.inline;
+        let peer = self.tx.get_mut(dest.index())?.as_mut()?;
+        if !peer.window.try_take() {
+            peer.window.update(peer.credit.read());
+            if !peer.window.try_take() {
+                return None;
+            }
+        }
+        let pos = peer.window.sent() - 1;
+        let use_inline = inline_ok && remaining <= INLINE_BYTES as u64;
+        if peer.q.is_shared() {
+            if use_inline {
+                return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
+            }
+            let frame = FreeList::new(peer.free_head, &peer.frames).claim();
+            let ptr = peer.frames.payload(frame);
+            // SAFETY: the free list gave us the frame (in-use flag set); it
+            // is ours until the receiver releases it after our commit.
+            Some(unsafe { TxFrame::external(dest, u64::from(frame), ptr, peer.frames.cap) })
+        } else if use_inline {
+            Some(TxFrame::inline(dest, pos))
+        } else {
+            let frame = (pos & (peer.q.capacity() - 1)) as u32;
+            let ptr = peer.frames.payload(frame);
+            // SAFETY: dedicated queue: frame `pos & mask` belongs to position
+            // `pos`, whose credit we hold, so the receiver released its
+            // previous use (SYNC POINT credit-return).
+            Some(unsafe { TxFrame::external(dest, pos, ptr, peer.frames.cap) })
+        }
+    }
+
+    #[inline]
+    fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+        let Some(peer) = self.tx.get(frame.dest.index()).and_then(Option::as_ref) else {
+            return;
+        };
+        let mut body = SlotBody {
+            header,
+            frame: NO_FRAME,
+            inline: [0; INLINE_BYTES],
+        };
+        let pos = if peer.q.is_shared() {
+            if let Some(d) = frame.inline_data() {
+                body.inline = *d;
+            } else {
+                body.frame = frame.token as u32;
+            }
+            peer.q.claim()
+        } else {
+            if let Some(d) = frame.inline_data() {
+                body.inline = *d;
+            } else {
+                body.frame = (frame.token & (peer.q.capacity() - 1)) as u32;
+            }
+            frame.token
+        };
+        peer.q.publish(pos, &body);
+        if self.doorbells {
+            peer.bell.ring();
+        }
+    }
+
+    fn frame_capacity(&self) -> usize {
+        self.layout.params.frame_size as usize
+    }
+
+    fn check_peers(&mut self) -> Result<(), ExtractError> {
+        let me = std::process::id();
+        for smt in 0..self.pid_of_smt.len() {
+            let pid = self.pid_of_smt[smt];
+            if self.gone[smt] || pid == me {
+                continue;
+            }
+            // SAFETY: kill with signal 0 only checks existence.
+            let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+            if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                self.gone[smt] = true;
+                return Err(ExtractError::PeerDied {
+                    rank: Rank(self.rank_of_smt[smt]),
+                    pid,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn has_credit(&self, dest: Rank) -> bool {
+        self.tx
+            .get(dest.index())
+            .and_then(Option::as_ref)
+            .is_some_and(|p| {
+                p.window.available() > 0
+                    || p.credit.read() > p.window.sent() - u64::from(self.layout.params.window)
+            })
+    }
+
+    fn doorbell(&self) -> Option<&Doorbell> {
+        Some(self.my_bell)
+    }
+
+    fn is_gone(&self, dest: Rank) -> bool {
+        match self.smt_of_rank.get(dest.index()) {
+            Some(&s) if s != u32::MAX => self.gone[s as usize],
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The sleep/wake doorbell of one rank: a sleeping flag and a futex word.
+//!
+//! A rank that has found nothing to do for a while may sleep instead of
+//! spinning (the `sleep` wait policy). Whoever makes work for it — a sender
+//! publishing a fragment, a receiver returning credit — rings its doorbell.
+//! The handshake is Dekker's: the sleeper announces itself and then re-checks
+//! for work; the waker makes the work visible and then checks for a sleeper;
+//! a SeqCst fence on each side guarantees at least one of them sees the
+//! other, so a wake-up is never lost. The sleeper also sleeps with a timeout,
+//! which bounds the damage of a peer that dies mid-protocol.
+//!
+//! The doorbell lives in the shared mapping (so other processes can ring it)
+//! or in process memory; under loom the futex is modelled by a mutex and a
+//! condition variable, which loom checks for lost wake-ups.
+
+use crate::sync::{fence, AtomicU32, Ordering};
+use std::time::Duration;
+
+/// One rank's doorbell. One cache line.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct Doorbell {
+    sleeping: AtomicU32,
+    word: AtomicU32,
+    #[cfg(loom)]
+    park: (loom::sync::Mutex<()>, loom::sync::Condvar),
+}
+
+impl Doorbell {
+    /// A doorbell with nobody asleep.
+    pub fn new() -> Self {
+        Doorbell::default()
+    }
+
+    /// Reset in a freshly created mapping (published by the ready flag).
+    pub fn reset(&self) {
+        self.sleeping.store(0, Ordering::Relaxed);
+        self.word.store(0, Ordering::Relaxed);
+    }
+
+    /// Sleeper: sleep until rung or `timeout` passes, unless `has_work`
+    /// (called after announcing the sleep) finds something to do.
+    /// Returns whether it actually slept.
+    pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) -> bool {
+        // Note the ring count before announcing: a ring after this point
+        // changes the word and the futex wait returns at once.
+        let seen = self.word.load(Ordering::Acquire);
+        self.sleeping.store(1, Ordering::Relaxed);
+        // SYNC POINT doorbell (sleeper side): the SeqCst fence orders our
+        // `sleeping = 1` before the re-check of the queues; pairs with the
+        // fence in `ring`.
+        fence(Ordering::SeqCst);
+        if has_work() {
+            self.sleeping.store(0, Ordering::Relaxed);
+            return false;
+        }
+        self.wait(seen, timeout);
+        self.sleeping.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// Waker: call after making work visible (publishing a slot, returning
+    /// credit). Costs a fence and one load when nobody sleeps.
+    #[inline]
+    pub fn ring(&self) {
+        // SYNC POINT doorbell (waker side): orders the publication before
+        // reading `sleeping`; pairs with the fence in `sleep`.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) != 0 {
+            // Release: a sleeper that sees the new word also sees the work.
+            self.word.fetch_add(1, Ordering::Release);
+            self.wake();
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn wait(&self, seen: u32, timeout: Duration) {
+        crate::sync::futex::wait(&self.word, seen, timeout);
+    }
+
+    #[cfg(not(loom))]
+    fn wake(&self) {
+        crate::sync::futex::wake_all(&self.word);
+    }
+
+    #[cfg(loom)]
+    fn wait(&self, seen: u32, _timeout: Duration) {
+        // futex(2) semantics: the compare and the sleep are atomic with
+        // respect to wake. No timeout under loom, so a lost wake-up is a
+        // deadlock that loom reports.
+        let guard = self.park.0.lock().unwrap();
+        if self.word.load(Ordering::Acquire) == seen {
+            drop(self.park.1.wait(guard).unwrap());
+        }
+    }
+
+    #[cfg(loom)]
+    fn wake(&self) {
+        let _guard = self.park.0.lock().unwrap();
+        self.park.1.notify_all();
+    }
+}
