@@ -5,7 +5,7 @@ use super::control::OP_TABLE;
 use super::core::Core;
 use super::net::Net;
 use super::wait::{WaitConfig, Waiter};
-use super::{Ctx, Endpoint, Message};
+use super::{Ctx, Endpoint, Message, Piece};
 use crate::error::{ConfigError, StartError};
 use crate::handler::{encode_table, HandlerResult, Registry};
 use crate::id::{HandlerId, Rank};
@@ -89,6 +89,28 @@ impl EndpointBuilder {
         Fut: Future<Output = HandlerResult> + 'static,
     {
         self.registry.register(name, handler)
+    }
+
+    /// Register a plain-function handler under `name`: it is called once
+    /// per arriving piece of a message (once for a message that fits one
+    /// frame), runs to completion, and reads the piece's bytes in place.
+    /// The cheapest kind of handler; see [`Piece`].
+    ///
+    /// ```no_run
+    /// # fn f(b: &mut fastmsg::EndpointBuilder) {
+    /// let total = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    /// let t = total.clone();
+    /// b.register_fn("count", move |_ctx, piece| {
+    ///     t.set(t.get() + piece.data().len() as u64);
+    ///     Ok(())
+    /// });
+    /// # }
+    /// ```
+    pub fn register_fn<F>(&mut self, name: &str, handler: F) -> HandlerId
+    where
+        F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
+    {
+        self.registry.register_fn(name, handler)
     }
 
     /// Join the job: connect the transports, then check with rank 0 that

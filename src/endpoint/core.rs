@@ -9,10 +9,11 @@
 
 use super::control::Control;
 use super::net::Net;
-use super::stream::{Accepted, SourceStream};
+use super::stream::{Accepted, Current, PieceInfo, SourceStream};
 use super::wait::WaitConfig;
-use super::{Ctx, Message};
-use crate::error::ExtractError;
+use super::{Ctx, Message, Piece};
+use crate::error::{BoxError, ExtractError};
+use crate::frame::FragFlags;
 use crate::handler::pool::Run;
 use crate::handler::Registry;
 use crate::id::Rank;
@@ -49,6 +50,8 @@ pub(crate) struct Core {
     pub(crate) rank: Rank,
     pub(crate) size: u32,
     pub(crate) handler_count: Cell<u32>,
+    /// Per handler id: whether it is a plain function.
+    piecewise: Vec<bool>,
     pub(crate) net: RefCell<Net>,
     pub(crate) streams: RefCell<Vec<SourceStream>>,
     pub(crate) registry: RefCell<Registry>,
@@ -80,6 +83,7 @@ impl Core {
             rank,
             size,
             handler_count: Cell::new(registry.len()),
+            piecewise: registry.fn_kinds(),
             net: RefCell::new(net),
             streams: RefCell::new((0..size).map(SourceStream::new).collect()),
             registry: RefCell::new(registry),
@@ -107,42 +111,55 @@ impl Core {
         }
     }
 
-    /// Poll every transport in turn and run handlers, until nothing more
-    /// has arrived or `max_bytes` of payload were taken.
+    /// Poll every transport in turn and run handlers: one pass, up to
+    /// `BATCH` fragments per transport, stopping once `max_bytes` of payload
+    /// were taken.
+    #[inline]
     pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
-        let mut out = Extracted::default();
-        {
-            let mut net = self.net.borrow_mut();
-            if net.has_pending() {
-                net.drain_pending();
-            }
+        // The empty poll: one borrow, one load per receive queue.
+        if !self.net.borrow().needs_attention() {
+            return Ok(Extracted::default());
         }
+        self.progress_busy(max_bytes)
+    }
+
+    fn progress_busy(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
+        let mut out = Extracted::default();
+        if self.net.borrow().has_pending() {
+            self.net.borrow_mut().drain_pending();
+        }
+        // One pass over every transport, up to BATCH fragments from each.
         let n = self.net.borrow().transports.len();
-        let result = 'outer: loop {
-            let before = out.fragments;
-            for t in 0..n {
-                for _ in 0..BATCH {
-                    let polled = self.net.borrow_mut().transports[t].poll();
-                    let mut frag = match polled {
-                        None => break,
-                        Some(Ok(f)) => f,
-                        Some(Err(e)) => break 'outer Err(e.into()),
-                    };
-                    frag.transport = t as u8;
-                    out.fragments += 1;
-                    out.bytes += frag.header.len as usize;
-                    if let Err(e) = self.deliver(frag, &mut out) {
-                        break 'outer Err(e);
+        let mut result = Ok(());
+        'pass: for t in 0..n {
+            for _ in 0..BATCH {
+                let polled = self.net.borrow_mut().transports[t].poll();
+                let mut frag = match polled {
+                    None => break,
+                    Some(Ok(f)) => f,
+                    Some(Err(e)) => {
+                        result = Err(e.into());
+                        break 'pass;
                     }
-                    if out.bytes >= max_bytes {
-                        break 'outer Ok(());
-                    }
+                };
+                frag.transport = t as u8;
+                out.fragments += 1;
+                out.bytes += frag.header.len as usize;
+                let r = if self.is_fast_piece(&frag) {
+                    out.messages += 1;
+                    self.run_fast_piece(&frag)
+                } else {
+                    self.deliver(frag, &mut out)
+                };
+                if let Err(e) = r {
+                    result = Err(e);
+                    break 'pass;
+                }
+                if out.bytes >= max_bytes {
+                    break 'pass;
                 }
             }
-            if out.fragments == before {
-                break Ok(());
-            }
-        };
+        }
         let mut net = self.net.borrow_mut();
         net.flush();
         if net.has_pending() {
@@ -151,61 +168,151 @@ impl Core {
         result.map(|()| out)
     }
 
+    /// Whether `frag` is a whole message for a plain-function handler from
+    /// a source with nothing else going on: handled in place.
+    #[inline(always)]
+    fn is_fast_piece(&self, frag: &RxFragment) -> bool {
+        const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
+        let h = &frag.header;
+        h.flags == WHOLE
+            && u64::from(h.len) == h.total
+            && self.piecewise.get(h.handler as usize) == Some(&true)
+            && self.streams.borrow()[h.src as usize].is_idle()
+    }
+
+    #[inline(always)]
+    fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
+        let h = &frag.header;
+        let piece = Piece {
+            source: Rank(h.src),
+            offset: 0,
+            total: h.total,
+            handler: h.handler,
+            data: frag.bytes(),
+        };
+        let result = self
+            .registry
+            .borrow_mut()
+            .call_fn(h.handler, Ctx::from_core(self), &piece);
+        self.release(frag);
+        match result {
+            Ok(()) => Ok(()),
+            Err(source) => self
+                .handler_failed(h.src, h.handler, source, false)
+                .map(|_| ()),
+        }
+    }
+
     /// Give a fragment back to the transport it came from.
     #[inline]
     pub(crate) fn release(&self, f: &RxFragment) {
-        self.net.borrow_mut().transports[f.transport as usize].release(&f.token);
+        let mut net = self.net.borrow_mut();
+        net.unflushed = true;
+        net.transports[f.transport as usize].release(&f.token);
     }
 
+    #[inline(never)]
     fn deliver(self: &Rc<Self>, frag: RxFragment, out: &mut Extracted) -> Result<(), ExtractError> {
         let src = frag.header.src;
         let accepted = {
             let mut streams = self.streams.borrow_mut();
-            let handlers = self.handler_count.get();
-            streams[src as usize].accept(frag, handlers, &mut |f| self.release(f))?
+            streams[src as usize].accept(frag, &self.piecewise, &mut |f| self.release(f))?
         };
         match accepted {
+            Accepted::Piece(frag, info) => {
+                if info.offset == 0 {
+                    out.messages += 1;
+                }
+                if self.run_piece(src, &frag, info)? {
+                    self.run_current(src)?;
+                }
+                Ok(())
+            }
             Accepted::Nothing => Ok(()),
             Accepted::Start => {
                 out.messages += 1;
-                self.start_handler(src)
+                self.run_current(src)
             }
             Accepted::Resume => self.resume_handler(src),
             Accepted::Control(op, payload) => {
-                let reply = self
+                let sends = self
                     .control
                     .borrow_mut()
-                    .on_message(Rank(src), op, &payload);
-                match reply {
-                    Ok(sends) => {
-                        for (dest, op, payload) in sends {
-                            self.send_control(dest, op, &payload);
-                        }
-                        Ok(())
-                    }
-                    Err(e) => Err(e.into()),
+                    .on_message(Rank(src), op, &payload)?;
+                for (dest, op, payload) in sends {
+                    self.send_control(dest, op, &payload);
                 }
+                Ok(())
             }
         }
     }
 
-    /// Start the handler of `src`'s current message, then any messages
-    /// queued behind it whose handlers finish at once.
-    fn start_handler(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
+    /// Run a plain-function handler on one piece and release it. Returns
+    /// whether a queued message of the same source became current.
+    #[inline]
+    fn run_piece(
+        self: &Rc<Self>,
+        src: u32,
+        frag: &RxFragment,
+        info: PieceInfo,
+    ) -> Result<bool, ExtractError> {
+        let piece = Piece {
+            source: Rank(src),
+            offset: info.offset,
+            total: info.total,
+            handler: info.handler,
+            data: frag.bytes(),
+        };
+        let result = self
+            .registry
+            .borrow_mut()
+            .call_fn(info.handler, Ctx::from_core(self), &piece);
+        self.release(frag);
+        let more = info.tracked
+            && self.streams.borrow_mut()[src as usize].piece_done(
+                frag.header.len,
+                info.last,
+                result.is_err(),
+                &mut |f| self.release(f),
+            );
+        match result {
+            Ok(()) => Ok(more),
+            Err(source) => self.handler_failed(src, info.handler, source, more),
+        }
+    }
+
+    /// Run whatever is current on `src`'s stream, and the messages queued
+    /// behind it, until one suspends or the stream is idle.
+    fn run_current(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
         loop {
-            let (handler, seq, total) = {
-                let mut streams = self.streams.borrow_mut();
-                let Some(m) = streams[src as usize].current() else {
-                    return Ok(());
-                };
-                (m.handler, m.seq, m.total)
-            };
-            let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
-            let ctx = Ctx::new(Rc::clone(self));
-            let run = self.registry.borrow_mut().entry(handler).start(ctx, msg);
-            match self.after_run(src, handler, run)? {
-                true => continue,
-                false => return Ok(()),
+            let current = self
+                .streams
+                .borrow()
+                .get(src as usize)
+                .map(SourceStream::current_info);
+            match current {
+                None | Some(Current::None) => return Ok(()),
+                Some(Current::Piecewise) => {
+                    let next = self.streams.borrow_mut()[src as usize].next_queued_piece();
+                    let Some((frag, info)) = next else {
+                        return Ok(());
+                    };
+                    self.run_piece(src, &frag, info)?;
+                }
+                Some(Current::Async { started: true, .. }) => return Ok(()),
+                Some(Current::Async {
+                    handler,
+                    seq,
+                    total,
+                    ..
+                }) => {
+                    let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
+                    let ctx = Ctx::new(Rc::clone(self));
+                    let run = self.registry.borrow_mut().entry(handler).start(ctx, msg);
+                    if !self.after_run(src, handler, run)? {
+                        return Ok(());
+                    }
+                }
             }
         }
     }
@@ -223,13 +330,13 @@ impl Core {
         };
         let run = self.registry.borrow_mut().entry(handler).resume(slot);
         if self.after_run(src, handler, run)? {
-            self.start_handler(src)?;
+            self.run_current(src)?;
         }
         Ok(())
     }
 
-    /// Record a handler's outcome. Returns whether a queued message of the
-    /// same source became current (and must be started).
+    /// Record an async handler's outcome. Returns whether a queued message
+    /// of the same source became current (and must be run).
     fn after_run(&self, src: u32, handler: u32, run: Run) -> Result<bool, ExtractError> {
         let mut streams = self.streams.borrow_mut();
         let st = &mut streams[src as usize];
@@ -242,29 +349,36 @@ impl Core {
             }
             Run::Done(result) => {
                 let next = st.finish_current(&mut |f| self.release(f));
+                drop(streams);
                 match result {
                     Ok(()) => Ok(next),
-                    Err(source) => {
-                        drop(streams);
-                        if next {
-                            // The next message must still run: report the
-                            // error after starting it, at the next extract.
-                            let e = ExtractError::Handler {
-                                src: Rank(src),
-                                handler: self.registry.borrow().name(handler).to_owned(),
-                                source,
-                            };
-                            self.defer(e);
-                            return Ok(true);
-                        }
-                        Err(ExtractError::Handler {
-                            src: Rank(src),
-                            handler: self.registry.borrow().name(handler).to_owned(),
-                            source,
-                        })
-                    }
+                    Err(source) => self.handler_failed(src, handler, source, next),
                 }
             }
+        }
+    }
+
+    /// A handler returned an error. If another message of the source is
+    /// now current it must still run: the error is then reported by the
+    /// next `extract`.
+    #[cold]
+    fn handler_failed(
+        &self,
+        src: u32,
+        handler: u32,
+        source: BoxError,
+        next: bool,
+    ) -> Result<bool, ExtractError> {
+        let e = ExtractError::Handler {
+            src: Rank(src),
+            handler: self.registry.borrow().name(handler).to_owned(),
+            source,
+        };
+        if next {
+            self.defer(e);
+            Ok(true)
+        } else {
+            Err(e)
         }
     }
 

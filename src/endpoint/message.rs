@@ -1,5 +1,8 @@
-//! The handles a handler receives: [`Message`] (pull the message's bytes,
-//! streamed) and [`Ctx`] (send from inside a handler).
+//! The handles a handler receives: [`Message`] (an async handler pulls the
+//! message's bytes, streamed), [`Piece`] (a plain-function handler gets each
+//! arriving piece) and [`Ctx`] (send from inside a handler).
+
+#![allow(unsafe_code)]
 
 use super::core::Core;
 use super::net::OutStream;
@@ -164,11 +167,72 @@ impl Future for Receive<'_> {
     }
 }
 
+/// A piece of an arriving message, as given to a plain-function handler
+/// (see [`EndpointBuilder::register_fn`](crate::EndpointBuilder::register_fn)).
+///
+/// The bytes are borrowed straight from the transport's frame and released
+/// when the handler returns. A message that fits one frame comes as one
+/// piece; a longer one as several, in order, with increasing
+/// [`offset`](Piece::offset).
+#[derive(Debug, Clone, Copy)]
+pub struct Piece<'a> {
+    pub(crate) source: Rank,
+    pub(crate) offset: u64,
+    pub(crate) total: u64,
+    pub(crate) handler: u32,
+    pub(crate) data: &'a [u8],
+}
+
+impl<'a> Piece<'a> {
+    /// The sending rank.
+    #[inline]
+    pub fn source(&self) -> Rank {
+        self.source
+    }
+
+    /// The bytes of this piece.
+    #[inline]
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Where this piece starts in the message.
+    #[inline]
+    pub fn offset(&self) -> usize {
+        self.offset as usize
+    }
+
+    /// The whole message's length.
+    #[inline]
+    pub fn message_len(&self) -> usize {
+        self.total as usize
+    }
+
+    /// Whether this is the message's first piece.
+    #[inline]
+    pub fn is_first(&self) -> bool {
+        self.offset == 0
+    }
+
+    /// Whether this is the message's last piece.
+    #[inline]
+    pub fn is_last(&self) -> bool {
+        self.offset + self.data.len() as u64 == self.total
+    }
+
+    /// The handler this message names.
+    #[inline]
+    pub fn handler(&self) -> HandlerId {
+        HandlerId(self.handler)
+    }
+}
+
 /// What a handler can do besides reading its message: send.
 ///
 /// Sends from a handler never block. Without credit, the rest of the message
 /// is copied into a pending queue and sent by later progress, in order.
 #[derive(Debug, Clone)]
+#[repr(transparent)]
 pub struct Ctx {
     core: Rc<Core>,
 }
@@ -176,6 +240,14 @@ pub struct Ctx {
 impl Ctx {
     pub(crate) fn new(core: Rc<Core>) -> Self {
         Ctx { core }
+    }
+
+    /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
+    #[inline]
+    pub(crate) fn from_core(core: &Rc<Core>) -> &Ctx {
+        // SAFETY: `Ctx` is `repr(transparent)` over `Rc<Core>`, so the two
+        // have the same layout; the returned reference borrows `core`.
+        unsafe { &*(core as *const Rc<Core> as *const Ctx) }
     }
 
     /// This rank.
@@ -195,11 +267,16 @@ impl Ctx {
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
     /// [`SendError::PeerGone`].
+    #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
+        let mut net = self.core.net.borrow_mut();
+        if net.try_send_inline(self.core.rank, dest, handler.0, total, pieces) {
+            return Ok(());
+        }
         let stream = OutStream::new(self.core.rank, dest, handler.0, total, false);
-        self.core.net.borrow_mut().send_or_park(stream, pieces);
+        net.send_or_park(stream, pieces);
         Ok(())
     }
 }

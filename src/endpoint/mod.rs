@@ -31,7 +31,7 @@ mod writer;
 pub use self::builder::EndpointBuilder;
 pub use self::config::Config;
 pub use self::core::Extracted;
-pub use self::message::{Ctx, Message, Receive};
+pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
 pub use self::writer::MessageWriter;
 
@@ -120,6 +120,17 @@ impl Endpoint {
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
         let len = pieces.iter().map(|p| p.len()).sum();
+        self.core.check_send(dest, handler)?;
+        let inline = self.core.net.borrow_mut().try_send_inline(
+            self.core.rank,
+            dest,
+            handler.0,
+            len as u64,
+            pieces,
+        );
+        if inline {
+            return Ok(());
+        }
         let mut w = self.begin_message(dest, len, handler)?;
         for p in pieces {
             w.send_piece(p)?;
@@ -127,9 +138,10 @@ impl Endpoint {
         w.end()
     }
 
-    /// Poll every transport in turn and run handlers (`FM_extract`), until
-    /// nothing more has arrived or about `max_bytes` of payload were taken
-    /// (at least one fragment). Never waits.
+    /// Poll every transport in turn and run handlers (`FM_extract`): one
+    /// pass, taking what has arrived (up to a batch per transport) until
+    /// about `max_bytes` of payload were taken (at least one fragment).
+    /// Never waits.
     ///
     /// # Errors
     /// A handler's error, a peer's protocol violation or death. The
@@ -205,9 +217,8 @@ impl Core {
                 registered,
             });
         }
-        if self.net.borrow().transport_of(dest).is_gone(dest) {
-            return Err(SendError::PeerGone { rank: dest });
-        }
+        // Liveness is checked where it matters, when waiting for credit:
+        // a message to a dead peer with credit left is simply never read.
         Ok(())
     }
 

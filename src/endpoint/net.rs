@@ -124,6 +124,8 @@ pub(crate) struct Net {
     pub(crate) open: Option<Rank>,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
+    /// Fragments were released since the last `flush`.
+    pub(crate) unflushed: bool,
 }
 
 impl Net {
@@ -135,6 +137,7 @@ impl Net {
             open: None,
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
+            unflushed: false,
         }
     }
 
@@ -148,6 +151,35 @@ impl Net {
     fn commit(&mut self, frame: TxFrame, header: FragHeader) {
         let t = self.route[frame.dest.index()] as usize;
         self.transports[t].commit(frame, header);
+    }
+
+    /// The small-message fast path: send a whole message of at most the
+    /// transport's inline size as one fragment, if order allows (nothing
+    /// open or parked towards `dest`) and credit is there.
+    #[inline]
+    pub(crate) fn try_send_inline(
+        &mut self,
+        me: Rank,
+        dest: Rank,
+        handler: u32,
+        total: u64,
+        pieces: &[&[u8]],
+    ) -> bool {
+        let t = &mut self.transports[self.route[dest.index()] as usize];
+        if total > t.inline_max() as u64
+            || self.open == Some(dest)
+            || !self.pending[dest.index()].is_empty()
+        {
+            return false;
+        }
+        let header = FragHeader {
+            src: me.0,
+            handler,
+            len: total as u32,
+            flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
+            total,
+        };
+        t.try_send_inline(dest, header, pieces)
     }
 
     /// The transport serving `dest`.
@@ -242,9 +274,21 @@ impl Net {
     /// Publish batched credit returns on every transport.
     #[inline]
     pub(crate) fn flush(&mut self) {
-        for t in &mut self.transports {
-            t.flush();
+        if self.unflushed {
+            self.unflushed = false;
+            for t in &mut self.transports {
+                t.flush();
+            }
         }
+    }
+
+    /// Whether `progress` has anything to do: parked sends, credit to
+    /// return, or arrivals on some transport.
+    #[inline]
+    pub(crate) fn needs_attention(&self) -> bool {
+        self.unflushed
+            || !self.pending_dests.is_empty()
+            || self.transports.iter().any(|t| t.has_arrivals())
     }
 }
 

@@ -11,6 +11,12 @@
 //! - at most one message per source is *open* (expecting fragments): the
 //!   last one; senders never interleave messages to one destination.
 //!
+//! Messages for plain-function handlers are not stored while current: each
+//! fragment is handed out as a piece ([`Accepted::Piece`]) and released as
+//! soon as the handler returns; only when queued behind a suspended async
+//! handler do their fragments wait in `frags`. A whole one-fragment message
+//! to an idle source takes the fast path: no bookkeeping at all.
+//!
 //! Control (system) messages are reassembled into a buffer and handed to
 //! the endpoint whole; they never enter `frags`.
 
@@ -32,6 +38,35 @@ pub(crate) struct MsgState {
     complete: bool,
     /// Pool slot of its suspended handler.
     pub(crate) suspended: Option<u32>,
+    /// Whether its handler is a plain function (pieces, not a future).
+    piecewise: bool,
+}
+
+/// Where a piece sits in its message, for a plain-function handler.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PieceInfo {
+    pub(crate) handler: u32,
+    pub(crate) offset: u64,
+    pub(crate) total: u64,
+    pub(crate) last: bool,
+    /// Whether the message has a `MsgState` (false on the fast path).
+    pub(crate) tracked: bool,
+}
+
+/// What is current on a stream.
+#[derive(Debug)]
+pub(crate) enum Current {
+    /// No message.
+    None,
+    /// A plain-function message.
+    Piecewise,
+    /// An async message; `started` once its handler has run.
+    Async {
+        handler: u32,
+        seq: u64,
+        total: u64,
+        started: bool,
+    },
 }
 
 /// What the endpoint must do after a fragment was accepted.
@@ -41,6 +76,9 @@ pub(crate) enum Accepted {
     Nothing,
     /// Start the handler of the new current message.
     Start,
+    /// Run the current plain-function handler on this fragment, then
+    /// release it.
+    Piece(RxFragment, PieceInfo),
     /// Resume the current message's suspended handler.
     Resume,
     /// A control message is complete: (op, payload).
@@ -88,17 +126,53 @@ impl SourceStream {
         }
     }
 
+    /// Nothing in progress: no message, none open, nothing being dropped.
+    #[inline(always)]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.msgs.is_empty() && !self.discarding && matches!(self.open, Open::No)
+    }
+
     /// The current message (handler running or suspended), if any.
     pub(crate) fn current(&mut self) -> Option<&mut MsgState> {
         self.msgs.front_mut()
     }
 
-    /// Accept an arrived fragment. `handlers` is the registry size;
-    /// `release` gives a fragment back to its transport.
+    /// Accept an arrived fragment. `piecewise[id]` tells the kind of each
+    /// registered handler; `release` gives a fragment back to its transport.
+    #[inline]
     pub(crate) fn accept(
         &mut self,
         frag: RxFragment,
-        handlers: u32,
+        piecewise: &[bool],
+        release: &mut dyn FnMut(&RxFragment),
+    ) -> Result<Accepted, ProtocolError> {
+        let h = frag.header;
+        const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
+        // Fast path: a whole one-fragment message to a plain-function
+        // handler, nothing else going on with this source.
+        if h.flags == WHOLE
+            && self.msgs.is_empty()
+            && !self.discarding
+            && matches!(self.open, Open::No)
+            && piecewise.get(h.handler as usize) == Some(&true)
+            && u64::from(h.len) == h.total
+        {
+            let info = PieceInfo {
+                handler: h.handler,
+                offset: 0,
+                total: h.total,
+                last: true,
+                tracked: false,
+            };
+            return Ok(Accepted::Piece(frag, info));
+        }
+        self.accept_slow(frag, piecewise, release)
+    }
+
+    fn accept_slow(
+        &mut self,
+        frag: RxFragment,
+        piecewise: &[bool],
         release: &mut dyn FnMut(&RxFragment),
     ) -> Result<Accepted, ProtocolError> {
         let h = frag.header;
@@ -108,6 +182,7 @@ impl SourceStream {
             flags.contains(FragFlags::LAST),
         );
         let len = u64::from(h.len);
+        let handlers = piecewise.len() as u32;
         if self.discarding {
             release(&frag);
             if first {
@@ -160,19 +235,33 @@ impl SourceStream {
             }
             let seq = self.next_seq;
             self.next_seq += 1;
+            let is_fn = piecewise[h.handler as usize];
+            let now = self.msgs.is_empty();
             self.msgs.push_back(MsgState {
                 handler: h.handler,
                 seq,
                 total: h.total,
                 arrived: len,
                 read: 0,
-                frags: 1,
+                frags: 0,
                 complete: last,
                 suspended: None,
+                piecewise: is_fn,
             });
-            self.frags.push_back(frag);
             self.open = if last { Open::No } else { Open::User };
-            return Ok(if self.msgs.len() == 1 {
+            if now && is_fn {
+                let info = PieceInfo {
+                    handler: h.handler,
+                    offset: 0,
+                    total: h.total,
+                    last,
+                    tracked: true,
+                };
+                return Ok(Accepted::Piece(frag, info));
+            }
+            self.msgs.back_mut().expect("just pushed").frags = 1;
+            self.frags.push_back(frag);
+            return Ok(if now {
                 Accepted::Start
             } else {
                 Accepted::Nothing
@@ -229,11 +318,21 @@ impl SourceStream {
                     });
                 }
                 m.arrived += len;
-                m.frags += 1;
                 if last {
                     m.complete = true;
                     self.open = Open::No;
                 }
+                if only && m.piecewise {
+                    let info = PieceInfo {
+                        handler: m.handler,
+                        offset: m.read,
+                        total: m.total,
+                        last,
+                        tracked: true,
+                    };
+                    return Ok(Accepted::Piece(frag, info));
+                }
+                m.frags += 1;
                 self.frags.push_back(frag);
                 Ok(if only && m.suspended.is_some() {
                     Accepted::Resume
@@ -314,6 +413,61 @@ impl SourceStream {
         Some(m.arrived - m.read)
     }
 
+    /// What is current.
+    pub(crate) fn current_info(&self) -> Current {
+        match self.msgs.front() {
+            None => Current::None,
+            Some(m) if m.piecewise => Current::Piecewise,
+            Some(m) => Current::Async {
+                handler: m.handler,
+                seq: m.seq,
+                total: m.total,
+                started: m.suspended.is_some(),
+            },
+        }
+    }
+
+    /// The next stored fragment of the current plain-function message.
+    pub(crate) fn next_queued_piece(&mut self) -> Option<(RxFragment, PieceInfo)> {
+        let m = self
+            .msgs
+            .front_mut()
+            .filter(|m| m.piecewise && m.frags > 0)?;
+        let frag = self
+            .frags
+            .pop_front()
+            .expect("frags counted in msg are present");
+        m.frags -= 1;
+        let last = m.complete && m.frags == 0;
+        let info = PieceInfo {
+            handler: m.handler,
+            offset: m.read,
+            total: m.total,
+            last,
+            tracked: true,
+        };
+        Some((frag, info))
+    }
+
+    /// A plain-function handler has consumed a tracked piece of `len`
+    /// bytes. On `last`, or on `failed` (the rest is then dropped), the
+    /// message ends; returns whether another message became current.
+    pub(crate) fn piece_done(
+        &mut self,
+        len: u32,
+        last: bool,
+        failed: bool,
+        release: &mut dyn FnMut(&RxFragment),
+    ) -> bool {
+        if let Some(m) = self.msgs.front_mut() {
+            m.read += u64::from(len);
+        }
+        if last || failed {
+            return self.finish_current(release);
+        }
+        false
+    }
+
     /// The current message's handler returned: drop its unread fragments
     /// (and its future ones). Returns whether another message is now current.
     pub(crate) fn finish_current(&mut self, release: &mut dyn FnMut(&RxFragment)) -> bool {
@@ -372,7 +526,7 @@ mod tests {
         let mut released = Vec::new();
         let mut rel = |f: &RxFragment| released.push(f.bytes().to_vec());
         assert!(matches!(
-            s.accept(frag(0, b"abc", F, 7), 1, &mut rel),
+            s.accept(frag(0, b"abc", F, 7), &[false], &mut rel),
             Ok(Accepted::Start)
         ));
         let seq = s.current().unwrap().seq;
@@ -387,11 +541,11 @@ mod tests {
             }
         );
         assert!(matches!(
-            s.accept(frag(0, b"de", FragFlags(0), 7), 1, &mut rel),
+            s.accept(frag(0, b"de", FragFlags(0), 7), &[false], &mut rel),
             Ok(Accepted::Resume)
         ));
         assert!(matches!(
-            s.accept(frag(0, b"fg", L, 7), 1, &mut rel),
+            s.accept(frag(0, b"fg", L, 7), &[false], &mut rel),
             Ok(Accepted::Resume)
         ));
         let r = s.read(seq, &mut buf[3..], &mut rel).unwrap();
@@ -425,20 +579,20 @@ mod tests {
         let mut n = 0;
         let mut rel = |_: &RxFragment| n += 1;
         assert!(matches!(
-            s.accept(frag(0, b"ab", F, 6), 1, &mut rel),
+            s.accept(frag(0, b"ab", F, 6), &[false], &mut rel),
             Ok(Accepted::Start)
         ));
         assert!(!s.finish_current(&mut rel));
         assert!(matches!(
-            s.accept(frag(0, b"cd", FragFlags(0), 6), 1, &mut rel),
+            s.accept(frag(0, b"cd", FragFlags(0), 6), &[false], &mut rel),
             Ok(Accepted::Nothing)
         ));
         assert!(matches!(
-            s.accept(frag(0, b"ef", L, 6), 1, &mut rel),
+            s.accept(frag(0, b"ef", L, 6), &[false], &mut rel),
             Ok(Accepted::Nothing)
         ));
         assert!(matches!(
-            s.accept(frag(0, b"x", F | L, 1), 1, &mut rel),
+            s.accept(frag(0, b"x", F | L, 1), &[false], &mut rel),
             Ok(Accepted::Start)
         ));
         drop(s);
@@ -450,19 +604,22 @@ mod tests {
         let mut s = SourceStream::new(3);
         let mut rel = |_: &RxFragment| {};
         assert_eq!(
-            s.accept(frag(0, b"a", L, 1), 1, &mut rel).unwrap_err(),
+            s.accept(frag(0, b"a", L, 1), &[false], &mut rel)
+                .unwrap_err(),
             ProtocolError::MissingFirst { src: 3 }
         );
         assert!(matches!(
-            s.accept(frag(9, b"a", F | L, 1), 1, &mut rel).unwrap_err(),
+            s.accept(frag(9, b"a", F | L, 1), &[false], &mut rel)
+                .unwrap_err(),
             ProtocolError::UnknownHandler { id: 9, .. }
         ));
         assert!(matches!(
-            s.accept(frag(0, b"a", F, 4), 1, &mut rel),
+            s.accept(frag(0, b"a", F, 4), &[false], &mut rel),
             Ok(Accepted::Start)
         ));
         assert_eq!(
-            s.accept(frag(0, b"b", F, 4), 1, &mut rel).unwrap_err(),
+            s.accept(frag(0, b"b", F, 4), &[false], &mut rel)
+                .unwrap_err(),
             ProtocolError::UnexpectedFirst { src: 3 }
         );
         let seq = s.current().unwrap().seq;
@@ -477,10 +634,35 @@ mod tests {
         );
         assert!(!s.finish_current(&mut rel));
         assert!(matches!(
-            s.accept(frag(0, b"abc", F | L, 2), 1, &mut rel)
+            s.accept(frag(0, b"abc", F | L, 2), &[false], &mut rel)
                 .unwrap_err(),
             ProtocolError::LengthMismatch { .. }
         ));
+    }
+
+    #[test]
+    fn plain_function_messages_come_out_as_pieces() {
+        let mut s = SourceStream::new(3);
+        let mut rel = |_: &RxFragment| panic!("pieces are released by the caller");
+        let kinds = [true];
+        match s.accept(frag(0, b"ab", F | L, 2), &kinds, &mut rel) {
+            Ok(Accepted::Piece(f, i)) => {
+                assert_eq!(f.bytes(), b"ab");
+                assert!(i.last && !i.tracked && i.offset == 0);
+            }
+            other => panic!("{other:?}"),
+        }
+        match s.accept(frag(0, b"abc", F, 5), &kinds, &mut rel) {
+            Ok(Accepted::Piece(_, i)) => assert!(!i.last && i.tracked && i.offset == 0),
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.piece_done(3, false, false, &mut rel));
+        match s.accept(frag(0, b"de", L, 5), &kinds, &mut rel) {
+            Ok(Accepted::Piece(f, i)) => assert!(i.last && i.offset == 3 && f.bytes() == b"de"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.piece_done(2, true, false, &mut rel));
+        assert!(matches!(s.current_info(), Current::None));
     }
 
     #[test]
@@ -488,12 +670,12 @@ mod tests {
         let mut s = SourceStream::new(3);
         let mut rel = |_: &RxFragment| {};
         assert!(matches!(
-            s.accept(frag(0, b"a", F | L, 1), 1, &mut rel),
+            s.accept(frag(0, b"a", F | L, 1), &[false], &mut rel),
             Ok(Accepted::Start)
         ));
         s.current().unwrap().suspended = Some(0);
         assert!(matches!(
-            s.accept(frag(0, b"b", F | L, 1), 1, &mut rel),
+            s.accept(frag(0, b"b", F | L, 1), &[false], &mut rel),
             Ok(Accepted::Nothing)
         ));
         assert!(

@@ -5,15 +5,18 @@
 //! rank's name table to rank 0, which names the first difference if any
 //! (see `crate::endpoint`). The table is frozen at start.
 //!
-//! A handler is an `async` closure: it starts when the first fragment of its
-//! message arrives and suspends in `Message::receive(..).await` when it asks
-//! for bytes that have not arrived (FM 2.x semantics). Each handler keeps a
-//! pool of pinned future slots ([`pool`]), so running a handler allocates
-//! nothing once the pool is warm.
+//! Two kinds of handler:
+//! - an `async` closure (FM 2.x): it starts when the first fragment of its
+//!   message arrives and suspends in `Message::receive(..).await` when it
+//!   asks for bytes that have not arrived. Each keeps a pool of pinned
+//!   future slots ([`pool`]), so running one allocates nothing once warm;
+//! - a plain function, run to completion once per arriving piece (fragment)
+//!   with the bytes borrowed straight from the frame: the cheapest path, for
+//!   small messages and for consumers that fold data as it streams in.
 
 pub(crate) mod pool;
 
-use crate::endpoint::{Ctx, Message};
+use crate::endpoint::{Ctx, Message, Piece};
 use crate::error::{BoxError, StartError};
 use crate::id::HandlerId;
 use std::future::Future;
@@ -21,11 +24,22 @@ use std::future::Future;
 /// What a handler returns: `Ok(())`, or any error (reported by `extract`).
 pub type HandlerResult = Result<(), BoxError>;
 
+/// A plain-function handler, type-erased.
+pub(crate) type FnHandler = Box<dyn FnMut(&Ctx, &Piece<'_>) -> HandlerResult>;
+
+/// A registered handler.
+pub(crate) enum Entry {
+    /// An async handler and its pool of future slots.
+    Async(Box<dyn pool::ErasedHandler>),
+    /// A plain function called per piece.
+    Fn(FnHandler),
+}
+
 /// The registry: names and type-erased handlers, indexed by id.
 #[derive(Default)]
 pub(crate) struct Registry {
     names: Vec<String>,
-    entries: Vec<Box<dyn pool::ErasedHandler>>,
+    entries: Vec<Entry>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -45,8 +59,37 @@ impl Registry {
     {
         let id = HandlerId(self.names.len() as u32);
         self.names.push(name.to_owned());
-        self.entries.push(Box::new(pool::Pooled::new(f)));
+        self.entries
+            .push(Entry::Async(Box::new(pool::Pooled::new(f))));
         id
+    }
+
+    /// Add a plain-function handler; its id is the next dense index.
+    pub(crate) fn register_fn<F>(&mut self, name: &str, f: F) -> HandlerId
+    where
+        F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
+    {
+        let id = HandlerId(self.names.len() as u32);
+        self.names.push(name.to_owned());
+        self.entries.push(Entry::Fn(Box::new(f)));
+        id
+    }
+
+    /// Per id, whether the handler is a plain function.
+    pub(crate) fn fn_kinds(&self) -> Vec<bool> {
+        self.entries
+            .iter()
+            .map(|e| matches!(e, Entry::Fn(_)))
+            .collect()
+    }
+
+    /// Call plain-function handler `id` on a piece.
+    #[inline]
+    pub(crate) fn call_fn(&mut self, id: u32, ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
+        match &mut self.entries[id as usize] {
+            Entry::Fn(f) => f(ctx, piece),
+            Entry::Async(_) => unreachable!("handler {id} is async; the stream checked its kind"),
+        }
     }
 
     /// Number of handlers.
@@ -64,9 +107,14 @@ impl Registry {
         &self.names
     }
 
-    /// The handler `id`.
+    /// The async handler `id`.
     pub(crate) fn entry(&mut self, id: u32) -> &mut dyn pool::ErasedHandler {
-        &mut *self.entries[id as usize]
+        match &mut self.entries[id as usize] {
+            Entry::Async(h) => &mut **h,
+            Entry::Fn(_) => {
+                unreachable!("handler {id} is a plain function; the stream checked its kind")
+            }
+        }
     }
 
     /// Reject a name registered twice.

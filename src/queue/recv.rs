@@ -203,10 +203,45 @@ impl<'a> RecvQueue<'a> {
     /// Whether the entry at `head` has been published (one Acquire load).
     #[inline]
     pub fn is_ready(&self, head: u64) -> bool {
-        // SYNC POINT rq-publish (acquire side), as in `try_pop`.
-        self.slots[(head & self.mask) as usize]
-            .seq
-            .load(Ordering::Acquire)
-            == head + 1
+        self.watch(head).ready()
+    }
+
+    /// A [`Watch`] on the slot of position `head`: what an idle poll checks.
+    #[inline]
+    pub fn watch(&self, head: u64) -> Watch<'a> {
+        Watch {
+            stamp: &self.slots[(head & self.mask) as usize].seq,
+            want: head + 1,
+        }
+    }
+}
+
+/// The stamp word a consumer polls and the value that means "published":
+/// an empty poll is one load and one compare (seed 004 §4.1).
+#[derive(Debug, Clone, Copy)]
+pub struct Watch<'a> {
+    stamp: &'a AtomicU64,
+    want: u64,
+}
+
+impl<'a> Watch<'a> {
+    /// A watch that never fires (for a queue taken out of service).
+    pub fn never(stamp: &'a AtomicU64) -> Self {
+        Watch {
+            stamp,
+            want: u64::MAX,
+        }
+    }
+
+    /// The stamp word watched.
+    pub fn stamp_ref(&self) -> &'a AtomicU64 {
+        self.stamp
+    }
+
+    /// Whether the watched slot has been published.
+    #[inline(always)]
+    pub fn ready(&self) -> bool {
+        // SYNC POINT rq-publish (acquire side), as in `RecvQueue::try_pop`.
+        self.stamp.load(Ordering::Acquire) == self.want
     }
 }

@@ -239,6 +239,13 @@ pub trait Transport {
     fn commit(&mut self, frame: TxFrame, header: FragHeader);
     /// Payload bytes per frame.
     fn frame_capacity(&self) -> usize;
+    /// Largest message [`try_send_inline`](Self::try_send_inline) takes.
+    fn inline_max(&self) -> usize;
+    /// Send a whole message of at most `inline_max()` bytes as one fragment
+    /// (`header` complete but for `len`, which must equal the pieces'
+    /// total) if credit allows; false, with nothing sent, otherwise. The
+    /// small-message fast path: no frame is reserved.
+    fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool;
     /// Check that the peers this transport reaches are alive.
     ///
     /// # Errors
@@ -297,6 +304,14 @@ impl Transport for AnyTransport {
     #[inline]
     fn frame_capacity(&self) -> usize {
         dispatch!(self, t => t.frame_capacity())
+    }
+    #[inline]
+    fn inline_max(&self) -> usize {
+        dispatch!(self, t => t.inline_max())
+    }
+    #[inline]
+    fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+        dispatch!(self, t => t.try_send_inline(dest, header, pieces))
     }
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         dispatch!(self, t => t.check_peers())

@@ -18,7 +18,7 @@ use crate::error::{ExtractError, ProtocolError, SegmentError};
 use crate::flow::{CreditLine, CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, INLINE_BYTES, NO_FRAME};
+use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::Doorbell;
 use std::path::Path;
@@ -87,7 +87,6 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
-    broken: bool,
 }
 
 /// The send side towards one local peer.
@@ -133,18 +132,25 @@ pub struct ShmTransport {
     layout: Layout,
     inline: bool,
     doorbells: bool,
+    /// What an idle poll looks at: one stamp per receive queue.
+    watch: Vec<Watch<'static>>,
     rx: Vec<RxQueue>,
     next_rx: usize,
     returns: Vec<CreditReturn>,
-    dirty: Vec<u32>,
+    /// Per source SMT id: the line we return its credit through.
+    return_lines: Vec<&'static CreditLine>,
+    /// Per SMT id: its doorbell.
+    bells: Vec<&'static Doorbell>,
     tx: Vec<Option<TxPeer>>,
     smt_of_rank: Vec<u32>,
+    /// Per global rank: which of our receive queues it must write to.
+    queue_of_rank: Vec<u32>,
     rank_of_smt: Vec<u32>,
     pid_of_smt: Vec<u32>,
     gone: Vec<bool>,
     my_bell: &'static Doorbell,
     // Dropped last: every `'static` reference above points into it.
-    seg: Box<Segment>,
+    _seg: Box<Segment>,
 }
 
 /// What the shared-memory transport needs to know about the job.
@@ -230,7 +236,6 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
-                broken: false,
             });
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
@@ -247,6 +252,7 @@ impl ShmTransport {
                 bell: seg_ref.doorbell(smt),
             });
         }
+        let watch = rx.iter().map(|r| r.q.watch(0)).collect();
         let my_bell = seg_ref.doorbell(me_smt);
         let local = layout.params.local as usize;
         Ok(ShmTransport {
@@ -255,17 +261,33 @@ impl ShmTransport {
             layout,
             inline: cfg.inline,
             doorbells: job.doorbells,
+            watch,
             rx,
             next_rx: 0,
             returns: vec![CreditReturn::default(); local],
-            dirty: Vec::with_capacity(local),
+            return_lines: (0..layout.params.local)
+                .map(|s| seg_ref.credit_line(me_smt, s))
+                .collect(),
+            bells: (0..layout.params.local)
+                .map(|s| seg_ref.doorbell(s))
+                .collect(),
             tx,
+            queue_of_rank: smt_of_rank
+                .iter()
+                .map(|&s| {
+                    if s == u32::MAX {
+                        u32::MAX
+                    } else {
+                        layout.queue_of_sender(s)
+                    }
+                })
+                .collect(),
             smt_of_rank,
             rank_of_smt,
             pid_of_smt,
             gone: vec![false; local],
             my_bell,
-            seg,
+            _seg: seg,
         })
     }
 
@@ -299,24 +321,16 @@ impl ShmTransport {
         err
     }
 
+    /// Return one fragment's credit to `src_smt`: a store to a line only
+    /// we write (it stays in our cache until the sender, out of credit,
+    /// reads it), so no batching is needed.
     #[inline]
     fn credit_one(&mut self, src_smt: u32) {
         let r = &mut self.returns[src_smt as usize];
-        if r.unpublished() == 0 {
-            self.dirty.push(src_smt);
-        }
         r.release();
-        if r.unpublished() >= u64::from(self.layout.params.window / 2).max(1) {
-            self.publish_credit(src_smt);
-        }
-    }
-
-    fn publish_credit(&mut self, src_smt: u32) {
-        if let Some(total) = self.returns[src_smt as usize].take_publish() {
-            self.seg.credit_line(self.me_smt, src_smt).publish(total);
-            if self.doorbells {
-                self.seg.doorbell(src_smt).ring();
-            }
+        self.return_lines[src_smt as usize].publish(r.released());
+        if self.doorbells {
+            self.bells[src_smt as usize].ring();
         }
     }
 
@@ -330,12 +344,10 @@ impl ShmTransport {
         if let Err(e) = h.check(self.world, cap) {
             return Err(self.reject(qi, &body, e));
         }
+        // `check` proved `src < world`, the length of both maps.
         let src_smt = self.smt_of_rank[h.src as usize];
         let rq = &self.rx[qi];
-        let wrong_queue = src_smt == u32::MAX
-            || self.layout.queue_of_sender(src_smt) != qi as u32
-            || rq.sole_sender.is_some_and(|s| s != src_smt);
-        if wrong_queue {
+        if self.queue_of_rank[h.src as usize] != qi as u32 {
             let e = ProtocolError::WrongQueue {
                 src: h.src,
                 queue: qi as u32,
@@ -372,6 +384,34 @@ impl ShmTransport {
     }
 }
 
+impl ShmTransport {
+    /// Take the published entry at the head of queue `qi`.
+    #[inline]
+    fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
+        let n = self.rx.len();
+        let rq = &mut self.rx[qi];
+        match rq.q.try_pop(rq.head) {
+            Ok(Some(body)) => {
+                let pos = rq.head;
+                rq.head += 1;
+                self.watch[qi] = rq.q.watch(rq.head);
+                self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
+                self.decode(qi, pos, body)
+            }
+            Ok(None) => unreachable!("the watch said published"),
+            Err(c) => {
+                // Take the queue out of service: report once, never again.
+                self.watch[qi] = Watch::never(rq.q.watch(rq.head).stamp_ref());
+                Err(ProtocolError::QueueCorrupt {
+                    queue: qi as u32,
+                    head: c.head,
+                    seq: c.seq,
+                })
+            }
+        }
+    }
+}
+
 /// Default number of receive queues per rank: one per sender (dedicated,
 /// single-producer queues) up to 16 ranks per host, then 16 shared queues,
 /// which keeps the empty poll to at most 16 cached loads.
@@ -382,41 +422,23 @@ pub fn default_queues(local: u32) -> u32 {
 impl Transport for ShmTransport {
     #[inline]
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
-        let n = self.rx.len();
-        for k in 0..n {
-            let mut qi = self.next_rx + k;
-            if qi >= n {
-                qi -= n;
+        let n = self.watch.len();
+        let mut qi = self.next_rx;
+        for _ in 0..n {
+            if self.watch[qi].ready() {
+                return Some(self.pop(qi));
             }
-            let rq = &mut self.rx[qi];
-            if rq.broken {
-                continue;
-            }
-            match rq.q.try_pop(rq.head) {
-                Ok(None) => continue,
-                Ok(Some(body)) => {
-                    let pos = rq.head;
-                    rq.head += 1;
-                    self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
-                    return Some(self.decode(qi, pos, body));
-                }
-                Err(c) => {
-                    rq.broken = true;
-                    return Some(Err(ProtocolError::QueueCorrupt {
-                        queue: qi as u32,
-                        head: c.head,
-                        seq: c.seq,
-                    }));
-                }
+            qi += 1;
+            if qi == n {
+                qi = 0;
             }
         }
         None
     }
 
+    #[inline]
     fn has_arrivals(&self) -> bool {
-        self.rx
-            .iter()
-            .any(|rq| !rq.broken && rq.q.is_ready(rq.head))
+        self.watch.iter().any(Watch::ready)
     }
 
     #[inline]
@@ -430,9 +452,7 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn flush(&mut self) {
-        while let Some(src) = self.dirty.pop() {
-            self.publish_credit(src);
-        }
+        // Credit is published at each release (see `credit_one`).
     }
 
     #[inline]
@@ -501,6 +521,48 @@ impl Transport for ShmTransport {
 
     fn frame_capacity(&self) -> usize {
         self.layout.params.frame_size as usize
+    }
+
+    #[inline]
+    fn inline_max(&self) -> usize {
+        if self.inline {
+            INLINE_BYTES
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+        let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
+            return false;
+        };
+        if !peer.window.try_take() {
+            peer.window.update(peer.credit.read());
+            if !peer.window.try_take() {
+                return false;
+            }
+        }
+        let mut body = SlotBody {
+            header,
+            frame: NO_FRAME,
+            inline: [0; INLINE_BYTES],
+        };
+        let mut off = 0;
+        for p in pieces {
+            body.inline[off..off + p.len()].copy_from_slice(p);
+            off += p.len();
+        }
+        let pos = if peer.q.is_shared() {
+            peer.q.claim()
+        } else {
+            peer.window.sent() - 1
+        };
+        peer.q.publish(pos, &body);
+        if self.doorbells {
+            peer.bell.ring();
+        }
+        true
     }
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
