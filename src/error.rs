@@ -87,10 +87,12 @@ pub enum ProtocolError {
         count: u32,
     },
     /// A queue slot's stamp is from neither this lap nor the last.
-    #[error("receive queue {queue} is corrupt: slot stamp {seq} at position {head}")]
+    #[error("receive queue {queue} (written by {}) is corrupt: slot stamp {seq} at position {head}; the queue is taken out of service", match sender { Some(r) => format!("rank {r}"), None => "several ranks".to_owned() })]
     QueueCorrupt {
         /// Queue index on this rank.
         queue: u32,
+        /// The rank that writes it, if the queue has one sender.
+        sender: Option<u32>,
         /// Consumer position.
         head: u64,
         /// Stamp found.
@@ -331,6 +333,10 @@ pub enum SendError {
         /// The dead rank.
         rank: Rank,
     },
+    /// The job's supervisor asked every rank to give up while this send
+    /// waited for credit.
+    #[error("aborted while waiting for credit: another rank of the job failed")]
+    Aborted,
 }
 
 /// Receiving from a message inside a handler failed.

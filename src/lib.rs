@@ -24,6 +24,11 @@
 
 #![warn(missing_docs)]
 
+// The README's example is compiled and run as a doc test.
+#[cfg(all(doctest, not(loom)))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(not(loom))]
 pub mod bootstrap;
 #[cfg(not(loom))]

@@ -43,6 +43,9 @@ impl Extracted {
     }
 }
 
+/// Errors kept for the next `extract` at most.
+const MAX_DEFERRED: usize = 64;
+
 /// Fragments taken from one transport before moving to the next.
 const BATCH: usize = 32;
 
@@ -97,7 +100,12 @@ impl Core {
     /// Report an error at the next `extract` (used where progress runs on
     /// behalf of a send).
     pub(crate) fn defer(&self, e: ExtractError) {
-        self.deferred.borrow_mut().push_back(e);
+        let mut d = self.deferred.borrow_mut();
+        // Bounded: a program that never calls `extract` again must not grow
+        // without limit; the oldest errors (the causes) are kept.
+        if d.len() < MAX_DEFERRED {
+            d.push_back(e);
+        }
     }
 
     /// The oldest error kept for the next `extract`.
@@ -216,7 +224,21 @@ impl Core {
         let src = frag.header.src;
         let accepted = {
             let mut streams = self.streams.borrow_mut();
-            streams[src as usize].accept(frag, &self.piecewise, &mut |f| self.release(f))?
+            streams[src as usize].accept(frag, &self.piecewise, &mut |f| self.release(f))
+        };
+        let accepted = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // A broken-off message may have ended: let its handler see
+                // the end, and run whatever waits behind it.
+                if let Err(e2) = self
+                    .resume_handler(src)
+                    .and_then(|()| self.run_current(src))
+                {
+                    self.defer(e2);
+                }
+                return Err(e.into());
+            }
         };
         match accepted {
             Accepted::Piece(frag, info) => {

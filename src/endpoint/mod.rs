@@ -257,6 +257,9 @@ impl Core {
             Err(ExtractError::PeerDied { rank, .. }) if rank == dest => {
                 Err(SendError::PeerGone { rank })
             }
+            Err(ExtractError::Aborted) => Err(SendError::Aborted),
+            // Another peer died: reported once (its transport marks it
+            // gone), at the next `extract`; this send can go on.
             Err(e) => {
                 self.defer(e);
                 Ok(())
@@ -264,3 +267,6 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -199,7 +199,7 @@ impl SourceStream {
         if first {
             if !matches!(self.open, Open::No) {
                 release(&frag);
-                self.truncate_open();
+                self.truncate_open(release);
                 return Err(ProtocolError::UnexpectedFirst { src: self.src });
             }
             if flags.contains(FragFlags::SYSTEM) {
@@ -359,13 +359,20 @@ impl SourceStream {
         Ok(Accepted::Control(op, buf))
     }
 
-    /// A sender broke off a message: treat it as complete so its handler
-    /// sees the end instead of waiting for ever.
-    fn truncate_open(&mut self) {
+    /// A sender broke off a message: treat it as complete so an async
+    /// handler sees the end instead of waiting for ever (the engine resumes
+    /// it); a plain-function handler's message ends with the pieces it got.
+    fn truncate_open(&mut self, release: &mut dyn FnMut(&RxFragment)) {
         if let Open::User = self.open {
+            let only = self.msgs.len() == 1;
             if let Some(m) = self.msgs.back_mut() {
                 m.complete = true;
                 m.total = m.arrived;
+                if only && m.piecewise {
+                    self.open = Open::No;
+                    self.finish_current(release);
+                    return;
+                }
             }
         }
         self.open = Open::No;
@@ -501,12 +508,8 @@ impl SourceStream {
 mod tests {
     use super::*;
     use crate::frame::FragHeader;
-    use crate::queue::INLINE_BYTES;
-    use crate::transport::ReleaseToken;
 
     fn frag(handler: u32, data: &[u8], flags: FragFlags, total: u64) -> RxFragment {
-        let mut b = [0u8; INLINE_BYTES];
-        b[..data.len()].copy_from_slice(data);
         let h = FragHeader {
             src: 3,
             handler,
@@ -514,7 +517,7 @@ mod tests {
             flags: flags.0,
             total,
         };
-        RxFragment::inline(h, ReleaseToken { a: 0, b: 0, src: 3 }, b)
+        RxFragment::leaked(h, data)
     }
 
     const F: FragFlags = FragFlags::FIRST;

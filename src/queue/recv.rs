@@ -167,12 +167,22 @@ impl<'a> RecvQueue<'a> {
         slot.seq.store(pos + 1, Ordering::Release);
     }
 
-    /// Pop the entry at position `head` if it has been published.
+    /// Read the entry at position `head`, if it has been published, through
+    /// `read`, which gets the descriptor in place. The slot stays the
+    /// consumer's until it is given back: in shared mode by
+    /// [`recycle`](Self::recycle), in dedicated mode by returning the
+    /// fragment's credit. Until then the descriptor (and its inline bytes)
+    /// may be read again, so a consumer can leave a small payload in the
+    /// slot until its handler is done with it.
     ///
     /// # Errors
     /// [`QueueCorrupt`] if the stamp belongs to neither this lap nor the last.
     #[inline]
-    pub fn try_pop(&self, head: u64) -> Result<Option<SlotBody>, QueueCorrupt> {
+    pub fn try_pop_with<R>(
+        &self,
+        head: u64,
+        read: impl FnOnce(&SlotBody) -> R,
+    ) -> Result<Option<R>, QueueCorrupt> {
         let slot = &self.slots[(head & self.mask) as usize];
         // SYNC POINT rq-publish (acquire side): pairs with the Release store
         // in `publish`; seeing `head + 1` makes the body visible.
@@ -184,20 +194,60 @@ impl<'a> RecvQueue<'a> {
                 Ok(None)
             };
         }
-        // Read the descriptor out of the slot.
-        let body = slot.body.with(|p| {
-            // SAFETY: the stamp says position `head` was published and the
-            // producer of the next lap cannot write before we recycle (shared)
-            // or return the credit (dedicated), both of which follow this
-            // read. `p` is valid and aligned; SlotBody is plain old data.
-            unsafe { p.read() }
-        });
+        // Read the descriptor in the slot.
+        Ok(Some(slot.body.with(|p| {
+            // SAFETY: the stamp says position `head` was published, and the
+            // producer of the next lap cannot write before the consumer
+            // recycles (shared) or returns the credit (dedicated), which
+            // the consumer does only after its last read. `p` is valid and
+            // aligned; SlotBody is plain old data.
+            read(unsafe { &*p })
+        })))
+    }
+
+    /// Check, without popping, that the stamp at `head` belongs to this lap
+    /// or the last (what an idle consumer does now and then: the empty poll
+    /// itself only compares with one value).
+    ///
+    /// # Errors
+    /// [`QueueCorrupt`] otherwise.
+    pub fn check(&self, head: u64) -> Result<(), QueueCorrupt> {
+        // Relaxed: only the value is judged; nothing is read through it.
+        let seq = self.slots[(head & self.mask) as usize]
+            .seq
+            .load(Ordering::Relaxed);
+        if seq > head + 1 || seq + self.mask < head {
+            Err(QueueCorrupt { head, seq })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Shared mode: give the slot of position `pos` back to the producer of
+    /// position `pos + capacity()`. Call once per popped position, after the
+    /// last read of its descriptor. No-op in dedicated mode.
+    #[inline]
+    pub fn recycle(&self, pos: u64) {
         if self.shared {
             // SYNC POINT rq-recycle (release side): pairs with the Acquire
-            // wait in `publish`; our read above happens before the reuse.
-            slot.seq.store(head + self.capacity(), Ordering::Release);
+            // wait in `publish`; our reads of the slot happen before reuse.
+            self.slots[(pos & self.mask) as usize]
+                .seq
+                .store(pos + self.capacity(), Ordering::Release);
         }
-        Ok(Some(body))
+    }
+
+    /// Pop a copy of the entry at `head` and recycle its slot at once.
+    ///
+    /// # Errors
+    /// As [`try_pop_with`](Self::try_pop_with).
+    #[inline]
+    pub fn try_pop(&self, head: u64) -> Result<Option<SlotBody>, QueueCorrupt> {
+        let body = self.try_pop_with(head, |b| *b)?;
+        if body.is_some() {
+            self.recycle(head);
+        }
+        Ok(body)
     }
 
     /// Whether the entry at `head` has been published (one Acquire load).
@@ -231,6 +281,11 @@ impl<'a> Watch<'a> {
             stamp,
             want: u64::MAX,
         }
+    }
+
+    /// Whether this watch was made by [`never`](Self::never).
+    pub fn is_never(&self) -> bool {
+        self.want == u64::MAX
     }
 
     /// The stamp word watched.

@@ -42,23 +42,21 @@ use crate::wake::Doorbell;
 pub use shm::ShmTransport;
 
 /// Identifies a polled fragment to its transport for release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ReleaseToken {
-    /// Transport-defined (queue index for shm).
+    /// Transport-defined (shm: queue index).
     pub a: u32,
-    /// Transport-defined (frame index for shm).
+    /// Transport-defined (shm: frame index).
     pub b: u32,
-    /// The source rank.
+    /// Transport-defined (shm: the source's SMT id).
     pub src: u32,
+    /// Transport-defined (shm: queue position).
+    pub pos: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Body {
-    Inline([u8; INLINE_BYTES]),
-    External(*const u8),
-}
-
-/// A fragment that has arrived and not yet been released.
+/// A fragment that has arrived and not yet been released: its validated
+/// header and where its payload lies in transport memory (a frame, a ring
+/// slot, or the inline bytes of a queue slot).
 #[derive(Clone, Copy, Debug)]
 pub struct RxFragment {
     /// The validated header.
@@ -67,50 +65,42 @@ pub struct RxFragment {
     pub token: ReleaseToken,
     /// Index of the transport that delivered it (set by the engine).
     pub transport: u8,
-    body: Body,
+    data: *const u8,
 }
 
 impl RxFragment {
-    /// A fragment whose payload was copied out of an inline slot.
+    /// A fragment whose payload stays in transport memory at `data`.
     ///
-    /// # Panics
-    /// If `header.len` exceeds [`INLINE_BYTES`] (transports validate first).
-    pub fn inline(header: FragHeader, token: ReleaseToken, data: [u8; INLINE_BYTES]) -> Self {
-        assert!(header.len as usize <= INLINE_BYTES);
+    /// # Safety
+    /// `data` must be valid for reads of `header.len` bytes, and those bytes
+    /// must not be written by anyone, from now until the transport that
+    /// created this fragment releases it or is dropped (whichever is first);
+    /// the engine must not use the fragment after that.
+    #[inline]
+    pub unsafe fn new(header: FragHeader, token: ReleaseToken, data: *const u8) -> Self {
         RxFragment {
             header,
             token,
             transport: 0,
-            body: Body::Inline(data),
+            data,
         }
     }
 
-    /// A fragment whose payload stays in transport memory at `ptr`.
-    ///
-    /// # Safety
-    /// `ptr` must be valid for reads of `header.len` bytes, and those bytes
-    /// must not be written by anyone, from now until the transport that
-    /// created this fragment releases it or is dropped (whichever is first),
-    /// and the engine must not use the fragment after that.
-    pub unsafe fn external(header: FragHeader, token: ReleaseToken, ptr: *const u8) -> Self {
-        RxFragment {
-            header,
-            token,
-            transport: 0,
-            body: Body::External(ptr),
-        }
+    /// A fragment over `data` (a test helper: leaks a copy, so the bytes
+    /// stay valid for ever).
+    #[cfg(test)]
+    pub(crate) fn leaked(header: FragHeader, data: &[u8]) -> Self {
+        let bytes: &'static [u8] = Box::leak(data.to_vec().into_boxed_slice());
+        // SAFETY: leaked, so valid and unwritten for ever.
+        unsafe { RxFragment::new(header, ReleaseToken::default(), bytes.as_ptr()) }
     }
 
     /// Payload bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        let len = self.header.len as usize;
-        match &self.body {
-            Body::Inline(b) => &b[..len],
-            // SAFETY: `external`'s contract: valid and unwritten until
-            // release; the engine releases only after its last use.
-            Body::External(p) => unsafe { core::slice::from_raw_parts(*p, len) },
-        }
+        // SAFETY: `new`'s contract: valid and unwritten until release; the
+        // engine releases only after its last use.
+        unsafe { core::slice::from_raw_parts(self.data, self.header.len as usize) }
     }
 }
 

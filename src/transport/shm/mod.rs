@@ -308,15 +308,39 @@ impl ShmTransport {
         self.me_smt
     }
 
-    #[cold]
-    fn reject(&mut self, qi: usize, body: &SlotBody, err: ProtocolError) -> ProtocolError {
-        // Give the frame back and, where the sender is certain, its credit.
+    /// Give back what a popped entry holds: its slot (shared queues), its
+    /// frame (shared queues), and the credit of its sender.
+    #[inline]
+    fn give_back(&mut self, qi: usize, frame: u32, pos: u64, src_smt: u32) {
         let rq = &self.rx[qi];
-        if rq.q.is_shared() && body.frame != NO_FRAME && body.frame < rq.frames.count {
-            FreeList::new(rq.free_head, &rq.frames).release(body.frame);
+        if rq.q.is_shared() {
+            if frame != NO_FRAME {
+                FreeList::new(rq.free_head, &rq.frames).release(frame);
+            }
+            rq.q.recycle(pos);
         }
-        if let Some(sender) = rq.sole_sender {
-            self.credit_one(sender);
+        self.credit_one(src_smt);
+    }
+
+    #[cold]
+    fn reject(&mut self, qi: usize, pos: u64, p: &Popped, err: ProtocolError) -> ProtocolError {
+        let rq = &self.rx[qi];
+        let frame = if p.frame < rq.frames.count {
+            p.frame
+        } else {
+            NO_FRAME
+        };
+        match rq.sole_sender {
+            // Dedicated: the sender is certain, give its credit back.
+            Some(sender) => self.give_back(qi, frame, pos, sender),
+            // Shared: free the slot and frame; the credit of a sender that
+            // cannot be named is lost with it.
+            None => {
+                if frame != NO_FRAME {
+                    FreeList::new(rq.free_head, &rq.frames).release(frame);
+                }
+                rq.q.recycle(pos);
+            }
         }
         err
     }
@@ -334,53 +358,57 @@ impl ShmTransport {
         }
     }
 
-    fn decode(&mut self, qi: usize, pos: u64, body: SlotBody) -> Result<RxFragment, ProtocolError> {
-        let h = body.header;
-        let cap = if body.frame == NO_FRAME {
+    #[inline]
+    fn decode(&mut self, qi: usize, pos: u64, p: Popped) -> Result<RxFragment, ProtocolError> {
+        let h = p.header;
+        let cap = if p.frame == NO_FRAME {
             INLINE_BYTES
         } else {
             self.layout.params.frame_size as usize
         };
         if let Err(e) = h.check(self.world, cap) {
-            return Err(self.reject(qi, &body, e));
+            return Err(self.reject(qi, pos, &p, e));
         }
         // `check` proved `src < world`, the length of both maps.
-        let src_smt = self.smt_of_rank[h.src as usize];
-        let rq = &self.rx[qi];
         if self.queue_of_rank[h.src as usize] != qi as u32 {
             let e = ProtocolError::WrongQueue {
                 src: h.src,
                 queue: qi as u32,
             };
-            return Err(self.reject(qi, &body, e));
+            return Err(self.reject(qi, pos, &p, e));
         }
         let token = ReleaseToken {
             a: qi as u32,
-            b: body.frame,
-            src: src_smt,
+            b: p.frame,
+            src: self.smt_of_rank[h.src as usize],
+            pos,
         };
-        if body.frame == NO_FRAME {
-            return Ok(RxFragment::inline(h, token, body.inline));
-        }
-        let expected_frame = if rq.q.is_shared() {
-            None
+        let rq = &self.rx[qi];
+        let data = if p.frame == NO_FRAME {
+            p.inline
         } else {
-            Some((pos & (rq.q.capacity() - 1)) as u32)
-        };
-        if body.frame >= rq.frames.count || expected_frame.is_some_and(|f| f != body.frame) {
-            let e = ProtocolError::BadFrame {
-                src: h.src,
-                frame: body.frame,
-                count: rq.frames.count,
+            let expected = if rq.q.is_shared() {
+                p.frame
+            } else {
+                (pos & (rq.q.capacity() - 1)) as u32
             };
-            return Err(self.reject(qi, &body, e));
-        }
-        let ptr = rq.frames.payload(body.frame);
-        // SAFETY: the frame is held for us (in-use flag set, or its credit
-        // not yet returned) until we release it; nobody writes it meanwhile;
-        // `len <= frame_size` was checked; the mapping outlives the fragment
-        // because the engine drops fragments before transports.
-        Ok(unsafe { RxFragment::external(h, token, ptr) })
+            if p.frame >= rq.frames.count || p.frame != expected {
+                let e = ProtocolError::BadFrame {
+                    src: h.src,
+                    frame: p.frame,
+                    count: rq.frames.count,
+                };
+                return Err(self.reject(qi, pos, &p, e));
+            }
+            rq.frames.payload(p.frame) as *const u8
+        };
+        // SAFETY: the payload (in the slot, or in a frame the slot names)
+        // is held for us until release: the slot is neither recycled nor
+        // its credit returned before then, and a frame's in-use flag stays
+        // set (shared) or its position's credit unreturned (dedicated).
+        // `len` was checked against the slot or frame capacity; the mapping
+        // outlives the fragment (the engine drops fragments first).
+        Ok(unsafe { RxFragment::new(h, token, data) })
     }
 }
 
@@ -390,13 +418,18 @@ impl ShmTransport {
     fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
         let n = self.rx.len();
         let rq = &mut self.rx[qi];
-        match rq.q.try_pop(rq.head) {
-            Ok(Some(body)) => {
-                let pos = rq.head;
+        let pos = rq.head;
+        let read = rq.q.try_pop_with(pos, |b| Popped {
+            header: b.header,
+            frame: b.frame,
+            inline: b.inline.as_ptr(),
+        });
+        match read {
+            Ok(Some(p)) => {
                 rq.head += 1;
                 self.watch[qi] = rq.q.watch(rq.head);
                 self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
-                self.decode(qi, pos, body)
+                self.decode(qi, pos, p)
             }
             Ok(None) => unreachable!("the watch said published"),
             Err(c) => {
@@ -404,12 +437,22 @@ impl ShmTransport {
                 self.watch[qi] = Watch::never(rq.q.watch(rq.head).stamp_ref());
                 Err(ProtocolError::QueueCorrupt {
                     queue: qi as u32,
+                    sender: rq.sole_sender.map(|s| self.rank_of_smt[s as usize]),
                     head: c.head,
                     seq: c.seq,
                 })
             }
         }
     }
+}
+
+/// What `pop` reads out of a slot: the header, the frame index, and where
+/// the inline payload lies (in the slot itself, valid until release).
+#[derive(Clone, Copy)]
+struct Popped {
+    header: FragHeader,
+    frame: u32,
+    inline: *const u8,
 }
 
 /// Default number of receive queues per rank: one per sender (dedicated,
@@ -443,11 +486,7 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn release(&mut self, token: &ReleaseToken) {
-        let rq = &self.rx[token.a as usize];
-        if rq.q.is_shared() && token.b != NO_FRAME {
-            FreeList::new(rq.free_head, &rq.frames).release(token.b);
-        }
-        self.credit_one(token.src);
+        self.give_back(token.a as usize, token.b, token.pos, token.src);
     }
 
     #[inline]
@@ -566,6 +605,23 @@ impl Transport for ShmTransport {
     }
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
+        // Stamps from neither this lap nor the last (the empty poll compares
+        // with one value only and would wait for ever).
+        for qi in 0..self.rx.len() {
+            let rq = &self.rx[qi];
+            if self.watch[qi].is_never() {
+                continue;
+            }
+            if let Err(c) = rq.q.check(rq.head) {
+                self.watch[qi] = Watch::never(rq.q.watch(rq.head).stamp_ref());
+                return Err(ExtractError::Protocol(ProtocolError::QueueCorrupt {
+                    queue: qi as u32,
+                    sender: rq.sole_sender.map(|s| self.rank_of_smt[s as usize]),
+                    head: c.head,
+                    seq: c.seq,
+                }));
+            }
+        }
         let me = std::process::id();
         for smt in 0..self.pid_of_smt.len() {
             let pid = self.pid_of_smt[smt];
@@ -604,5 +660,36 @@ impl Transport for ShmTransport {
             Some(&s) if s != u32::MAX => self.gone[s as usize],
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+impl ShmTransport {
+    /// Publish a crafted descriptor towards `dest`, bypassing every check of
+    /// the send path (as a buggy or hostile peer would), taking one credit.
+    pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
+        let peer = self.tx[dest.index()].as_mut().expect("local peer");
+        assert!(
+            peer.window.try_take() || {
+                peer.window.update(peer.credit.read());
+                peer.window.try_take()
+            }
+        );
+        let pos = if peer.q.is_shared() {
+            peer.q.claim()
+        } else {
+            peer.window.sent() - 1
+        };
+        peer.q.publish(pos, &body);
+    }
+
+    /// Overwrite the stamp of the next slot `dest` will poll from us.
+    pub(crate) fn corrupt_next_stamp(&mut self, dest: Rank, value: u64) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        let pos = peer.window.sent();
+        peer.q
+            .watch(pos)
+            .stamp_ref()
+            .store(value, crate::sync::Ordering::Release);
     }
 }

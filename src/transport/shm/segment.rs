@@ -114,7 +114,7 @@ impl Segment {
                 Ok(f) => break f,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     // A leftover: remove it if its creator is dead.
-                    Self::remove_stale(path, job)?;
+                    Self::remove_stale(path)?;
                 }
                 Err(e) => return Err(io("create")(e)),
             }
@@ -134,7 +134,7 @@ impl Segment {
         Ok(seg)
     }
 
-    fn remove_stale(path: &Path, job: &str) -> Result<(), SegmentError> {
+    fn remove_stale(path: &Path) -> Result<(), SegmentError> {
         if let Ok(file) = File::open(path) {
             let len = file.metadata().map(|m| m.len()).unwrap_or(0);
             if len >= HEADER_BYTES {
@@ -144,8 +144,7 @@ impl Segment {
                     // aligned; Header is all atomics, valid for any bytes.
                     let h = unsafe { &*(map.as_ptr() as *const Header) };
                     let pid = h.creator_pid.load(Ordering::Relaxed);
-                    let ours = h.job_hash.load(Ordering::Relaxed) == job_hash(job);
-                    if pid != 0 && pid != std::process::id() && pid_alive(pid) && !ours {
+                    if pid != 0 && pid != std::process::id() && pid_alive(pid) {
                         return Err(SegmentError::InUse {
                             path: path.to_path_buf(),
                             pid,
@@ -512,5 +511,156 @@ impl Drop for Segment {
         if self.creator && !self.unlinked {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn params() -> Params {
+        Params {
+            local: 2,
+            queues: 2,
+            window: 4,
+            frame_size: 256,
+            doorbells: false,
+        }
+    }
+
+    fn path(tag: &str) -> PathBuf {
+        let job = crate::bootstrap::threads::fresh_job_id();
+        segment_path(Path::new("/dev/shm"), &job, tag)
+    }
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_foreign_file_is_refused_by_magic() {
+        let p = path("magic");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(&[0xAB; 8192]).unwrap();
+        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        assert!(
+            matches!(e, SegmentError::BadMagic { found, .. } if found == 0xABAB_ABAB_ABAB_ABAB),
+            "{e}"
+        );
+        assert!(e.to_string().contains("not a fastmsg segment"));
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn another_layout_version_is_refused() {
+        let p = path("version");
+        let seg = Segment::create(&p, "j", params()).unwrap();
+        seg.header()
+            .version
+            .store(LAYOUT_VERSION + 1, Ordering::Relaxed);
+        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        assert!(
+            matches!(e, SegmentError::VersionMismatch { found, expected, .. } if found == LAYOUT_VERSION + 1 && expected == LAYOUT_VERSION),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn different_parameters_are_named() {
+        let p = path("params");
+        let _seg = Segment::create(&p, "j", params()).unwrap();
+        let mut other = params();
+        other.window = 8;
+        let e = Segment::open(&p, "j", other, T).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SegmentError::ConfigMismatch {
+                    what: "FASTMSG_WINDOW",
+                    ours: 8,
+                    theirs: 4,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = Segment::open(&p, "other-job", params(), T).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SegmentError::ConfigMismatch {
+                    what: "job id hash",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_segment_is_refused() {
+        let p = path("trunc");
+        let seg = Segment::create(&p, "j", params()).unwrap();
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(seg.layout().total / 2).unwrap();
+        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        assert!(matches!(e, SegmentError::Truncated { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_missing_creator_times_out_with_a_hint() {
+        let p = path("absent");
+        let e = Segment::open(&p, "j", params(), Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, SegmentError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("are all ranks of the job started"));
+    }
+
+    #[test]
+    fn a_stale_segment_of_a_dead_job_is_replaced() {
+        let p = path("stale");
+        let seg = Segment::create(&p, "old", params()).unwrap();
+        // Pretend its creator was another process that has died.
+        seg.header()
+            .creator_pid
+            .store(u32::MAX - 1, Ordering::Relaxed);
+        std::mem::forget(seg); // leave the file behind, as a crash would
+        let fresh = Segment::create(&p, "new", params()).unwrap();
+        assert_eq!(
+            fresh.header().job_hash.load(Ordering::Relaxed),
+            job_hash("new")
+        );
+    }
+
+    #[test]
+    fn a_segment_of_a_live_process_is_not_taken() {
+        let p = path("live");
+        let seg = Segment::create(&p, "other", params()).unwrap();
+        seg.header().creator_pid.store(1, Ordering::Relaxed); // init: alive
+        let e = Segment::create(&p, "mine", params()).unwrap_err();
+        assert!(matches!(e, SegmentError::InUse { pid: 1, .. }), "{e}");
+    }
+
+    #[test]
+    fn attach_hands_out_distinct_ids_and_refuses_extras() {
+        let p = path("attach");
+        let mut seg = Segment::create(&p, "j", params()).unwrap();
+        let a = seg.attach(7).unwrap();
+        let other = Segment::open(&p, "j", params(), T).unwrap();
+        let b = other.attach(3).unwrap();
+        assert_ne!(a, b);
+        assert!(matches!(
+            other.attach(9),
+            Err(SegmentError::TooManyAttached { local: 2, .. })
+        ));
+        let ranks: Vec<u32> = seg
+            .wait_all_attached(T)
+            .unwrap()
+            .iter()
+            .map(|e| e.0)
+            .collect();
+        assert!(ranks.contains(&7) && ranks.contains(&3));
+        assert!(
+            !p.exists(),
+            "the creator unlinks once everyone has attached"
+        );
     }
 }
