@@ -200,6 +200,12 @@ pub enum SegmentError {
         /// Local ranks expected.
         local: u32,
     },
+    /// Start-up was abandoned because another rank failed.
+    #[error("gave up waiting in shared segment {path}: another rank of the job failed")]
+    Aborted {
+        /// Segment path.
+        path: PathBuf,
+    },
     /// The requested layout does not fit in memory limits.
     #[error("shared segment layout too large: {what}")]
     TooLarge {
@@ -339,6 +345,52 @@ pub enum SendError {
     Aborted,
 }
 
+/// A one-sided put or window read could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PutError {
+    /// The destination is not a rank of the job.
+    #[error("destination rank {dest} is out of range (job has {size} ranks)")]
+    BadDestination {
+        /// Destination given.
+        dest: Rank,
+        /// Ranks in the job.
+        size: u32,
+    },
+    /// The window id is not registered.
+    #[error("window id {id} is not registered ({registered} windows)")]
+    UnknownWindow {
+        /// Id given.
+        id: u32,
+        /// Windows registered.
+        registered: u32,
+    },
+    /// The access runs past the window.
+    #[error("{len} bytes at offset {offset} run past window {window:?} of {size} bytes")]
+    OutOfBounds {
+        /// Window name.
+        window: String,
+        /// Offset given.
+        offset: usize,
+        /// Length given.
+        len: usize,
+        /// Window size.
+        size: u64,
+    },
+    /// A word access at an offset that is not a multiple of 8.
+    #[error("8-byte word access at offset {offset}, which is not a multiple of 8")]
+    Misaligned {
+        /// Offset given.
+        offset: usize,
+    },
+    /// The destination process is gone.
+    #[error("rank {rank} has exited or died; cannot put to it")]
+    PeerGone {
+        /// The dead rank.
+        rank: Rank,
+    },
+}
+
 /// Receiving from a message inside a handler failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -397,6 +449,9 @@ pub enum Error {
     /// See [`ReceiveError`].
     #[error(transparent)]
     Receive(#[from] ReceiveError),
+    /// See [`PutError`].
+    #[error(transparent)]
+    Put(#[from] PutError),
     /// See [`ExtractError`].
     #[error(transparent)]
     Extract(#[from] ExtractError),
@@ -408,5 +463,20 @@ pub enum Error {
 impl From<ProtocolError> for Error {
     fn from(e: ProtocolError) -> Self {
         Error::Extract(ExtractError::Protocol(e))
+    }
+}
+
+impl Error {
+    /// Whether this error only says the job was abandoned because another
+    /// rank failed (not a cause in itself).
+    pub fn is_abort(&self) -> bool {
+        matches!(
+            self,
+            Error::Extract(ExtractError::Aborted)
+                | Error::Send(SendError::Aborted)
+                | Error::Segment(SegmentError::Aborted { .. })
+                | Error::Start(StartError::Segment(SegmentError::Aborted { .. }))
+                | Error::Start(StartError::Exchange(ExtractError::Aborted))
+        )
     }
 }

@@ -44,3 +44,8 @@ impl fmt::Display for HandlerId {
         write!(f, "#{}", self.0)
     }
 }
+
+/// A registered one-sided window. Ids are dense, in registration order,
+/// and equal on every rank (checked at start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WindowId(pub(crate) u32);

@@ -46,6 +46,8 @@ pub(crate) mod sync;
 #[cfg(not(loom))]
 pub mod transport;
 pub mod wake;
+#[cfg(not(loom))]
+pub(crate) mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
@@ -54,4 +56,4 @@ pub use crate::endpoint::{
 pub use crate::error::Error;
 #[cfg(not(loom))]
 pub use crate::handler::HandlerResult;
-pub use crate::id::{HandlerId, Rank};
+pub use crate::id::{HandlerId, Rank, WindowId};

@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 fn tiny(c: &mut Config) {
-    c.shm.window = 2;
+    c.shm.credits = 2;
     c.shm.frame_size = 256;
     c.timeout = std::time::Duration::from_secs(60);
 }
@@ -95,7 +95,7 @@ fn head_to_head_flood_oversubscribed_sleep_policy() {
 /// between two ranks and to self.
 fn big_rank(mut b: EndpointBuilder, factor: usize) -> Result<(), Error> {
     let me = b.rank().0;
-    let window_bytes = (b.config().shm.window * b.config().shm.frame_size) as usize;
+    let window_bytes = (b.config().shm.credits * b.config().shm.frame_size) as usize;
     let len = factor * window_bytes;
     let done = Rc::new(Cell::new(0u32));
     let bad = Rc::new(RefCell::new(None::<String>));

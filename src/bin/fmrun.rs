@@ -32,9 +32,9 @@ struct Args {
     /// Wait policy when idle.
     #[arg(long, value_name = "POLICY", value_parser = ["spin", "yield", "sleep", "auto"])]
     wait: Option<String>,
-    /// Credit window per pair, in frames.
+    /// Credits per pair of ranks, in frames.
     #[arg(long, value_name = "FRAMES")]
-    window: Option<u32>,
+    credits: Option<u32>,
     /// Payload bytes per shared-memory frame (multiple of 64).
     #[arg(long, value_name = "BYTES")]
     frame_size: Option<u32>,
@@ -145,7 +145,7 @@ fn main() -> ExitCode {
         let opts = [
             ("FASTMSG_QUEUES", args.queues.map(|v| v.to_string())),
             ("FASTMSG_WAIT", args.wait.clone()),
-            ("FASTMSG_WINDOW", args.window.map(|v| v.to_string())),
+            ("FASTMSG_CREDITS", args.credits.map(|v| v.to_string())),
             ("FASTMSG_FRAME_SIZE", args.frame_size.map(|v| v.to_string())),
             ("FASTMSG_TIMEOUT", args.timeout.map(|v| v.to_string())),
         ];

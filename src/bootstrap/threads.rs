@@ -110,11 +110,10 @@ where
             Ok(Ok(v)) => out.push(v),
             Ok(Err(error)) => {
                 // Prefer a root cause over the aborts it triggered.
-                let aborted = matches!(error, Error::Extract(crate::error::ExtractError::Aborted));
-                if first_err.as_ref().is_none_or(|e| {
-                    matches!(e.error, Error::Extract(crate::error::ExtractError::Aborted))
-                        && !aborted
-                }) {
+                if first_err
+                    .as_ref()
+                    .is_none_or(|e| e.error.is_abort() && !error.is_abort())
+                {
                     first_err = Some(RankError {
                         rank: Rank(r as u32),
                         error,

@@ -2,15 +2,16 @@
 
 use super::config::Config;
 use super::control::OP_TABLE;
-use super::core::Core;
+use super::core::{Core, CoreSetup};
 use super::net::Net;
 use super::wait::{WaitConfig, Waiter};
 use super::{Ctx, Endpoint, Message, Piece};
 use crate::error::{ConfigError, StartError};
 use crate::handler::{encode_table, HandlerResult, Registry};
-use crate::id::{HandlerId, Rank};
+use crate::id::{HandlerId, Rank, WindowId};
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::AnyTransport;
+use crate::window::WindowTable;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Instant;
@@ -36,6 +37,7 @@ use std::time::Instant;
 pub struct EndpointBuilder {
     config: Config,
     registry: Registry,
+    windows: WindowTable,
 }
 
 impl EndpointBuilder {
@@ -44,6 +46,7 @@ impl EndpointBuilder {
         EndpointBuilder {
             config,
             registry: Registry::default(),
+            windows: WindowTable::default(),
         }
     }
 
@@ -113,6 +116,14 @@ impl EndpointBuilder {
         self.registry.register_fn(name, handler)
     }
 
+    /// Register a one-sided window of `bytes` bytes under `name`: memory
+    /// of this rank that every rank may write with
+    /// [`Ctx::put`] / [`Ctx::put_u64`] (also on [`Endpoint`]). Every rank
+    /// must register the same windows in the same order.
+    pub fn window(&mut self, name: &str, bytes: usize) -> WindowId {
+        self.windows.register(name, bytes)
+    }
+
     /// Join the job: connect the transports, then check with rank 0 that
     /// every rank registered the same handlers.
     ///
@@ -121,7 +132,11 @@ impl EndpointBuilder {
     /// [`StartError::DuplicateHandler`]; configuration, segment or network
     /// errors; [`StartError::Timeout`] if peers do not appear.
     pub fn start(self) -> Result<Endpoint, StartError> {
-        let EndpointBuilder { config, registry } = self;
+        let EndpointBuilder {
+            config,
+            registry,
+            windows,
+        } = self;
         config.validate()?;
         registry.check_unique()?;
         let job = &config.job;
@@ -146,21 +161,26 @@ impl EndpointBuilder {
                 local_size: job.local_size,
                 doorbells: sleeps,
                 timeout: config.timeout,
+                window_bytes: windows.bytes(),
+                abort: config.abort.as_deref(),
             },
             &config.shm,
         )?;
+        let my_window = shm.own_window();
+        let local = shm.local_ranks();
         let route = vec![0u8; job.size as usize];
         let net = Net::new(vec![AnyTransport::Shm(shm)], route);
-        let names = registry.names().to_vec();
+        let mut names = registry.names().to_vec();
+        names.extend(windows.describe());
         let wait = WaitConfig::resolve(config.wait, job.local_size);
-        let core = Rc::new(Core::new(
-            job.rank,
-            job.size,
-            net,
-            registry,
+        let setup = CoreSetup {
             wait,
-            config.abort.clone(),
-        ));
+            abort: config.abort.clone(),
+            windows,
+            my_window,
+            local,
+        };
+        let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
         let ep = Endpoint { core };
         if job.rank.0 == 0 {
             ep.core.control.borrow_mut().set_own_table(names.clone());

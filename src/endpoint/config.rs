@@ -77,7 +77,7 @@ impl Config {
         Config::new(JobInfo::from_env()?).tuned_from_env()
     }
 
-    /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_WINDOW`,
+    /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`) that are set.
     ///
@@ -87,8 +87,8 @@ impl Config {
         if let Some(q) = env_num("FASTMSG_QUEUES")? {
             self.shm.queues = Some(fits("FASTMSG_QUEUES", q)?);
         }
-        if let Some(w) = env_num("FASTMSG_WINDOW")? {
-            self.shm.window = fits("FASTMSG_WINDOW", w)?;
+        if let Some(w) = env_num("FASTMSG_CREDITS")? {
+            self.shm.credits = fits("FASTMSG_CREDITS", w)?;
         }
         if let Some(f) = env_num("FASTMSG_FRAME_SIZE")? {
             self.shm.frame_size = fits("FASTMSG_FRAME_SIZE", f)?;
@@ -129,10 +129,10 @@ impl Config {
                 });
             }
         }
-        if self.shm.window == 0 {
+        if self.shm.credits == 0 {
             return Err(ConfigError::Invalid {
-                what: "FASTMSG_WINDOW",
-                why: "a window of 0 frames can never send".into(),
+                what: "FASTMSG_CREDITS",
+                why: "0 credits can never send".into(),
             });
         }
         if self.shm.frame_size < 64 || self.shm.frame_size % 64 != 0 {

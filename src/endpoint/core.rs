@@ -12,12 +12,15 @@ use super::net::Net;
 use super::stream::{Accepted, Current, PieceInfo, SourceStream};
 use super::wait::WaitConfig;
 use super::{Ctx, Message, Piece};
-use crate::error::{BoxError, ExtractError};
+use crate::error::{BoxError, ExtractError, PutError};
 use crate::frame::FragFlags;
 use crate::handler::pool::Run;
 use crate::handler::Registry;
 use crate::id::Rank;
+use crate::id::WindowId;
 use crate::transport::{RxFragment, Transport};
+use crate::window;
+use crate::window::{WindowArea, WindowTable};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -62,6 +65,20 @@ pub(crate) struct Core {
     deferred: RefCell<VecDeque<ExtractError>>,
     pub(crate) wait: WaitConfig,
     pub(crate) abort: Option<Arc<AtomicBool>>,
+    /// One-sided windows: the table, and this rank's own area.
+    pub(crate) windows: WindowTable,
+    pub(crate) my_window: WindowArea,
+    /// Ranks on this host, in rank order.
+    pub(crate) local: Vec<Rank>,
+}
+
+/// What the builder hands the engine besides transports and handlers.
+pub(crate) struct CoreSetup {
+    pub(crate) wait: WaitConfig,
+    pub(crate) abort: Option<Arc<AtomicBool>>,
+    pub(crate) windows: WindowTable,
+    pub(crate) my_window: WindowArea,
+    pub(crate) local: Vec<Rank>,
 }
 
 impl std::fmt::Debug for Core {
@@ -79,8 +96,7 @@ impl Core {
         size: u32,
         net: Net,
         registry: Registry,
-        wait: WaitConfig,
-        abort: Option<Arc<AtomicBool>>,
+        setup: CoreSetup,
     ) -> Core {
         Core {
             rank,
@@ -92,8 +108,11 @@ impl Core {
             registry: RefCell::new(registry),
             control: RefCell::new(Control::new(size)),
             deferred: RefCell::new(VecDeque::new()),
-            wait,
-            abort,
+            wait: setup.wait,
+            abort: setup.abort,
+            windows: setup.windows,
+            my_window: setup.my_window,
+            local: setup.local,
         }
     }
 
@@ -420,6 +439,50 @@ impl Core {
         for t in &mut self.net.borrow_mut().transports {
             t.check_peers()?;
         }
+        Ok(())
+    }
+
+    /// One-sided put of `data` at `offset` of window `win` on `dest`.
+    pub(crate) fn put(
+        &self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), PutError> {
+        window::check_dest(dest, self.size)?;
+        let at = self.windows.locate(win, offset, data.len())?;
+        self.net.borrow_mut().put(dest, at, data)
+    }
+
+    /// One-sided atomic store of an 8-byte word.
+    pub(crate) fn put_u64(
+        &self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        value: u64,
+    ) -> Result<(), PutError> {
+        window::check_dest(dest, self.size)?;
+        let at = self.windows.locate_word(win, offset)?;
+        self.net.borrow_mut().put_u64(dest, at, value)
+    }
+
+    /// Acquire-load a word of this rank's own window.
+    pub(crate) fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
+        let at = self.windows.locate_word(win, offset)?;
+        Ok(self.my_window.load_u64(at))
+    }
+
+    /// Copy bytes out of this rank's own window.
+    pub(crate) fn read_window(
+        &self,
+        win: WindowId,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(), PutError> {
+        let at = self.windows.locate(win, offset, buf.len())?;
+        self.my_window.read(at, buf);
         Ok(())
     }
 

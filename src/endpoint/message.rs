@@ -6,8 +6,8 @@
 
 use super::core::Core;
 use super::net::OutStream;
-use crate::error::{ReceiveError, SendError};
-use crate::id::{HandlerId, Rank};
+use crate::error::{PutError, ReceiveError, SendError};
+use crate::id::{HandlerId, Rank, WindowId};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -260,6 +260,65 @@ impl Ctx {
     #[inline]
     pub fn size(&self) -> u32 {
         self.core.size
+    }
+
+    /// The ranks on this host (sharing its memory), in rank order.
+    pub fn local_ranks(&self) -> &[Rank] {
+        &self.core.local
+    }
+
+    /// One-sided put: copy `data` to byte `offset` of window `win` on
+    /// `dest` (no handler runs there). Visible to `dest` before any later
+    /// message or put from this rank.
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`],
+    /// [`PutError::BadDestination`], [`PutError::PeerGone`].
+    pub fn put(
+        &self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), PutError> {
+        self.core.put(win, dest, offset, data)
+    }
+
+    /// One-sided put of an 8-byte word, stored atomically with Release
+    /// ordering (a flag after data); wakes `dest` if it sleeps.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put), and [`PutError::Misaligned`].
+    pub fn put_u64(
+        &self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        value: u64,
+    ) -> Result<(), PutError> {
+        self.core.put_u64(win, dest, offset, value)
+    }
+
+    /// Read a word of this rank's own window (Acquire).
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`],
+    /// [`PutError::Misaligned`].
+    pub fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
+        self.core.read_u64(win, offset)
+    }
+
+    /// Copy bytes out of this rank's own window.
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`].
+    pub fn read_window(
+        &self,
+        win: WindowId,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(), PutError> {
+        self.core.read_window(win, offset, buf)
     }
 
     /// Send a message made of `pieces` (gathered) to `handler` on `dest`.

@@ -38,8 +38,8 @@ pub use self::writer::MessageWriter;
 use self::core::Core;
 use self::net::OutStream;
 use self::wait::Waiter;
-use crate::error::{ConfigError, ExtractError, SendError};
-use crate::id::{HandlerId, Rank};
+use crate::error::{ConfigError, ExtractError, PutError, SendError};
+use crate::id::{HandlerId, Rank, WindowId};
 use crate::transport::Transport;
 use std::rc::Rc;
 
@@ -75,6 +75,60 @@ impl Endpoint {
     /// sends both from the main thread and from its handlers.
     pub fn ctx(&self) -> Ctx {
         Ctx::new(Rc::clone(&self.core))
+    }
+
+    /// The ranks on this host (sharing its memory), in rank order.
+    pub fn local_ranks(&self) -> &[Rank] {
+        &self.core.local
+    }
+
+    /// One-sided put; see [`Ctx::put`].
+    ///
+    /// # Errors
+    /// See [`Ctx::put`].
+    pub fn put(
+        &mut self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), PutError> {
+        self.core.put(win, dest, offset, data)
+    }
+
+    /// One-sided word put; see [`Ctx::put_u64`].
+    ///
+    /// # Errors
+    /// See [`Ctx::put_u64`].
+    pub fn put_u64(
+        &mut self,
+        win: WindowId,
+        dest: Rank,
+        offset: usize,
+        value: u64,
+    ) -> Result<(), PutError> {
+        self.core.put_u64(win, dest, offset, value)
+    }
+
+    /// Read a word of this rank's own window; see [`Ctx::read_u64`].
+    ///
+    /// # Errors
+    /// See [`Ctx::read_u64`].
+    pub fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
+        self.core.read_u64(win, offset)
+    }
+
+    /// Copy bytes out of this rank's own window.
+    ///
+    /// # Errors
+    /// See [`Ctx::read_window`].
+    pub fn read_window(
+        &self,
+        win: WindowId,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(), PutError> {
+        self.core.read_window(win, offset, buf)
     }
 
     /// The name `id` was registered under.

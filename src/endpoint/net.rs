@@ -13,6 +13,7 @@
 //! sends only into its pending queue; the main thread drains a
 //! destination's pending queue before opening a stream to it.
 
+use crate::error::PutError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::Rank;
 use crate::transport::{AnyTransport, Transport, TxFrame};
@@ -180,6 +181,18 @@ impl Net {
             total,
         };
         t.try_send_inline(dest, header, pieces)
+    }
+
+    /// One-sided put through the transport serving `dest`.
+    pub(crate) fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+        let t = self.route[dest.index()] as usize;
+        self.transports[t].put(dest, at, data)
+    }
+
+    /// One-sided word store through the transport serving `dest`.
+    pub(crate) fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+        let t = self.route[dest.index()] as usize;
+        self.transports[t].put_u64(dest, at, value)
     }
 
     /// The transport serving `dest`.

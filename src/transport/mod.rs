@@ -33,7 +33,7 @@
 
 pub mod shm;
 
-use crate::error::{ExtractError, ProtocolError};
+use crate::error::{ExtractError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::INLINE_BYTES;
@@ -248,6 +248,19 @@ pub trait Transport {
     fn has_credit(&self, dest: Rank) -> bool;
     /// The doorbell this rank sleeps on, if the transport provides one.
     fn doorbell(&self) -> Option<&Doorbell>;
+    /// One-sided: copy `data` to byte `at` of `dest`'s window area (the
+    /// engine has checked the bounds). Visible to `dest` before any later
+    /// message or put from this rank.
+    ///
+    /// # Errors
+    /// [`PutError::PeerGone`] if `dest` is known to be gone.
+    fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError>;
+    /// One-sided: store `value` (Release) in the aligned word at byte `at`
+    /// of `dest`'s window area, waking `dest` if it sleeps.
+    ///
+    /// # Errors
+    /// [`PutError::PeerGone`] if `dest` is known to be gone.
+    fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError>;
 }
 
 /// The transports an endpoint can hold, dispatched statically.
@@ -314,5 +327,11 @@ impl Transport for AnyTransport {
     }
     fn doorbell(&self) -> Option<&Doorbell> {
         dispatch!(self, t => t.doorbell())
+    }
+    fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+        dispatch!(self, t => t.put(dest, at, data))
+    }
+    fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+        dispatch!(self, t => t.put_u64(dest, at, value))
     }
 }

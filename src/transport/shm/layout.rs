@@ -5,6 +5,7 @@
 //! [SMT map         64 B × local]      pid + global rank per SMT id
 //! [Doorbells       64 B × local]      sleep/wake, one line per SMT id
 //! [Credit lines    64 B × local²]     returned[receiver][sender]
+//! [Windows         window_bytes × local]  one-sided put targets, per SMT id
 //! [Queues          per receiver × M]  each: control (2 lines: tail, free head)
 //!                                     + slots (64 B × cap)
 //!                                     + frames ((64 + frame_size) × cap)
@@ -28,11 +29,13 @@ pub struct Params {
     /// Receive queues per receiver (1 ..= local).
     pub queues: u32,
     /// Credit window per (sender, receiver) pair, in fragments.
-    pub window: u32,
+    pub credits: u32,
     /// Payload bytes per frame (multiple of 64).
     pub frame_size: u32,
     /// Whether senders ring receivers' doorbells (a sleeping wait policy).
     pub doorbells: bool,
+    /// Bytes of every rank's one-sided windows together (multiple of 64).
+    pub window_bytes: u64,
 }
 
 /// Offsets and sizes derived from [`Params`].
@@ -50,6 +53,8 @@ pub struct Layout {
     pub doorbell_off: u64,
     /// Offset of the credit lines.
     pub credit_off: u64,
+    /// Offset of SMT id 0's window area (`window_bytes` per SMT id).
+    pub window_off: u64,
     /// Offset of the first queue.
     pub queue_off: u64,
     /// Bytes from one queue to the next.
@@ -81,8 +86,11 @@ impl Layout {
                 params.queues, params.local
             ));
         }
-        if params.window == 0 || params.window > 1 << 16 {
-            return too(format!("window of {} frames (1 ..= 65536)", params.window));
+        if params.credits == 0 || params.credits > 1 << 16 {
+            return too(format!(
+                "{} credits per pair (frames, 1 ..= 65536)",
+                params.credits
+            ));
         }
         if params.frame_size < 64 || params.frame_size % 64 != 0 || params.frame_size > 1 << 24 {
             return too(format!(
@@ -90,8 +98,14 @@ impl Layout {
                 params.frame_size
             ));
         }
+        if params.window_bytes % LINE != 0 || params.window_bytes > 1 << 36 {
+            return too(format!(
+                "{} bytes of windows per rank (a multiple of 64, at most 64 GiB)",
+                params.window_bytes
+            ));
+        }
         let senders_per_queue = params.local.div_ceil(params.queues);
-        let slots = (u64::from(params.window) * u64::from(senders_per_queue))
+        let slots = (u64::from(params.credits) * u64::from(senders_per_queue))
             .max(2)
             .next_power_of_two();
         if slots > 1 << 20 {
@@ -102,7 +116,8 @@ impl Layout {
         let map_off = HEADER_BYTES;
         let doorbell_off = map_off + LINE * local;
         let credit_off = doorbell_off + LINE * local;
-        let queue_off = credit_off + LINE * local * local;
+        let window_off = credit_off + LINE * local * local;
+        let queue_off = window_off + params.window_bytes * local;
         let slots_rel = 2 * LINE;
         let frames_rel = slots_rel + LINE * u64::from(slots);
         let frame_stride = LINE + u64::from(params.frame_size);
@@ -114,7 +129,7 @@ impl Layout {
             .filter(|&t| t <= 1 << 40);
         let Some(total) = total else {
             return too(format!(
-                "{nqueues} queues of {queue_stride} bytes (over 1 TiB); lower FASTMSG_WINDOW or FASTMSG_FRAME_SIZE"
+                "{nqueues} queues of {queue_stride} bytes (over 1 TiB); lower FASTMSG_CREDITS or FASTMSG_FRAME_SIZE"
             ));
         };
         Ok(Layout {
@@ -124,6 +139,7 @@ impl Layout {
             map_off,
             doorbell_off,
             credit_off,
+            window_off,
             queue_off,
             queue_stride,
             slots_rel,
@@ -145,6 +161,12 @@ impl Layout {
     pub fn credit(&self, receiver: u32, sender: u32) -> u64 {
         self.credit_off
             + LINE * (u64::from(receiver) * u64::from(self.params.local) + u64::from(sender))
+    }
+
+    /// Offset of SMT id `smt`'s window area.
+    #[inline]
+    pub fn window(&self, smt: u32) -> u64 {
+        self.window_off + self.params.window_bytes * u64::from(smt)
     }
 
     /// Which of a receiver's queues sender `smt` uses (seed: `i mod M`).
@@ -170,9 +192,10 @@ mod tests {
         Params {
             local,
             queues,
-            window: 8,
+            credits: 8,
             frame_size: 1024,
             doorbells: false,
+            window_bytes: 128,
         }
     }
 
@@ -195,6 +218,7 @@ mod tests {
     fn offsets_do_not_overlap() {
         let l = Layout::new(p(3, 2)).unwrap();
         assert!(l.doorbell_off >= l.map_off + 3 * LINE);
+        assert_eq!(l.window(2) + 128, l.queue_off);
         assert_eq!(l.slots, 16, "2 senders per queue x window 8");
         assert!(
             l.queue(0, 1) >= l.queue(0, 0) + l.frames_rel + l.frame_stride * u64::from(l.slots)

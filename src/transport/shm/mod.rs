@@ -14,13 +14,14 @@ pub mod segment;
 use self::layout::{Layout, Params};
 use self::segment::Segment;
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
-use crate::error::{ExtractError, ProtocolError, SegmentError};
+use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
 use crate::flow::{CreditLine, CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::Doorbell;
+use crate::window::WindowArea;
 use std::path::Path;
 use std::time::Duration;
 
@@ -98,6 +99,8 @@ struct TxPeer {
     window: CreditWindow,
     credit: &'static CreditLine,
     bell: &'static Doorbell,
+    /// The peer's one-sided window area.
+    area: WindowArea,
 }
 
 /// Settings of the shared-memory transport (all ranks of a host agree).
@@ -105,8 +108,8 @@ struct TxPeer {
 pub struct ShmConfig {
     /// Receive queues per rank, `1 ..= local` (`FASTMSG_QUEUES`).
     pub queues: Option<u32>,
-    /// Credit window per pair in frames (`FASTMSG_WINDOW`).
-    pub window: u32,
+    /// Credits per (sender, receiver) pair, in frames (`FASTMSG_CREDITS`).
+    pub credits: u32,
     /// Payload bytes per frame (`FASTMSG_FRAME_SIZE`).
     pub frame_size: u32,
     /// Send payloads of at most 28 bytes inside the slot (`FASTMSG_SHM_INLINE`).
@@ -117,7 +120,7 @@ impl Default for ShmConfig {
     fn default() -> Self {
         ShmConfig {
             queues: None,
-            window: 32,
+            credits: 32,
             frame_size: 8192,
             inline: true,
         }
@@ -149,6 +152,7 @@ pub struct ShmTransport {
     pid_of_smt: Vec<u32>,
     gone: Vec<bool>,
     my_bell: &'static Doorbell,
+    my_window: WindowArea,
     // Dropped last: every `'static` reference above points into it.
     _seg: Box<Segment>,
 }
@@ -174,6 +178,10 @@ pub struct ShmJob<'a> {
     pub doorbells: bool,
     /// How long to wait for the segment and the other local ranks.
     pub timeout: Duration,
+    /// Bytes of one-sided windows per rank (a multiple of 64).
+    pub window_bytes: u64,
+    /// Give up waiting for peers when set (another rank failed).
+    pub abort: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 impl ShmTransport {
@@ -187,18 +195,19 @@ impl ShmTransport {
         let params = Params {
             local: job.local_size,
             queues: queues.clamp(1, job.local_size.max(1)),
-            window: cfg.window,
+            credits: cfg.credits,
             frame_size: cfg.frame_size,
             doorbells: job.doorbells,
+            window_bytes: job.window_bytes,
         };
         let path = segment::segment_path(job.dir, job.job, job.host);
         let mut seg = Box::new(if job.local_rank == 0 {
             Segment::create(&path, job.job, params)?
         } else {
-            Segment::open(&path, job.job, params, job.timeout)?
+            Segment::open(&path, job.job, params, job.timeout, job.abort)?
         });
         let me_smt = seg.attach(job.rank.0)?;
-        let peers = seg.wait_all_attached(job.timeout)?;
+        let peers = seg.wait_all_attached(job.timeout, job.abort)?;
         let layout = *seg.layout();
         let mut smt_of_rank = vec![u32::MAX; job.world as usize];
         for (smt, &(rank, _)) in peers.iter().enumerate() {
@@ -226,6 +235,14 @@ impl ShmTransport {
             count: layout.slots,
             cap: layout.params.frame_size as usize,
         };
+        let area = |smt: u32| {
+            let (base, len) = seg_ref.window_area(smt);
+            // SAFETY: the area lies inside the mapping, which outlives the
+            // transport (see `seg_ref`), 64-byte aligned; peers write its
+            // words only through `put_u64`'s atomic stores.
+            unsafe { WindowArea::new(base, len) }
+        };
+        let my_window = area(me_smt);
         let mut rx = Vec::new();
         for q in 0..layout.params.queues {
             let (tail, free_head) = seg_ref.queue_counters(me_smt, q);
@@ -247,9 +264,10 @@ impl ShmTransport {
                 q: RecvQueue::new(seg_ref.slots(smt, q), tail, layout.is_shared(q)),
                 free_head,
                 frames: frames(smt, q),
-                window: CreditWindow::new(layout.params.window),
+                window: CreditWindow::new(layout.params.credits),
                 credit: seg_ref.credit_line(smt, me_smt),
                 bell: seg_ref.doorbell(smt),
+                area: area(smt),
             });
         }
         let watch = rx.iter().map(|r| r.q.watch(0)).collect();
@@ -287,6 +305,7 @@ impl ShmTransport {
             pid_of_smt,
             gone: vec![false; local],
             my_bell,
+            my_window,
             _seg: seg,
         })
     }
@@ -301,6 +320,18 @@ impl ShmTransport {
     /// The segment's layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// This rank's own window area.
+    pub(crate) fn own_window(&self) -> WindowArea {
+        self.my_window
+    }
+
+    /// The global ranks on this host, in rank order.
+    pub fn local_ranks(&self) -> Vec<Rank> {
+        let mut v: Vec<Rank> = self.rank_of_smt.iter().map(|&r| Rank(r)).collect();
+        v.sort();
+        v
     }
 
     /// Our SMT id.
@@ -413,6 +444,16 @@ impl ShmTransport {
 }
 
 impl ShmTransport {
+    fn peer(&self, dest: Rank) -> Result<&TxPeer, PutError> {
+        if self.is_gone(dest) {
+            return Err(PutError::PeerGone { rank: dest });
+        }
+        self.tx
+            .get(dest.index())
+            .and_then(Option::as_ref)
+            .ok_or(PutError::PeerGone { rank: dest })
+    }
+
     /// Take the published entry at the head of queue `qi`.
     #[inline]
     fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
@@ -647,12 +688,28 @@ impl Transport for ShmTransport {
             .and_then(Option::as_ref)
             .is_some_and(|p| {
                 p.window.available() > 0
-                    || p.credit.read() > p.window.sent() - u64::from(self.layout.params.window)
+                    || p.credit.read() > p.window.sent() - u64::from(self.layout.params.credits)
             })
     }
 
     fn doorbell(&self) -> Option<&Doorbell> {
         Some(self.my_bell)
+    }
+
+    fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+        let peer = self.peer(dest)?;
+        peer.area.write(at, data);
+        Ok(())
+    }
+
+    fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+        let ring = self.doorbells;
+        let peer = self.peer(dest)?;
+        peer.area.store_u64(at, value);
+        if ring {
+            peer.bell.ring();
+        }
+        Ok(())
     }
 
     fn is_gone(&self, dest: Rank) -> bool {

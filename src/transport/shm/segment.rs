@@ -23,6 +23,7 @@ use memmap2::MmapMut;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// "FASTMSG\x01" little-endian.
@@ -40,13 +41,14 @@ pub struct Header {
     version: AtomicU32,
     local: AtomicU32,
     queues: AtomicU32,
-    window: AtomicU32,
+    credits: AtomicU32,
     frame_size: AtomicU32,
     doorbells: AtomicU32,
     creator_pid: AtomicU32,
     attached: AtomicU32,
     total: AtomicU64,
     job_hash: AtomicU64,
+    window_bytes: AtomicU64,
 }
 
 static_assertions::const_assert!(core::mem::size_of::<Header>() as u64 <= HEADER_BYTES);
@@ -170,7 +172,7 @@ impl Segment {
         h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         h.local.store(l.params.local, Ordering::Relaxed);
         h.queues.store(l.params.queues, Ordering::Relaxed);
-        h.window.store(l.params.window, Ordering::Relaxed);
+        h.credits.store(l.params.credits, Ordering::Relaxed);
         h.frame_size.store(l.params.frame_size, Ordering::Relaxed);
         h.doorbells
             .store(u32::from(l.params.doorbells), Ordering::Relaxed);
@@ -178,6 +180,8 @@ impl Segment {
         h.attached.store(0, Ordering::Relaxed);
         h.total.store(l.total, Ordering::Relaxed);
         h.job_hash.store(job_hash(job), Ordering::Relaxed);
+        h.window_bytes
+            .store(l.params.window_bytes, Ordering::Relaxed);
         // The file is fresh (zero-filled by the kernel): SMT map, doorbells,
         // credit lines, queue counters and in-use flags start at zero as
         // required. Only the slot stamps need their lap-0 values.
@@ -205,6 +209,7 @@ impl Segment {
         job: &str,
         params: Params,
         timeout: Duration,
+        abort: Option<&AtomicBool>,
     ) -> Result<Segment, SegmentError> {
         let start = Instant::now();
         let io = |op: &'static str| {
@@ -217,8 +222,9 @@ impl Segment {
             waited: start.elapsed(),
         };
         let mut pause = Duration::from_micros(50);
+        let aborted = || abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed));
         let mut backoff = |start: Instant| -> bool {
-            if start.elapsed() > timeout {
+            if start.elapsed() > timeout || aborted() {
                 return false;
             }
             std::thread::sleep(pause);
@@ -238,7 +244,13 @@ impl Segment {
                 Err(e) => return Err(io("open")(e)),
             }
             if !backoff(start) {
-                return Err(timed_out("the segment file"));
+                return Err(if aborted() {
+                    SegmentError::Aborted {
+                        path: path.to_path_buf(),
+                    }
+                } else {
+                    timed_out("the segment file")
+                });
             }
         };
         // Wait for the magic, through a header-sized map.
@@ -269,7 +281,13 @@ impl Segment {
                     });
                 }
                 if !backoff(start) {
-                    return Err(timed_out("the creator to initialise the segment"));
+                    return Err(if aborted() {
+                        SegmentError::Aborted {
+                            path: path.to_path_buf(),
+                        }
+                    } else {
+                        timed_out("the creator to initialise the segment")
+                    });
                 }
             }
         }
@@ -303,7 +321,12 @@ impl Segment {
             });
         }
         let p = self.layout.params;
-        let checks: [(&'static str, u64, u64); 6] = [
+        let checks: [(&'static str, u64, u64); 7] = [
+            (
+                "bytes of one-sided windows",
+                p.window_bytes,
+                h.window_bytes.load(Ordering::Relaxed),
+            ),
             (
                 "local ranks",
                 p.local.into(),
@@ -315,9 +338,9 @@ impl Segment {
                 h.queues.load(Ordering::Relaxed).into(),
             ),
             (
-                "FASTMSG_WINDOW",
-                p.window.into(),
-                h.window.load(Ordering::Relaxed).into(),
+                "FASTMSG_CREDITS",
+                p.credits.into(),
+                h.credits.load(Ordering::Relaxed).into(),
             ),
             (
                 "FASTMSG_FRAME_SIZE",
@@ -389,6 +412,7 @@ impl Segment {
     pub fn wait_all_attached(
         &mut self,
         timeout: Duration,
+        abort: Option<&AtomicBool>,
     ) -> Result<Vec<(u32, u32)>, SegmentError> {
         let start = Instant::now();
         let local = self.layout.params.local;
@@ -398,6 +422,11 @@ impl Segment {
             let mut spins = 0u32;
             // SYNC POINT smt-entry (acquire side): pairs with `attach`.
             while e.ready.load(Ordering::Acquire) == 0 {
+                if abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed)) {
+                    return Err(SegmentError::Aborted {
+                        path: self.path.clone(),
+                    });
+                }
                 if start.elapsed() > timeout {
                     return Err(SegmentError::Timeout {
                         path: self.path.clone(),
@@ -471,6 +500,18 @@ impl Segment {
         unsafe { &*(self.map.as_ptr().add(off as usize) as *const crate::flow::CreditLine) }
     }
 
+    /// The window area of SMT id `smt`: base pointer and length.
+    pub fn window_area(&self, smt: u32) -> (*mut u8, u64) {
+        assert!(smt < self.layout.params.local);
+        let off = self.layout.window(smt) as usize;
+        // Stays inside the validated mapping; the area is
+        // `window_bytes` long and 64-byte aligned.
+        (
+            self.base().wrapping_add(off),
+            self.layout.params.window_bytes,
+        )
+    }
+
     /// Tail counter (line 0) and free-list head (line 1) of a queue.
     pub fn queue_counters(&self, smt: u32, q: u32) -> (&AtomicU64, &AtomicU64) {
         let off = self.queue_checked(smt, q);
@@ -523,9 +564,10 @@ mod tests {
         Params {
             local: 2,
             queues: 2,
-            window: 4,
+            credits: 4,
             frame_size: 256,
             doorbells: false,
+            window_bytes: 64,
         }
     }
 
@@ -541,7 +583,7 @@ mod tests {
         let p = path("magic");
         let mut f = File::create(&p).unwrap();
         f.write_all(&[0xAB; 8192]).unwrap();
-        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
         assert!(
             matches!(e, SegmentError::BadMagic { found, .. } if found == 0xABAB_ABAB_ABAB_ABAB),
             "{e}"
@@ -557,7 +599,7 @@ mod tests {
         seg.header()
             .version
             .store(LAYOUT_VERSION + 1, Ordering::Relaxed);
-        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
         assert!(
             matches!(e, SegmentError::VersionMismatch { found, expected, .. } if found == LAYOUT_VERSION + 1 && expected == LAYOUT_VERSION),
             "{e}"
@@ -569,13 +611,13 @@ mod tests {
         let p = path("params");
         let _seg = Segment::create(&p, "j", params()).unwrap();
         let mut other = params();
-        other.window = 8;
-        let e = Segment::open(&p, "j", other, T).unwrap_err();
+        other.credits = 8;
+        let e = Segment::open(&p, "j", other, T, None).unwrap_err();
         assert!(
             matches!(
                 e,
                 SegmentError::ConfigMismatch {
-                    what: "FASTMSG_WINDOW",
+                    what: "FASTMSG_CREDITS",
                     ours: 8,
                     theirs: 4,
                     ..
@@ -583,7 +625,7 @@ mod tests {
             ),
             "{e}"
         );
-        let e = Segment::open(&p, "other-job", params(), T).unwrap_err();
+        let e = Segment::open(&p, "other-job", params(), T, None).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -602,14 +644,14 @@ mod tests {
         let seg = Segment::create(&p, "j", params()).unwrap();
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.set_len(seg.layout().total / 2).unwrap();
-        let e = Segment::open(&p, "j", params(), T).unwrap_err();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
         assert!(matches!(e, SegmentError::Truncated { .. }), "{e}");
     }
 
     #[test]
     fn a_missing_creator_times_out_with_a_hint() {
         let p = path("absent");
-        let e = Segment::open(&p, "j", params(), Duration::from_millis(100)).unwrap_err();
+        let e = Segment::open(&p, "j", params(), Duration::from_millis(100), None).unwrap_err();
         assert!(matches!(e, SegmentError::Timeout { .. }), "{e}");
         assert!(e.to_string().contains("are all ranks of the job started"));
     }
@@ -644,7 +686,7 @@ mod tests {
         let p = path("attach");
         let mut seg = Segment::create(&p, "j", params()).unwrap();
         let a = seg.attach(7).unwrap();
-        let other = Segment::open(&p, "j", params(), T).unwrap();
+        let other = Segment::open(&p, "j", params(), T, None).unwrap();
         let b = other.attach(3).unwrap();
         assert_ne!(a, b);
         assert!(matches!(
@@ -652,7 +694,7 @@ mod tests {
             Err(SegmentError::TooManyAttached { local: 2, .. })
         ));
         let ranks: Vec<u32> = seg
-            .wait_all_attached(T)
+            .wait_all_attached(T, None)
             .unwrap()
             .iter()
             .map(|e| e.0)

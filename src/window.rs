@@ -1,0 +1,166 @@
+//! One-sided windows: memory each rank exposes for other ranks to write
+//! into with `put` / `put_u64`, without a handler running on the target —
+//! what flag-based barriers (seed 000) and put/get layers need.
+//!
+//! Every rank registers the same windows, by name and size, before start
+//! (checked with the handler tables). A rank's windows live in the host's
+//! shared segment, so a peer on the same host writes them directly; a
+//! network transport applies remote puts to the same memory. A window is
+//! addressed by its [`WindowId`] and a byte offset; 8-byte words written
+//! with `put_u64` and read with `read_u64` are atomic (Release / Acquire),
+//! so a flag written after data makes the data visible to whoever sees
+//! the flag.
+
+#![allow(unsafe_code)]
+
+use crate::error::PutError;
+use crate::id::{Rank, WindowId};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A registered window: name, offset in the rank's window area, size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WindowSpec {
+    pub(crate) name: String,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+/// The windows registered before start, in id order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WindowTable {
+    specs: Vec<WindowSpec>,
+    bytes: u64,
+}
+
+impl WindowTable {
+    /// Add a window of `len` bytes (rounded up to a cache line).
+    pub(crate) fn register(&mut self, name: &str, len: usize) -> WindowId {
+        let id = WindowId(self.specs.len() as u32);
+        let len = len as u64;
+        self.specs.push(WindowSpec {
+            name: name.to_owned(),
+            offset: self.bytes,
+            len,
+        });
+        self.bytes += len.div_ceil(64) * 64;
+        id
+    }
+
+    /// Bytes of every window together (a multiple of 64).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Names and sizes, for the cross-rank table check.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        self.specs
+            .iter()
+            .map(|s| format!("window {:?} of {} bytes", s.name, s.len))
+            .collect()
+    }
+
+    /// Resolve `(id, offset, len)` to an offset in the window area.
+    pub(crate) fn locate(&self, id: WindowId, offset: usize, len: usize) -> Result<u64, PutError> {
+        let s = self
+            .specs
+            .get(id.0 as usize)
+            .ok_or(PutError::UnknownWindow {
+                id: id.0,
+                registered: self.specs.len() as u32,
+            })?;
+        let end = (offset as u64).checked_add(len as u64);
+        if end.is_none_or(|e| e > s.len) {
+            return Err(PutError::OutOfBounds {
+                window: s.name.clone(),
+                offset,
+                len,
+                size: s.len,
+            });
+        }
+        Ok(s.offset + offset as u64)
+    }
+
+    /// As `locate`, for an aligned 8-byte word.
+    pub(crate) fn locate_word(&self, id: WindowId, offset: usize) -> Result<u64, PutError> {
+        let at = self.locate(id, offset, 8)?;
+        if at % 8 != 0 {
+            return Err(PutError::Misaligned { offset });
+        }
+        Ok(at)
+    }
+}
+
+/// A rank's window area in memory (its own, or a peer's on this host).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WindowArea {
+    base: *mut u8,
+    len: u64,
+}
+
+impl WindowArea {
+    /// An area of `len` bytes at `base`.
+    ///
+    /// # Safety
+    /// `base` must be valid for reads and writes of `len` bytes, 8-byte
+    /// aligned, for as long as the area is used; other writers must only
+    /// use 8-byte atomics on the words this area accesses atomically.
+    pub(crate) unsafe fn new(base: *mut u8, len: u64) -> Self {
+        WindowArea { base, len }
+    }
+
+    fn word(&self, at: u64) -> &AtomicU64 {
+        assert!(
+            at % 8 == 0 && at + 8 <= self.len,
+            "window word {at} out of the area"
+        );
+        // SAFETY: in bounds and aligned (asserted; `base` is aligned per
+        // `new`); the memory is valid for the area's lifetime.
+        unsafe { AtomicU64::from_ptr(self.base.add(at as usize) as *mut u64) }
+    }
+
+    /// Acquire-load the word at `at`.
+    pub(crate) fn load_u64(&self, at: u64) -> u64 {
+        // SYNC POINT window-word (acquire side): pairs with `store_u64`.
+        self.word(at).load(Ordering::Acquire)
+    }
+
+    /// Release-store `v` at `at`.
+    pub(crate) fn store_u64(&self, at: u64, v: u64) {
+        // SYNC POINT window-word (release side): earlier writes (a `put`'s
+        // data) are visible to whoever Acquire-loads this word.
+        self.word(at).store(v, Ordering::Release);
+    }
+
+    /// Copy `data` to `at`.
+    pub(crate) fn write(&self, at: u64, data: &[u8]) {
+        assert!(
+            at + data.len() as u64 <= self.len,
+            "window write out of the area"
+        );
+        // SAFETY: in bounds (asserted); the area is valid for writes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(at as usize), data.len())
+        }
+    }
+
+    /// Copy bytes at `at` into `buf`.
+    pub(crate) fn read(&self, at: u64, buf: &mut [u8]) {
+        assert!(
+            at + buf.len() as u64 <= self.len,
+            "window read out of the area"
+        );
+        // SAFETY: in bounds (asserted); the area is valid for reads.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.base.add(at as usize), buf.as_mut_ptr(), buf.len())
+        }
+    }
+}
+
+/// Check a put's destination.
+pub(crate) fn check_dest(dest: Rank, size: u32) -> Result<(), PutError> {
+    if dest.0 >= size {
+        Err(PutError::BadDestination { dest, size })
+    } else {
+        Ok(())
+    }
+}
