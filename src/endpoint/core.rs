@@ -152,11 +152,26 @@ impl Core {
         if !self.net.borrow().needs_attention() {
             return Ok(Extracted::default());
         }
-        self.progress_busy(max_bytes)
+        self.progress_busy(max_bytes, false)
+    }
+
+    /// As `progress`, but return as soon as one message has been handled:
+    /// what a blocking wait wants, since its condition usually turns true
+    /// in a handler and should be checked before polling again.
+    #[inline]
+    pub(crate) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
+        if !self.net.borrow().needs_attention() {
+            return Ok(Extracted::default());
+        }
+        self.progress_busy(usize::MAX, true)
     }
 
     #[inline(never)]
-    fn progress_busy(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
+    fn progress_busy(
+        self: &Rc<Self>,
+        max_bytes: usize,
+        stop_early: bool,
+    ) -> Result<Extracted, ExtractError> {
         let mut out = Extracted::default();
         let (n, chores) = {
             let net = self.net.borrow();
@@ -192,12 +207,12 @@ impl Core {
                     result = Err(e);
                     break 'pass;
                 }
-                if out.bytes >= max_bytes {
+                if out.bytes >= max_bytes || (stop_early && out.messages > 0) {
                     break 'pass;
                 }
             }
         }
-        if out.fragments > 0 || chores {
+        if chores || self.net.borrow().unflushed {
             self.after_pass();
         }
         result.map(|()| out)
@@ -252,7 +267,7 @@ impl Core {
     #[inline]
     pub(crate) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
-        net.unflushed = true;
+        net.unflushed |= net.flush_needed;
         net.transports[f.transport as usize].release(&f.token);
     }
 

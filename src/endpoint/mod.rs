@@ -218,7 +218,7 @@ impl Endpoint {
             if let Some(e) = self.core.take_deferred() {
                 return Err(e);
             }
-            let x = self.core.progress(usize::MAX)?;
+            let x = self.core.progress_one()?;
             if x.any() {
                 waiter.busy();
             } else {
@@ -284,7 +284,7 @@ impl Core {
         waiter: &mut Waiter,
         ready: &dyn Fn() -> bool,
     ) -> Result<(), ExtractError> {
-        match self.progress(usize::MAX) {
+        match self.progress_one() {
             Ok(x) if x.any() => {
                 waiter.busy();
                 Ok(())

@@ -125,14 +125,19 @@ pub(crate) struct Net {
     pub(crate) open: Option<Rank>,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
-    /// Fragments were released since the last `flush`.
+    /// Fragments were released since the last `flush` (only tracked when
+    /// some transport batches; see `Transport::needs_flush`).
     pub(crate) unflushed: bool,
+    /// Whether any transport needs `flush`.
+    pub(crate) flush_needed: bool,
 }
 
 impl Net {
     pub(crate) fn new(transports: Vec<AnyTransport>, route: Vec<u8>) -> Self {
         let n = route.len();
+        let flush_needed = transports.iter().any(|t| t.needs_flush());
         Net {
+            flush_needed,
             transports,
             route,
             open: None,
