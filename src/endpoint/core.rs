@@ -46,6 +46,17 @@ impl Extracted {
     }
 }
 
+/// Which fast path a fragment can take (see `Core::fast_kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
+    /// The general path.
+    No,
+    /// A whole message for a plain-function handler.
+    Piece,
+    /// A whole message for an async handler.
+    Async,
+}
+
 /// Errors kept for the next `extract` at most.
 const MAX_DEFERRED: usize = 64;
 
@@ -197,11 +208,16 @@ impl Core {
                 frag.transport = t as u8;
                 out.fragments += 1;
                 out.bytes += frag.header.len as usize;
-                let r = if self.is_fast_piece(&frag) {
-                    out.messages += 1;
-                    self.run_fast_piece(&frag)
-                } else {
-                    self.deliver(frag, &mut out)
+                let r = match self.fast_kind(&frag) {
+                    Fast::Piece => {
+                        out.messages += 1;
+                        self.run_fast_piece(&frag)
+                    }
+                    Fast::Async => {
+                        out.messages += 1;
+                        self.run_fast_async(frag)
+                    }
+                    Fast::No => self.deliver(frag, &mut out),
                 };
                 if let Err(e) = r {
                     result = Err(e);
@@ -228,16 +244,26 @@ impl Core {
         }
     }
 
-    /// Whether `frag` is a whole message for a plain-function handler from
-    /// a source with nothing else going on: handled in place.
+    /// Whether `frag` is a whole message (one fragment) from a source with
+    /// nothing else going on, and for which kind of handler: such messages
+    /// skip the general stream bookkeeping.
     #[inline(always)]
-    fn is_fast_piece(&self, frag: &RxFragment) -> bool {
+    fn fast_kind(&self, frag: &RxFragment) -> Fast {
         const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
         let h = &frag.header;
-        h.flags == WHOLE
-            && u64::from(h.len) == h.total
-            && self.piecewise.get(h.handler as usize) == Some(&true)
-            && self.streams.borrow()[h.src as usize].is_idle()
+        if h.flags != WHOLE || u64::from(h.len) != h.total {
+            return Fast::No;
+        }
+        let kind = match self.piecewise.get(h.handler as usize) {
+            Some(true) => Fast::Piece,
+            Some(false) => Fast::Async,
+            None => return Fast::No,
+        };
+        if self.streams.borrow()[h.src as usize].is_idle() {
+            kind
+        } else {
+            Fast::No
+        }
     }
 
     #[inline(always)]
@@ -261,6 +287,22 @@ impl Core {
                 .handler_failed(h.src, h.handler, source, false)
                 .map(|_| ()),
         }
+    }
+
+    /// A whole message for an async handler from an idle source: enter it
+    /// and run the handler directly (no other message of the source can be
+    /// current or queued, so none needs starting afterwards).
+    #[inline(never)]
+    fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
+        let (src, handler, total) = (frag.header.src, frag.header.handler, frag.header.total);
+        let seq = self.streams.borrow_mut()[src as usize].enter_whole(frag);
+        let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
+        let run = self
+            .registry
+            .borrow_mut()
+            .entry(handler)
+            .start(Ctx::new(Rc::clone(self)), msg);
+        self.after_run(src, handler, run).map(|_| ())
     }
 
     /// Give a fragment back to the transport it came from.
