@@ -83,6 +83,8 @@ pub(crate) struct Core {
     pub(crate) my_window: WindowArea,
     /// Ranks on this host, in rank order.
     pub(crate) local: Vec<Rank>,
+    /// The doorbell this rank sleeps on (sleep policy), if any.
+    pub(crate) bell: Option<super::wait::BellRef>,
 }
 
 /// What the builder hands the engine besides transports and handlers.
@@ -104,6 +106,7 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
+    #[allow(unsafe_code)] // the doorbell reference, below
     pub(crate) fn new(
         rank: Rank,
         size: u32,
@@ -111,6 +114,12 @@ impl Core {
         registry: Registry,
         setup: CoreSetup,
     ) -> Core {
+        // SAFETY: the doorbell lives in transport memory owned by `net`
+        // (the shm mapping, or a transport's heap data, which moving `net`
+        // does not move); `net` becomes this core's and is dropped with it.
+        let bell = net
+            .doorbell()
+            .map(|b| unsafe { super::wait::BellRef::new(b) });
         Core {
             rank,
             size,
@@ -127,6 +136,7 @@ impl Core {
             windows: setup.windows,
             my_window: setup.my_window,
             local: setup.local,
+            bell,
         }
     }
 

@@ -299,6 +299,16 @@ impl Net {
             || self.transports.iter().any(|t| t.has_arrivals())
     }
 
+    /// Whether a sleeper has work: arrivals, or parked sends with credit
+    /// now (outside the main thread's open stream).
+    pub(crate) fn has_work(&self) -> bool {
+        self.transports.iter().any(|t| t.has_arrivals())
+            || self.pending_dests.iter().any(|&d| {
+                let d = Rank(d);
+                self.open != Some(d) && self.transport_of(d).has_credit(d)
+            })
+    }
+
     /// Publish batched credit returns on every transport.
     #[inline]
     pub(crate) fn flush(&mut self) {
