@@ -15,7 +15,7 @@ use super::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError, PutError};
 use crate::frame::FragFlags;
 use crate::handler::pool::Run;
-use crate::handler::Registry;
+use crate::handler::{HandlerResult, Registry};
 use crate::id::Rank;
 use crate::id::WindowId;
 use crate::transport::{RxFragment, Transport};
@@ -279,10 +279,23 @@ impl Core {
     #[inline(always)]
     fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
         let h = &frag.header;
+        match self.call_piece(frag, 0, h.total) {
+            Ok(()) => Ok(()),
+            Err(source) => self
+                .handler_failed(h.src, h.handler, source, false)
+                .map(|_| ()),
+        }
+    }
+
+    /// Call the plain-function handler of `frag` on it (a piece at `offset`
+    /// of a message of `total` bytes), then release it.
+    #[inline(always)]
+    fn call_piece(self: &Rc<Self>, frag: &RxFragment, offset: u64, total: u64) -> HandlerResult {
+        let h = &frag.header;
         let piece = Piece {
             source: Rank(h.src),
-            offset: 0,
-            total: h.total,
+            offset,
+            total,
             handler: h.handler,
             data: frag.bytes(),
         };
@@ -291,12 +304,7 @@ impl Core {
             .borrow_mut()
             .call_fn(h.handler, Ctx::from_core(self), &piece);
         self.release(frag);
-        match result {
-            Ok(()) => Ok(()),
-            Err(source) => self
-                .handler_failed(h.src, h.handler, source, false)
-                .map(|_| ()),
-        }
+        result
     }
 
     /// A whole message for an async handler from an idle source: enter it
@@ -382,18 +390,7 @@ impl Core {
         frag: &RxFragment,
         info: PieceInfo,
     ) -> Result<bool, ExtractError> {
-        let piece = Piece {
-            source: Rank(src),
-            offset: info.offset,
-            total: info.total,
-            handler: info.handler,
-            data: frag.bytes(),
-        };
-        let result = self
-            .registry
-            .borrow_mut()
-            .call_fn(info.handler, Ctx::from_core(self), &piece);
-        self.release(frag);
+        let result = self.call_piece(frag, info.offset, info.total);
         let more = info.tracked
             && self.streams.borrow_mut()[src as usize].piece_done(
                 frag.header.len,
