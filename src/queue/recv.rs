@@ -223,6 +223,22 @@ impl<'a> RecvQueue<'a> {
         }
     }
 
+    /// Read the entry at `head` through `read`, for a consumer whose
+    /// [`Watch`] on `head` has just fired: that Acquire load is what makes
+    /// the descriptor visible, so the stamp is not loaded again. Otherwise
+    /// as [`try_pop_with`](Self::try_pop_with).
+    #[inline]
+    pub fn read_watched<R>(&self, head: u64, read: impl FnOnce(&SlotBody) -> R) -> R {
+        let slot = &self.slots[(head & self.mask) as usize];
+        slot.body.with(|p| {
+            // SAFETY: the caller's watch saw `head + 1` with Acquire (SYNC
+            // POINT rq-publish), so the body is published and ours until we
+            // recycle (shared) or return its credit (dedicated); `p` is valid
+            // and aligned; SlotBody is plain old data.
+            read(unsafe { &*p })
+        })
+    }
+
     /// Shared mode: give the slot of position `pos` back to the producer of
     /// position `pos + capacity()`. Call once per popped position, after the
     /// last read of its descriptor. No-op in dedicated mode.
