@@ -21,6 +21,7 @@
 #![allow(unsafe_code)]
 
 use crate::frame::FragHeader;
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{self, AtomicU64, Ordering, UnsafeCell};
 
 /// Payload bytes that travel inside the slot itself.
@@ -138,7 +139,8 @@ impl<'a> RecvQueue<'a> {
     #[inline]
     pub fn publish(&self, pos: u64, body: &SlotBody) {
         let slot = &self.slots[(pos & self.mask) as usize];
-        if self.shared {
+        // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
+        if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
             let mut spins = 0u32;
             // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
             // Release recycle store in `try_pop`; its reads of the previous
@@ -163,8 +165,9 @@ impl<'a> RecvQueue<'a> {
         });
         // SYNC POINT rq-publish (release side): pairs with the Acquire load
         // in `try_pop`; the body written above is visible to the consumer
-        // that sees the new stamp.
-        slot.seq.store(pos + 1, Ordering::Release);
+        // that sees the new stamp. (MUTANT PublishRelaxed, loom only: Relaxed.)
+        let order = mutant::weaken(Mutant::PublishRelaxed, Ordering::Release);
+        slot.seq.store(pos + 1, order);
     }
 
     /// Read the entry at position `head`, if it has been published, through
@@ -247,9 +250,11 @@ impl<'a> RecvQueue<'a> {
         if self.shared {
             // SYNC POINT rq-recycle (release side): pairs with the Acquire
             // wait in `publish`; our reads of the slot happen before reuse.
+            // (MUTANT RecycleRelaxed, loom only: Relaxed.)
+            let order = mutant::weaken(Mutant::RecycleRelaxed, Ordering::Release);
             self.slots[(pos & self.mask) as usize]
                 .seq
-                .store(pos + self.capacity(), Ordering::Release);
+                .store(pos + self.capacity(), order);
         }
     }
 
