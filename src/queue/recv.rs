@@ -143,7 +143,7 @@ impl<'a> RecvQueue<'a> {
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
             let mut spins = 0u32;
             // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-            // Release recycle store in `try_pop`; its reads of the previous
+            // Release recycle store in `recycle`; its reads of the previous
             // lap's body happen before our write below.
             while slot.seq.load(Ordering::Acquire) != pos {
                 spins += 1;
@@ -164,8 +164,8 @@ impl<'a> RecvQueue<'a> {
             unsafe { p.write(*body) }
         });
         // SYNC POINT rq-publish (release side): pairs with the Acquire load
-        // in `try_pop`; the body written above is visible to the consumer
-        // that sees the new stamp. (MUTANT PublishRelaxed, loom only: Relaxed.)
+        // in `try_pop_with` and in `Watch::ready`; the body written above is
+        // visible to the consumer that sees the new stamp. (MUTANT PublishRelaxed, loom only: Relaxed.)
         let order = mutant::weaken(Mutant::PublishRelaxed, Ordering::Release);
         slot.seq.store(pos + 1, order);
     }
@@ -336,7 +336,8 @@ impl<'a> Watch<'a> {
     /// Whether the watched slot has been published.
     #[inline(always)]
     pub fn ready(&self) -> bool {
-        // SYNC POINT rq-publish (acquire side), as in `RecvQueue::try_pop`.
+        // SYNC POINT rq-publish (acquire side): pairs with the Release stamp
+        // store in `RecvQueue::publish`; `read_watched` relies on it.
         self.stamp.load(Ordering::Acquire) == self.want
     }
 }
