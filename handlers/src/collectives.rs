@@ -139,7 +139,11 @@ impl Collectives {
         self.eng.wait(ep, self.group.tag, seq)
     }
 
-    fn request<T: 'static>(&self, ep: &Endpoint, m: Box<dyn Machine>) -> Result<Request<T>, CollError> {
+    fn request<T: 'static>(
+        &self,
+        ep: &Endpoint,
+        m: Box<dyn Machine>,
+    ) -> Result<Request<T>, CollError> {
         let seq = self.begin(ep, m)?;
         Ok(Request::new(Rc::clone(&self.eng), self.group.tag, seq))
     }
@@ -174,12 +178,18 @@ impl Collectives {
     }
 
     /// The barrier algorithm `Auto` resolves to on this group.
-    pub fn auto_barrier(&self) -> BarrierAlgo {
-        if self.group.is_world() {
-            BarrierAlgo::OneSided
-        } else {
+    ///
+    /// # Errors
+    /// As [`barrier`](Self::barrier) (the first call agrees, by a message
+    /// allreduce, whether ranks outnumber cores).
+    pub fn auto_barrier(&self, ep: &mut Endpoint) -> Result<BarrierAlgo, CollError> {
+        Ok(if !self.group.is_world() {
             BarrierAlgo::Dissemination
-        }
+        } else if self.crowded(ep)? {
+            BarrierAlgo::Hierarchical
+        } else {
+            BarrierAlgo::OneSided
+        })
     }
 
     /// Barrier with algorithm `algo`.
@@ -188,7 +198,7 @@ impl Collectives {
     /// As [`barrier`](Self::barrier).
     pub fn barrier_with(&self, ep: &mut Endpoint, algo: BarrierAlgo) -> Result<(), CollError> {
         let algo = match algo {
-            BarrierAlgo::Auto => self.auto_barrier(),
+            BarrierAlgo::Auto => self.auto_barrier(ep)?,
             a => a,
         };
         if algo.is_one_sided() {
@@ -252,7 +262,12 @@ impl Collectives {
         data: &mut [T],
         root: Rank,
     ) -> Result<(), CollError> {
-        let m = Bcast::new(self.group.n(), self.group.me, self.index_of(root)?, data.to_vec());
+        let m = Bcast::new(
+            self.group.n(),
+            self.group.me,
+            self.index_of(root)?,
+            data.to_vec(),
+        );
         let out = downcast::<Vec<T>>(self.run(ep, Box::new(m))?);
         data.copy_from_slice(&out);
         Ok(())
@@ -317,7 +332,13 @@ impl Collectives {
         root: Rank,
     ) -> Result<Request<Vec<T>>, CollError> {
         op.check()?;
-        let m = ReduceMachine::new(self.group.n(), self.group.me, self.index_of(root)?, data, op);
+        let m = ReduceMachine::new(
+            self.group.n(),
+            self.group.me,
+            self.index_of(root)?,
+            data,
+            op,
+        );
         self.request(ep, Box::new(m))
     }
 
@@ -342,12 +363,19 @@ impl Collectives {
     /// # Errors
     /// As [`barrier`](Self::barrier) (the first call agrees, by a message
     /// allreduce, whether ranks outnumber cores).
-    pub fn auto_allreduce(&self, ep: &mut Endpoint, bytes: usize) -> Result<AllreduceAlgo, CollError> {
-        if self.group.is_world() && self.eng.smp_allreduce_fits(ep, bytes) && self.crowded(ep)? {
-            Ok(AllreduceAlgo::Smp)
-        } else {
-            Ok(AllreduceAlgo::RecursiveDoubling)
+    pub fn auto_allreduce(
+        &self,
+        ep: &mut Endpoint,
+        bytes: usize,
+    ) -> Result<AllreduceAlgo, CollError> {
+        if !self.group.is_world() || !self.eng.smp_allreduce_fits(ep, bytes) {
+            return Ok(AllreduceAlgo::RecursiveDoubling);
         }
+        Ok(if self.crowded(ep)? {
+            AllreduceAlgo::Smp
+        } else {
+            AllreduceAlgo::OneSided
+        })
     }
 
     /// Allreduce with algorithm `algo`.
@@ -367,15 +395,19 @@ impl Collectives {
             AllreduceAlgo::Auto => self.auto_allreduce(ep, std::mem::size_of_val(data))?,
             a => a,
         };
-        if algo == AllreduceAlgo::Smp {
+        if algo.is_one_sided() {
             if !self.group.is_world() {
                 return Err(CollError::Unavailable {
-                    algo: "the SMP allreduce",
-                    why: "it runs on the world group only".into(),
+                    algo: algo.name(),
+                    why: "one-sided allreduces run on the world group only".into(),
                 });
             }
             self.eng.check_poisoned()?;
-            return self.eng.smp_allreduce(ep, data, &op);
+            return if algo == AllreduceAlgo::Smp {
+                self.eng.smp_allreduce(ep, data, &op)
+            } else {
+                self.eng.onesided_allreduce(ep, data, &op)
+            };
         }
         let m = self.allreduce_machine(algo, data.to_vec(), op);
         let out = downcast::<Vec<T>>(self.run(ep, m)?);
@@ -425,7 +457,11 @@ impl Collectives {
     /// # Errors
     /// [`CollError::LengthMismatch`] if lengths differ; send and progress
     /// failures.
-    pub fn allgather<T: Element>(&self, ep: &mut Endpoint, mine: &[T]) -> Result<Vec<T>, CollError> {
+    pub fn allgather<T: Element>(
+        &self,
+        ep: &mut Endpoint,
+        mine: &[T],
+    ) -> Result<Vec<T>, CollError> {
         let m = Allgather::new(self.group.n(), self.group.me, mine);
         Ok(downcast::<Vec<T>>(self.run(ep, Box::new(m))?))
     }

@@ -39,10 +39,11 @@ pub enum BarrierAlgo {
     /// step and no handler: the lowest-latency barrier with a core per
     /// rank. World group only.
     OneSided,
-    /// [`OneSided`](Self::OneSided) for the world group, whatever the
-    /// oversubscription (measured fastest here at 2, 4 and 8 ranks on 2
-    /// cores, see the README), [`Dissemination`](Self::Dissemination) for
-    /// sub-groups.
+    /// For the world group: [`OneSided`](Self::OneSided) with a core per
+    /// rank, [`Hierarchical`](Self::Hierarchical) (flat SMP on one host)
+    /// when ranks outnumber cores — whether they do is agreed by all ranks
+    /// at the first `Auto` call. For sub-groups:
+    /// [`Dissemination`](Self::Dissemination).
     #[default]
     Auto,
 }
@@ -108,8 +109,14 @@ pub enum AllreduceAlgo {
     /// master combines in rank order and puts the result and a flag into
     /// every rank's window.
     Smp,
-    /// [`RecursiveDoubling`](Self::RecursiveDoubling) on a core per rank,
-    /// [`Smp`](Self::Smp) (where it applies) when ranks outnumber cores.
+    /// Recursive doubling by one-sided puts (blocking, world group, at
+    /// most [`SMP_ALLREDUCE_MAX_BYTES`](crate::SMP_ALLREDUCE_MAX_BYTES)
+    /// and 64 ranks): each step puts the partial and a flag into the
+    /// partner's window; no handler runs, nothing is allocated.
+    OneSided,
+    /// For the world group and small data: [`OneSided`](Self::OneSided)
+    /// with a core per rank, [`Smp`](Self::Smp) when ranks outnumber
+    /// cores; otherwise [`RecursiveDoubling`](Self::RecursiveDoubling).
     #[default]
     Auto,
 }
@@ -121,16 +128,24 @@ impl AllreduceAlgo {
             AllreduceAlgo::RecursiveDoubling => "recursive-doubling",
             AllreduceAlgo::ReduceBcast => "reduce-bcast",
             AllreduceAlgo::Smp => "smp",
+            AllreduceAlgo::OneSided => "one-sided",
             AllreduceAlgo::Auto => "auto",
         }
     }
 
     /// Every concrete algorithm.
-    pub const ALL: [AllreduceAlgo; 3] = [
+    pub const ALL: [AllreduceAlgo; 4] = [
         AllreduceAlgo::RecursiveDoubling,
         AllreduceAlgo::ReduceBcast,
         AllreduceAlgo::Smp,
+        AllreduceAlgo::OneSided,
     ];
+
+    /// Whether the algorithm uses one-sided windows (world group only,
+    /// blocking only).
+    pub fn is_one_sided(self) -> bool {
+        matches!(self, AllreduceAlgo::Smp | AllreduceAlgo::OneSided)
+    }
 }
 
 impl std::str::FromStr for AllreduceAlgo {
@@ -141,7 +156,7 @@ impl std::str::FromStr for AllreduceAlgo {
             .chain([AllreduceAlgo::Auto])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
-                format!("unknown allreduce algorithm {s:?}: expected recursive-doubling, reduce-bcast, smp or auto")
+                format!("unknown allreduce algorithm {s:?}: expected recursive-doubling, reduce-bcast, smp, one-sided or auto")
             })
     }
 }

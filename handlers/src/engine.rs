@@ -436,7 +436,9 @@ impl Engine {
         let waited = ep.wait_until(|| self.finished(tag, seq));
         match self.collect(tag, seq) {
             Some(r) => r,
-            None => Err(waited.err().map_or(CollError::NoInstance { seq }, CollError::from)),
+            None => Err(waited
+                .err()
+                .map_or(CollError::NoInstance { seq }, CollError::from)),
         }
     }
 

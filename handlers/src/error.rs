@@ -23,7 +23,9 @@ pub enum CollError {
     #[error("progress failed while waiting for a collective: {0}")]
     Extract(#[from] ExtractError),
     /// A message too short to hold the collective header.
-    #[error("collective message from rank {src} is {len} bytes, shorter than the {need}-byte header")]
+    #[error(
+        "collective message from rank {src} is {len} bytes, shorter than the {need}-byte header"
+    )]
     ShortMessage {
         /// Sender.
         src: Rank,

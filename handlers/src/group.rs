@@ -35,7 +35,9 @@ impl Group {
     /// A sub-group of `members` (in that order) with tag `tag`.
     pub(crate) fn new(tag: u32, me: Rank, size: u32, members: &[Rank]) -> Result<Group, CollError> {
         if members.is_empty() {
-            return Err(CollError::BadGroup("a group needs at least one rank".into()));
+            return Err(CollError::BadGroup(
+                "a group needs at least one rank".into(),
+            ));
         }
         let mut index_of = vec![u32::MAX; size as usize];
         for (i, r) in members.iter().enumerate() {
@@ -95,7 +97,11 @@ impl Group {
 /// FNV-1a over the member list and a creation count: a sub-group's tag.
 pub(crate) fn tag_of(members: &[Rank], nth: u32) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
-    for w in members.iter().map(|r| r.0).chain([nth, members.len() as u32]) {
+    for w in members
+        .iter()
+        .map(|r| r.0)
+        .chain([nth, members.len() as u32])
+    {
         for b in w.to_le_bytes() {
             h ^= u32::from(b);
             h = h.wrapping_mul(0x0100_0193);
@@ -175,6 +181,9 @@ mod tests {
             Err(CollError::NotMember { .. })
         ));
         let g = Group::new(1, Rank(2), 4, &[Rank(3), Rank(2)]).unwrap();
-        assert_eq!((g.me, g.index(Rank(3)), g.index(Rank(0))), (1, Some(0), None));
+        assert_eq!(
+            (g.me, g.index(Rank(3)), g.index(Rank(0))),
+            (1, Some(0), None)
+        );
     }
 }

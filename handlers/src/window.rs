@@ -1,6 +1,7 @@
 //! One-sided collectives through the window every rank registers: the SMP
 //! flat barrier, the hierarchical barrier and pairwise exchange by
-//! `put_u64` (seed 000), and a flat allreduce for small data.
+//! `put_u64` (seed 000), and two allreduces for small data: flat (rank 0
+//! combines) and recursive doubling, both by puts of data then a flag.
 //!
 //! Window layout (per rank; `N` ranks in the job):
 //!
@@ -10,6 +11,7 @@
 //!  64·(N+1) + 8·w     PEER(w)   word: writer w's barrier number (inter-master exchange)
 //!  then, if N <= 64:  IN(r)     slot of 1 KiB + 64: rank r's allreduce data, then its flag
 //!                     OUT       slot: the allreduce result, then its flag
+//!                     RD(s, p)  slots: recursive-doubling step s, calls of parity p
 //! ```
 //!
 //! Every word only grows: it holds the number (epoch) of the last
@@ -22,7 +24,11 @@
 //! its reader has moved on: rank r writes IN(r) for epoch e+1 only after
 //! reading the result of e, which the master publishes only after reading
 //! every IN of e; the master writes OUT of e+1 only after rank r arrived at
-//! e+1, i.e. after r read OUT of e.
+//! e+1, i.e. after r read OUT of e. Recursive doubling alternates two
+//! slot sets by call parity: a rank writes a peer's slot of parity p again
+//! only two calls later, after finishing the call in between, which needed
+//! every rank's input to it — given only after that peer finished (and so
+//! read) the call of parity p.
 //!
 //! These collectives run inside the blocking call only: no handler runs
 //! when a word is written, so they cannot progress inside `extract`. They
@@ -37,14 +43,15 @@ use crate::op::Reduce;
 use fastmsg::{Ctx, Endpoint, Rank, WindowId};
 use std::rc::Rc;
 
-/// Largest allreduce (bytes) the one-sided flat algorithm handles.
+/// Largest allreduce (bytes) the one-sided algorithms handle.
 pub const SMP_ALLREDUCE_MAX_BYTES: usize = 1024;
 
-/// Largest job with the one-sided allreduce area in its window.
+/// Largest job with the one-sided allreduce areas in its window.
 const SMP_ALLREDUCE_MAX_RANKS: u32 = 64;
 
 const LINE: usize = 64;
 const RELEASE: usize = 0;
+/// A data slot: up to `SMP_ALLREDUCE_MAX_BYTES` of data, then its flag.
 const SLOT: usize = SMP_ALLREDUCE_MAX_BYTES + LINE;
 
 fn arrive(r: Rank) -> usize {
@@ -67,6 +74,16 @@ fn out_slot(size: u32) -> usize {
     slots_at(size) + SLOT * size as usize
 }
 
+/// Steps of the one-sided recursive doubling: pre, log2 M exchanges, post.
+fn rd_steps(size: u32) -> usize {
+    pow2_floor(size).trailing_zeros() as usize + 2
+}
+
+/// The slot of recursive-doubling step `s` for calls of parity `par`.
+fn rd_slot(size: u32, s: u32, par: u64) -> usize {
+    out_slot(size) + SLOT * (1 + 2 * s as usize + par as usize)
+}
+
 /// Where a slot's flag sits for `len` data bytes (right after the data, so
 /// small data and flag share a cache line).
 fn flag_at(slot: usize, len: usize) -> usize {
@@ -77,7 +94,7 @@ fn flag_at(slot: usize, len: usize) -> usize {
 pub(crate) fn window_bytes(size: u32) -> usize {
     let base = slots_at(size);
     if size <= SMP_ALLREDUCE_MAX_RANKS {
-        base + SLOT * (size as usize + 1)
+        base + SLOT * (size as usize + 1 + 2 * rd_steps(size))
     } else {
         base
     }
@@ -97,6 +114,8 @@ pub(crate) struct Domains {
 pub(crate) struct OneSided {
     /// One-sided collectives reached so far (the same count on every rank).
     epoch: u64,
+    /// One-sided recursive-doubling allreduces so far (slot parity).
+    rd_calls: u64,
     /// Domains per kind: SMP (the host), hierarchical, one rank each.
     smp: Option<Rc<Domains>>,
     hier: Option<Rc<Domains>>,
@@ -349,5 +368,78 @@ impl Engine {
             ep.put_u64(win, Rank(r), flag_at(out, bytes), e)?;
         }
         Ok(())
+    }
+
+    /// One-sided recursive doubling over the world (see
+    /// `machine::allreduce` for the folding of a non-power-of-two count):
+    /// each step puts the partial and a flag into the partner's slot and
+    /// waits for the partner's; lower block ⊕ upper block on both sides.
+    pub(crate) fn onesided_allreduce<T: Element, R: Reduce<T>>(
+        self: &Rc<Self>,
+        ep: &mut Endpoint,
+        data: &mut [T],
+        op: &R,
+    ) -> Result<(), CollError> {
+        let bytes = std::mem::size_of_val(data);
+        if bytes > SMP_ALLREDUCE_MAX_BYTES || self.size > SMP_ALLREDUCE_MAX_RANKS {
+            return Err(CollError::Unavailable {
+                algo: "the one-sided allreduce",
+                why: format!(
+                    "it needs at most {SMP_ALLREDUCE_MAX_RANKS} ranks and at most {SMP_ALLREDUCE_MAX_BYTES} bytes ({bytes} given)"
+                ),
+            });
+        }
+        let (e, par) = {
+            let mut os = self.one_sided.borrow_mut();
+            os.epoch += 1;
+            os.rd_calls += 1;
+            (os.epoch, os.rd_calls & 1)
+        };
+        let (win, ctx, n, me) = (self.window, ep.ctx(), self.size, self.me.0);
+        let m = pow2_floor(n);
+        let r = n - m;
+        let log_m = m.trailing_zeros();
+        let post = log_m + 1;
+        let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
+        scratch.resize(bytes, 0);
+        let send = |ep: &mut Endpoint, to: u32, s: u32, d: &[T]| -> Result<(), CollError> {
+            let slot = rd_slot(n, s, par);
+            ep.put(win, Rank(to), slot, as_bytes(d))?;
+            ep.put_u64(win, Rank(to), flag_at(slot, bytes), e)?;
+            Ok(())
+        };
+        let recv = |ep: &mut Endpoint, s: u32, buf: &mut [u8]| -> Result<(), CollError> {
+            let slot = rd_slot(n, s, par);
+            wait_word(ep, &ctx, win, flag_at(slot, bytes), e)?;
+            ep.read_window(win, slot, buf)?;
+            Ok(())
+        };
+        let result = (|| {
+            let j = if me < 2 * r {
+                if me % 2 == 0 {
+                    send(ep, me + 1, 0, data)?;
+                    recv(ep, post, as_bytes_mut(data))?;
+                    return Ok(());
+                }
+                recv(ep, 0, &mut scratch)?;
+                op.fold(data, &scratch, false);
+                me / 2
+            } else {
+                me - r
+            };
+            let old = |p: u32| if p < r { 2 * p + 1 } else { p + r };
+            for k in 1..=log_m {
+                let p = j ^ (1 << (k - 1));
+                send(ep, old(p), k, data)?;
+                recv(ep, k, &mut scratch)?;
+                op.fold(data, &scratch, p > j);
+            }
+            if me < 2 * r {
+                send(ep, me - 1, post, data)?;
+            }
+            Ok(())
+        })();
+        self.one_sided.borrow_mut().scratch = scratch;
+        result
     }
 }

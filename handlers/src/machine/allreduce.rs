@@ -128,7 +128,11 @@ impl<T: Element, R: Reduce<T>> RecursiveDoubling<T, R> {
 
     fn send_step(&self, io: &Io<'_>) -> Result<(), CollError> {
         if self.step <= self.log_m {
-            io.send(self.partner(self.step).0, self.step as u16, as_bytes(&self.acc))?;
+            io.send(
+                self.partner(self.step).0,
+                self.step as u16,
+                as_bytes(&self.acc),
+            )?;
         }
         Ok(())
     }
@@ -169,7 +173,12 @@ impl<T: Element, R: Reduce<T>> Machine for RecursiveDoubling<T, R> {
         if k < self.step || self.pending[k as usize].is_some() || self.done {
             return Err(io.unexpected(from, step, "duplicate"));
         }
-        io.check_len(from, step, data.len(), std::mem::size_of_val(self.acc.as_slice()))?;
+        io.check_len(
+            from,
+            step,
+            data.len(),
+            std::mem::size_of_val(self.acc.as_slice()),
+        )?;
         if k == self.step && self.new.is_some() && (k > 0 || self.me < 2 * self.r) {
             // Its turn: combine straight from the message.
             self.fold(data);

@@ -32,8 +32,13 @@ pub(crate) trait Machine {
     /// Send the first messages (and finish, for a group of one).
     fn start(&mut self, io: &Io<'_>) -> Result<(), CollError>;
     /// A whole message from member `from` for `step`.
-    fn on_message(&mut self, io: &Io<'_>, from: u32, step: u16, data: &[u8])
-        -> Result<(), CollError>;
+    fn on_message(
+        &mut self,
+        io: &Io<'_>,
+        from: u32,
+        step: u16,
+        data: &[u8],
+    ) -> Result<(), CollError>;
     /// Whether the result is ready.
     fn is_done(&self) -> bool;
     /// The result (called once, after `is_done`).
