@@ -116,6 +116,12 @@ impl Collectives {
         &self.eng.cfg
     }
 
+    /// The registered handler (for tools and tests that talk to it
+    /// directly).
+    pub fn handler(&self) -> fastmsg::HandlerId {
+        *self.eng.handler.get().expect("set by register")
+    }
+
     /// Messages held for collectives this rank has not started yet.
     pub fn early_messages(&self) -> usize {
         self.eng.early_len()
@@ -168,13 +174,20 @@ impl Collectives {
 
     // ---- barrier ----
 
-    /// Barrier with the configured algorithm ([`CollConfig::barrier`]).
+    /// Barrier with the configured algorithm ([`CollConfig::barrier`]; a
+    /// one-sided one is replaced by dissemination on a sub-group).
     ///
     /// # Errors
     /// A send, put or progress failure; [`CollError::Unavailable`] if the
     /// algorithm cannot run on this group or host.
     pub fn barrier(&self, ep: &mut Endpoint) -> Result<(), CollError> {
-        self.barrier_with(ep, self.eng.cfg.barrier)
+        let algo = match self.eng.cfg.barrier {
+            // A configured one-sided barrier on a sub-group: the default
+            // message barrier instead.
+            a if a.is_one_sided() && !self.group.is_world() => BarrierAlgo::Dissemination,
+            a => a,
+        };
+        self.barrier_with(ep, algo)
     }
 
     /// The barrier algorithm `Auto` resolves to on this group.
@@ -344,7 +357,9 @@ impl Collectives {
 
     // ---- allreduce ----
 
-    /// Allreduce `data` with `op` ([`CollConfig::allreduce`]): on return
+    /// Allreduce `data` with `op` ([`CollConfig::allreduce`]; a one-sided
+    /// algorithm is replaced by recursive doubling where it cannot run —
+    /// on a sub-group, past 1 KiB or 64 ranks, across hosts): on return
     /// every member's `data` holds the same bits, `x[0] ⊕ … ⊕ x[n-1]`.
     ///
     /// # Errors
@@ -355,7 +370,18 @@ impl Collectives {
         data: &mut [T],
         op: R,
     ) -> Result<(), CollError> {
-        self.allreduce_with(ep, data, op, self.eng.cfg.allreduce)
+        let algo = match self.eng.cfg.allreduce {
+            // A configured one-sided allreduce where it cannot run: the
+            // message algorithm instead.
+            a if a.is_one_sided()
+                && !(self.group.is_world()
+                    && self.eng.smp_allreduce_fits(ep, std::mem::size_of_val(data))) =>
+            {
+                AllreduceAlgo::RecursiveDoubling
+            }
+            a => a,
+        };
+        self.allreduce_with(ep, data, op, algo)
     }
 
     /// The allreduce algorithm `Auto` resolves to for `bytes` bytes.

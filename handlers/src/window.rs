@@ -9,8 +9,8 @@
 //!  0                  RELEASE   word: the master's release (SMP phase)
 //!  64 + 64·r          ARRIVE(r) word, own cache line: rank r arrived (in its master's window)
 //!  64·(N+1) + 8·w     PEER(w)   word: writer w's barrier number (inter-master exchange)
-//!  then, if N <= 64:  IN(r)     slot of 1 KiB + 64: rank r's allreduce data, then its flag
-//!                     OUT       slot: the allreduce result, then its flag
+//!  then, if N <= 64:  IN(r)     slot of 64 + 1 KiB: a flag word, then rank r's allreduce data
+//!                     OUT       slot: flag, then the allreduce result
 //!                     RD(s, p)  slots: recursive-doubling step s, calls of parity p
 //! ```
 //!
@@ -84,10 +84,16 @@ fn rd_slot(size: u32, s: u32, par: u64) -> usize {
     out_slot(size) + SLOT * (1 + 2 * s as usize + par as usize)
 }
 
-/// Where a slot's flag sits for `len` data bytes (right after the data, so
-/// small data and flag share a cache line).
-fn flag_at(slot: usize, len: usize) -> usize {
-    slot + len.div_ceil(8) * 8
+/// A slot's flag: its first word, always (a flag placed after the data
+/// would sit, for another length, inside an earlier call's data — not a
+/// growing word). Small data follows on the same cache line.
+fn flag_at(slot: usize) -> usize {
+    slot
+}
+
+/// A slot's data.
+fn data_at(slot: usize) -> usize {
+    slot + 8
 }
 
 /// Bytes of the window for a job of `size` ranks.
@@ -348,24 +354,24 @@ impl Engine {
         let out = out_slot(n);
         if self.me != Rank(0) {
             let slot = in_slot(n, self.me);
-            ep.put(win, Rank(0), slot, as_bytes(data))?;
-            ep.put_u64(win, Rank(0), flag_at(slot, bytes), e)?;
-            wait_word(ep, &ctx, win, flag_at(out, bytes), e)?;
-            ep.read_window(win, out, as_bytes_mut(data))?;
+            ep.put(win, Rank(0), data_at(slot), as_bytes(data))?;
+            ep.put_u64(win, Rank(0), flag_at(slot), e)?;
+            wait_word(ep, &ctx, win, flag_at(out), e)?;
+            ep.read_window(win, data_at(out), as_bytes_mut(data))?;
             return Ok(());
         }
         let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
         scratch.resize(bytes, 0);
         for r in 1..n {
             let slot = in_slot(n, Rank(r));
-            wait_word(ep, &ctx, win, flag_at(slot, bytes), e)?;
-            ep.read_window(win, slot, &mut scratch)?;
+            wait_word(ep, &ctx, win, flag_at(slot), e)?;
+            ep.read_window(win, data_at(slot), &mut scratch)?;
             op.fold(data, &scratch, true);
         }
         self.one_sided.borrow_mut().scratch = scratch;
         for r in 1..n {
-            ep.put(win, Rank(r), out, as_bytes(data))?;
-            ep.put_u64(win, Rank(r), flag_at(out, bytes), e)?;
+            ep.put(win, Rank(r), data_at(out), as_bytes(data))?;
+            ep.put_u64(win, Rank(r), flag_at(out), e)?;
         }
         Ok(())
     }
@@ -404,14 +410,14 @@ impl Engine {
         scratch.resize(bytes, 0);
         let send = |ep: &mut Endpoint, to: u32, s: u32, d: &[T]| -> Result<(), CollError> {
             let slot = rd_slot(n, s, par);
-            ep.put(win, Rank(to), slot, as_bytes(d))?;
-            ep.put_u64(win, Rank(to), flag_at(slot, bytes), e)?;
+            ep.put(win, Rank(to), data_at(slot), as_bytes(d))?;
+            ep.put_u64(win, Rank(to), flag_at(slot), e)?;
             Ok(())
         };
         let recv = |ep: &mut Endpoint, s: u32, buf: &mut [u8]| -> Result<(), CollError> {
             let slot = rd_slot(n, s, par);
-            wait_word(ep, &ctx, win, flag_at(slot, bytes), e)?;
-            ep.read_window(win, slot, buf)?;
+            wait_word(ep, &ctx, win, flag_at(slot), e)?;
+            ep.read_window(win, data_at(slot), buf)?;
             Ok(())
         };
         let result = (|| {

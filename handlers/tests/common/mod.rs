@@ -25,7 +25,9 @@ pub fn u64s(seed: u64, iter: u64, rank: u32, n: usize) -> Vec<u64> {
 
 pub fn i64s(seed: u64, iter: u64, rank: u32, n: usize) -> Vec<i64> {
     let mut g = rng(seed, iter, rank, 2);
-    (0..n).map(|_| g.random_range(-1_000_000..1_000_000)).collect()
+    (0..n)
+        .map(|_| g.random_range(-1_000_000..1_000_000))
+        .collect()
 }
 
 /// Floats spanning many magnitudes, so association changes rounding.
