@@ -343,9 +343,11 @@ impl Engine {
             kind,
             base: 0,
         };
-        let mut result = live.machine.start(&io);
-        // Feed the messages that arrived before this call, in order.
-        if result.is_ok() && !tables.early.is_empty() {
+        live.machine.start(&io)?;
+        // Feed the messages that arrived before this call, in order. A bad
+        // one fails the instance (its `wait` reports it), not the start.
+        let mut result = Ok(());
+        if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
                 if e.group != group.tag || e.seq != seq {
@@ -373,9 +375,10 @@ impl Engine {
             }
             tables.early = kept;
         }
-        result?;
-        if live.machine.is_done() {
-            live.state = State::Done;
+        match result {
+            Err(e) => live.state = State::Failed(e),
+            Ok(()) if live.machine.is_done() => live.state = State::Done,
+            Ok(()) => {}
         }
         gs.live.push(live);
         Ok(seq)
