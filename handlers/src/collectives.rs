@@ -24,22 +24,22 @@ use std::rc::Rc;
 /// registered plain-function handler and one one-sided window.
 ///
 /// ```
-/// use fastmsg::bootstrap::threads;
+/// use fastmsg::{bootstrap::threads, Rank};
 /// use fastmsg_handlers::{CollConfig, Collectives, Op};
 ///
-/// let sums = threads::run(3, |_| {}, |mut b| {
-///     let coll = Collectives::register(&mut b, CollConfig::default());
+/// let out = threads::run(4, |_| {}, |mut b| {
+///     let coll = Collectives::register(&mut b, CollConfig::default()); // before start
 ///     let mut ep = b.start()?;
 ///     coll.barrier(&mut ep).unwrap();
-///     let mut x = [f64::from(ep.rank().0 + 1)];
-///     coll.allreduce(&mut ep, &mut x, Op::Sum).unwrap();
-///     // Non-blocking: progresses inside any extract.
-///     let req = coll.iallreduce(&ep, vec![1u64], Op::Sum).unwrap();
-///     let ones = req.wait(&mut ep).unwrap();
+///     let mut x = [f64::from(ep.rank().0)];
+///     coll.allreduce(&mut ep, &mut x, Op::Sum).unwrap();          // same bits everywhere
+///     let req = coll.ireduce(&ep, vec![1u64], Op::Sum, Rank(0)).unwrap(); // returns at once
+///     // … compute; any extract (or another collective) progresses it …
+///     let total = req.wait(&mut ep).unwrap();                     // 4 at rank 0
 ///     ep.close()?;
-///     Ok((x[0], ones[0]))
+///     Ok((x[0], total[0]))
 /// }).unwrap();
-/// assert_eq!(sums, vec![(6.0, 3); 3]);
+/// assert_eq!(out[0], (6.0, 4));
 /// ```
 #[derive(Clone)]
 pub struct Collectives {
