@@ -37,6 +37,9 @@ struct Args {
     /// Allreduce algorithms (comma-separated; `all` for every one).
     #[arg(long, default_value = "auto,all")]
     allreduce: String,
+    /// Barriers run before the first measurement.
+    #[arg(long, default_value_t = 3000)]
+    settle: usize,
     /// Allreduce sizes in f64 elements (comma-separated).
     #[arg(long, default_value = "1,128")]
     elems: String,
@@ -114,6 +117,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "# fastmsg-handlers collectives, {n} ranks, {} iterations after {} warm-up, max over ranks, median of {} runs",
             args.iters, args.warmup, args.runs
         );
+    }
+    // Let the scheduler settle (process placement, frequency) before the
+    // first measurement, which otherwise pays for it.
+    for _ in 0..args.settle {
+        coll.barrier_with(&mut ep, BarrierAlgo::Dissemination)?;
     }
     for algo in barriers {
         let name = match algo {
