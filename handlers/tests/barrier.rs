@@ -43,6 +43,7 @@ fn many_barriers(n: u32, algo: BarrierAlgo, count: u64, cfg: CollConfig) {
 
 #[test]
 fn ten_thousand_of_each_algorithm_8_ranks() {
+    let _serial = common::serial();
     for algo in BarrierAlgo::ALL.into_iter().chain([BarrierAlgo::Auto]) {
         many_barriers(8, algo, 10_000, CollConfig::default());
     }
@@ -50,6 +51,7 @@ fn ten_thousand_of_each_algorithm_8_ranks() {
 
 #[test]
 fn ten_thousand_of_each_algorithm_5_ranks() {
+    let _serial = common::serial();
     for algo in BarrierAlgo::ALL {
         many_barriers(5, algo, 10_000, CollConfig::default());
     }
@@ -57,6 +59,7 @@ fn ten_thousand_of_each_algorithm_5_ranks() {
 
 #[test]
 fn ten_thousand_hierarchical_with_several_masters() {
+    let _serial = common::serial();
     // Blocks of 2 and 3 ranks act as hosts: the masters' one-sided
     // pairwise exchange runs with 4 and 3 (not a power of two) masters.
     for (n, k) in [(8, 2), (7, 3)] {
@@ -72,6 +75,7 @@ fn ten_thousand_hierarchical_with_several_masters() {
 /// of every algorithm (blocking and not); every message arrives once.
 #[test]
 fn barriers_interleaved_with_point_to_point() {
+    let _serial = common::serial();
     let n = 6u32;
     let rounds = 300u64;
     let arrived = AtomicU64::new(0);

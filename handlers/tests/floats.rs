@@ -62,6 +62,7 @@ fn run(n: u32, shuffle: u64) -> Vec<Vec<u64>> {
 
 #[test]
 fn float_results_are_bit_identical_across_runs_and_arrival_orders() {
+    let _serial = common::serial();
     for n in [3, 5, 8] {
         let first = run(n, 1);
         for shuffle in [2, 3] {

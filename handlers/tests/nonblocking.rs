@@ -34,6 +34,7 @@ fn coll_error(e: &ExtractError) -> &CollError {
 
 #[test]
 fn early_messages_are_buffered_and_matched_by_instance() {
+    let _serial = common::serial();
     const K: u64 = 5;
     common::run(4, CollConfig::default(), |b, coll| {
         let mut ep = b.start()?;
@@ -61,6 +62,7 @@ fn early_messages_are_buffered_and_matched_by_instance() {
 
 #[test]
 fn many_outstanding_and_dropped_requests_complete() {
+    let _serial = common::serial();
     common::run(5, CollConfig::default(), |b, coll| {
         let mut ep = b.start()?;
         let me = u64::from(ep.rank().0);
@@ -98,6 +100,7 @@ fn many_outstanding_and_dropped_requests_complete() {
 
 #[test]
 fn early_buffer_overflow_is_a_typed_error() {
+    let _serial = common::serial();
     let cfg = CollConfig {
         max_early_messages: 3,
         ..CollConfig::default()
@@ -132,6 +135,7 @@ fn early_buffer_overflow_is_a_typed_error() {
 
 #[test]
 fn mismatched_calls_and_lengths_are_typed_errors() {
+    let _serial = common::serial();
     common::run(2, CollConfig::default(), |b, coll| {
         let mut ep = b.start()?;
         let me = ep.rank();
@@ -180,6 +184,7 @@ fn mismatched_calls_and_lengths_are_typed_errors() {
 
 #[test]
 fn bad_messages_from_a_peer_are_typed_errors() {
+    let _serial = common::serial();
     let cfg = CollConfig {
         max_message_bytes: 1000,
         ..CollConfig::default()
@@ -237,6 +242,7 @@ fn bad_messages_from_a_peer_are_typed_errors() {
 /// the time spent inside the calls; asserts only the results.
 #[test]
 fn skew_nonblocking_reduce_vs_blocking() {
+    let _serial = common::serial();
     const N: u32 = 8;
     const ITERS: usize = 300;
     let out = common::run(N, CollConfig::default(), |b, coll| {

@@ -37,6 +37,7 @@ fn fmrun() -> PathBuf {
 /// The rank program: does nothing unless started by `fmrun`.
 #[test]
 fn coll_process_rank() {
+    let _serial = common::serial();
     if std::env::var("FASTMSG_RANK").is_err() {
         return;
     }
@@ -122,11 +123,13 @@ fn through_fmrun(ranks: &str, extra: &[&str]) {
 
 #[test]
 fn four_processes_through_fmrun() {
+    let _serial = common::serial();
     through_fmrun("4", &[]);
 }
 
 #[test]
 fn three_processes_sleeping_through_fmrun() {
+    let _serial = common::serial();
     // The sleep policy: one-sided flags must wake a sleeping rank.
     through_fmrun("3", &["--wait", "sleep"]);
 }

@@ -282,6 +282,7 @@ fn world_and_subgroups(n: u32, cfg: CollConfig, iters: u64) {
 
 #[test]
 fn one_to_three_ranks() {
+    let _serial = common::serial();
     for n in 1..=3 {
         world_and_subgroups(n, CollConfig::default(), 30);
     }
@@ -289,6 +290,7 @@ fn one_to_three_ranks() {
 
 #[test]
 fn four_to_six_ranks() {
+    let _serial = common::serial();
     for n in 4..=6 {
         world_and_subgroups(n, CollConfig::default(), 20);
     }
@@ -296,6 +298,7 @@ fn four_to_six_ranks() {
 
 #[test]
 fn seven_to_nine_ranks() {
+    let _serial = common::serial();
     for n in 7..=9 {
         world_and_subgroups(n, CollConfig::default(), 15);
     }
@@ -303,6 +306,7 @@ fn seven_to_nine_ranks() {
 
 #[test]
 fn pairwise_ibarrier_and_reduce_bcast_defaults() {
+    let _serial = common::serial();
     let cfg = CollConfig {
         ibarrier: BarrierAlgo::PairwiseExchange,
         allreduce: AllreduceAlgo::ReduceBcast,
@@ -316,6 +320,7 @@ fn pairwise_ibarrier_and_reduce_bcast_defaults() {
 
 #[test]
 fn bitwise_operators_are_refused_on_floats() {
+    let _serial = common::serial();
     common::run(2, CollConfig::default(), |b, coll| {
         let mut ep = b.start()?;
         let mut x = [1.0f64];

@@ -67,3 +67,12 @@ pub fn run<T: Send>(
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// Run one oversubscribed job at a time within a test binary: the tests
+/// of a binary run in parallel, and several jobs of 5–9 rank threads on a
+/// 2-core machine would multiply each other's scheduling delays.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
