@@ -45,8 +45,8 @@ use std::rc::Rc;
 pub struct Collectives {
     eng: Rc<Engine>,
     group: Rc<Group>,
-    /// Whether ranks outnumber cores (agreed by all), once known.
-    crowded: Rc<Cell<Option<bool>>>,
+    /// Ranks per core on the most crowded host (agreed by all), once known.
+    crowded: Rc<Cell<Option<u64>>>,
 }
 
 impl std::fmt::Debug for Collectives {
@@ -154,20 +154,21 @@ impl Collectives {
         Ok(Request::new(Rc::clone(&self.eng), self.group.tag, seq))
     }
 
-    /// Whether ranks outnumber cores on some host: each rank looks at its
-    /// own host, then all agree (a message allreduce, once), so that every
-    /// rank makes the same choice of algorithm.
-    fn crowded(&self, ep: &mut Endpoint) -> Result<bool, CollError> {
+    /// How many times ranks outnumber cores on the most crowded host
+    /// (1: a core per rank): each rank looks at its own host, then all
+    /// agree by a message allreduce (once), so that every rank makes the
+    /// same choice of algorithm.
+    fn crowding(&self, ep: &mut Endpoint) -> Result<u64, CollError> {
         if let Some(c) = self.crowded.get() {
             return Ok(c);
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mine = u64::from(ep.local_ranks().len() > cores);
+        let mine = ep.local_ranks().len().div_ceil(cores).max(1) as u64;
         let world = self.eng.world();
         let m = RecursiveDoubling::new(world.n(), world.me, vec![mine], crate::op::Op::Max);
         let seq = self.eng.start(&ep.ctx(), &world, Box::new(m))?;
         let out = self.eng.wait(ep, 0, seq)?;
-        let c = downcast::<Vec<u64>>(out)[0] != 0;
+        let c = downcast::<Vec<u64>>(out)[0];
         self.crowded.set(Some(c));
         Ok(c)
     }
@@ -194,11 +195,11 @@ impl Collectives {
     ///
     /// # Errors
     /// As [`barrier`](Self::barrier) (the first call agrees, by a message
-    /// allreduce, whether ranks outnumber cores).
+    /// allreduce, how crowded the most crowded host is).
     pub fn auto_barrier(&self, ep: &mut Endpoint) -> Result<BarrierAlgo, CollError> {
         Ok(if !self.group.is_world() {
             BarrierAlgo::Dissemination
-        } else if self.crowded(ep)? {
+        } else if self.crowding(ep)? >= 3 {
             BarrierAlgo::Hierarchical
         } else {
             BarrierAlgo::OneSided
@@ -388,7 +389,7 @@ impl Collectives {
     ///
     /// # Errors
     /// As [`barrier`](Self::barrier) (the first call agrees, by a message
-    /// allreduce, whether ranks outnumber cores).
+    /// allreduce, how crowded the most crowded host is).
     pub fn auto_allreduce(
         &self,
         ep: &mut Endpoint,
@@ -397,7 +398,7 @@ impl Collectives {
         if !self.group.is_world() || !self.eng.smp_allreduce_fits(ep, bytes) {
             return Ok(AllreduceAlgo::RecursiveDoubling);
         }
-        Ok(if self.crowded(ep)? {
+        Ok(if self.crowding(ep)? >= 2 {
             AllreduceAlgo::Smp
         } else {
             AllreduceAlgo::OneSided

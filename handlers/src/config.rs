@@ -39,10 +39,13 @@ pub enum BarrierAlgo {
     /// step and no handler: the lowest-latency barrier with a core per
     /// rank. World group only.
     OneSided,
-    /// For the world group: [`OneSided`](Self::OneSided) with a core per
-    /// rank, [`Hierarchical`](Self::Hierarchical) (flat SMP on one host)
-    /// when ranks outnumber cores — whether they do is agreed by all ranks
-    /// at the first `Auto` call. For sub-groups:
+    /// For the world group: [`OneSided`](Self::OneSided) unless ranks
+    /// outnumber cores three times or more on some host, then
+    /// [`Hierarchical`](Self::Hierarchical) (flat SMP on one host). Measured
+    /// on 2 cores: one-sided is fastest at 2 and 4 ranks, the flat SMP
+    /// barrier at 8, where one-sided's ⌈log2 N⌉ dependent steps each wait
+    /// for a descheduled partner. How crowded the hosts are is agreed by
+    /// all ranks at the first `Auto` call. Sub-groups:
     /// [`Dissemination`](Self::Dissemination).
     #[default]
     Auto,
@@ -115,8 +118,9 @@ pub enum AllreduceAlgo {
     /// partner's window; no handler runs, nothing is allocated.
     OneSided,
     /// For the world group and small data: [`OneSided`](Self::OneSided)
-    /// with a core per rank, [`Smp`](Self::Smp) when ranks outnumber
-    /// cores; otherwise [`RecursiveDoubling`](Self::RecursiveDoubling).
+    /// with a core per rank, [`Smp`](Self::Smp) when ranks outnumber cores
+    /// twice or more on some host; otherwise
+    /// [`RecursiveDoubling`](Self::RecursiveDoubling).
     #[default]
     Auto,
 }
