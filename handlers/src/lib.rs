@@ -1,1 +1,49 @@
-//! Collectives for fastmsg, written only against its public API.
+//! # fastmsg-handlers: collectives as registered handlers
+//!
+//! Barrier, broadcast, reduce, allreduce and allgather — blocking and
+//! non-blocking — written only against fastmsg's public API, as a user's
+//! library would be: one plain-function handler receives every collective
+//! message, and one one-sided window carries the flag-based algorithms.
+//!
+//! ```text
+//!  Collectives::register(&mut builder, CollConfig)   before start
+//!     │
+//!  Collectives ── barrier / bcast / reduce / allreduce / allgather   (blocking)
+//!     │       └── ibarrier / ibcast / ireduce / iallreduce / iallgather → Request
+//!     ├── engine   groups · live instances · early-message buffer · the handler
+//!     ├── machine  one state machine per collective instance, driven by
+//!     │            messages inside any extract (seed 002 barriers, seed 003
+//!     │            binomial reduce, broadcast, recursive doubling, Bruck)
+//!     └── window   one-sided: SMP flat and hierarchical barriers (seed 000),
+//!                  pairwise exchange by put_u64, flat allreduce
+//! ```
+//!
+//! Algorithms: see [`BarrierAlgo`] and [`AllreduceAlgo`]. Every reduction
+//! combines in an order fixed by the group and root alone, so float
+//! results are bit-identical run to run whatever the arrival order
+//! ([`op`]). Non-blocking collectives progress inside any `extract`:
+//! their messages run the handler, which combines and forwards, so a rank
+//! that only supplies data is not held by skewed peers (seed 003 §IV.D).
+//! Messages of instances this rank has not started yet are buffered
+//! (bounded, [`CollConfig::max_early_messages`]) and matched by group and
+//! instance number.
+
+mod collectives;
+mod config;
+mod element;
+mod engine;
+mod error;
+mod group;
+mod machine;
+pub mod op;
+mod request;
+mod window;
+mod wire;
+
+pub use crate::collectives::Collectives;
+pub use crate::config::{AllreduceAlgo, BarrierAlgo, CollConfig, SmpDomain};
+pub use crate::element::Element;
+pub use crate::error::CollError;
+pub use crate::op::{custom, reference, Custom, Op, Reduce};
+pub use crate::request::Request;
+pub use crate::window::SMP_ALLREDUCE_MAX_BYTES;

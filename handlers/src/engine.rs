@@ -1,0 +1,452 @@
+//! The engine behind [`Collectives`](crate::Collectives): groups, live
+//! instances, the early-message buffer, and the registered handler.
+//!
+//! One plain-function handler receives every collective message. A whole
+//! message in one piece (every message up to a frame, ~8 KiB) is handled
+//! in place; a longer one is assembled per source (pieces of one source
+//! arrive in order, one message after another) and handled when its last
+//! piece arrives. A message goes to the live instance its header names
+//! (group tag, instance number); if this rank has not started that
+//! instance yet, it is kept in the early buffer — bounded by
+//! [`CollConfig::max_early_messages`] and `max_early_bytes`, past which it
+//! is dropped with [`CollError::EarlyOverflow`] and the engine is poisoned
+//! (the collective cannot finish; later calls say why) — and fed to the
+//! instance, in arrival order, when the program starts it (seed 003 §III.A
+//! and B: unexpected messages, several instances outstanding).
+//!
+//! Single-threaded like the endpoint: `RefCell` borrows are never held
+//! across a call into the endpoint that could run handlers (`extract`,
+//! `wait_until`); machines only send through `Ctx`, which never runs
+//! handlers.
+
+use crate::config::CollConfig;
+use crate::error::CollError;
+use crate::group::{tag_of, Group};
+use crate::machine::{Io, Machine, Output};
+use crate::wire::{Header, Kind, HEADER};
+use fastmsg::endpoint::Piece;
+use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
+use std::cell::{OnceCell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+/// State of a live instance.
+enum State {
+    Running,
+    Done,
+    Failed(CollError),
+}
+
+struct Live {
+    seq: u32,
+    machine: Box<dyn Machine>,
+    state: State,
+    /// Its request was dropped: remove it once it ends.
+    detached: bool,
+}
+
+pub(crate) struct GroupState {
+    pub(crate) group: Rc<Group>,
+    next_seq: u32,
+    live: Vec<Live>,
+}
+
+impl GroupState {
+    fn new(group: Rc<Group>) -> Self {
+        GroupState {
+            group,
+            next_seq: 0,
+            live: Vec::new(),
+        }
+    }
+}
+
+/// A message for an instance not started yet.
+struct Early {
+    group: u32,
+    seq: u32,
+    kind: u8,
+    step: u16,
+    src: Rank,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Tables {
+    world: Option<GroupState>,
+    others: HashMap<u32, GroupState>,
+    early: VecDeque<Early>,
+    early_bytes: usize,
+    /// Per source: the message being assembled from several pieces.
+    asm: Vec<Vec<u8>>,
+    /// How many groups with each member list this rank created.
+    created: HashMap<Vec<Rank>, u32>,
+    poisoned: Option<String>,
+}
+
+impl Tables {
+    fn group_mut(&mut self, tag: u32) -> Option<&mut GroupState> {
+        if tag == 0 {
+            self.world.as_mut()
+        } else {
+            self.others.get_mut(&tag)
+        }
+    }
+}
+
+/// Whether instance `a` comes before `b` (wrapping).
+fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+pub(crate) struct Engine {
+    pub(crate) me: Rank,
+    pub(crate) size: u32,
+    pub(crate) handler: OnceCell<HandlerId>,
+    pub(crate) window: WindowId,
+    pub(crate) cfg: CollConfig,
+    t: RefCell<Tables>,
+    /// One-sided state (window barriers and allreduce).
+    pub(crate) one_sided: RefCell<crate::window::OneSided>,
+}
+
+impl Engine {
+    pub(crate) fn new(me: Rank, size: u32, window: WindowId, cfg: CollConfig) -> Rc<Engine> {
+        let world = Rc::new(Group::world(me, size));
+        let t = Tables {
+            world: Some(GroupState::new(world)),
+            asm: vec![Vec::new(); size as usize],
+            ..Tables::default()
+        };
+        Rc::new(Engine {
+            me,
+            size,
+            handler: OnceCell::new(),
+            window,
+            cfg,
+            t: RefCell::new(t),
+            one_sided: RefCell::new(crate::window::OneSided::default()),
+        })
+    }
+
+    fn handler(&self) -> HandlerId {
+        *self
+            .handler
+            .get()
+            .expect("the handler id is set by Collectives::register")
+    }
+
+    pub(crate) fn world(&self) -> Rc<Group> {
+        let t = self.t.borrow();
+        Rc::clone(&t.world.as_ref().expect("world group").group)
+    }
+
+    /// Create (or find the next instance of) the group of `members`.
+    pub(crate) fn subgroup(&self, members: &[Rank]) -> Result<Rc<Group>, CollError> {
+        let mut t = self.t.borrow_mut();
+        let nth = t.created.get(members).copied().unwrap_or(0);
+        let tag = tag_of(members, nth);
+        let g = Rc::new(Group::new(tag, self.me, self.size, members)?);
+        if t.others.contains_key(&tag) {
+            return Err(CollError::BadGroup(format!(
+                "group tag {tag:#x} of {members:?} collides with an existing group; create the groups in another order"
+            )));
+        }
+        t.created.insert(members.to_vec(), nth + 1);
+        t.others.insert(tag, GroupState::new(Rc::clone(&g)));
+        Ok(g)
+    }
+
+    /// The registered handler's body: one piece of a collective message.
+    pub(crate) fn on_piece(&self, ctx: &Ctx, p: &Piece<'_>) -> Result<(), CollError> {
+        let src = p.source();
+        if p.is_first() && p.is_last() {
+            let d = p.data();
+            let h = Header::parse(src, d)?;
+            return self.dispatch(ctx, src, h, &d[HEADER..]);
+        }
+        let mut buf = {
+            let mut t = self.t.borrow_mut();
+            let Some(slot) = t.asm.get_mut(src.index()) else {
+                return Err(CollError::BadArgument(format!(
+                    "message from rank {src} outside the job"
+                )));
+            };
+            if p.is_first() {
+                let max = self.cfg.max_message_bytes.saturating_add(HEADER);
+                if p.message_len() > max {
+                    return Err(CollError::MessageTooLong {
+                        src,
+                        len: p.message_len(),
+                        max,
+                    });
+                }
+                slot.clear();
+                slot.reserve(p.message_len());
+            }
+            slot.extend_from_slice(p.data());
+            if !p.is_last() {
+                return Ok(());
+            }
+            std::mem::take(slot)
+        };
+        let r = Header::parse(src, &buf).and_then(|h| self.dispatch(ctx, src, h, &buf[HEADER..]));
+        // Keep the capacity for the next long message of this source.
+        buf.clear();
+        self.t.borrow_mut().asm[src.index()] = buf;
+        r
+    }
+
+    fn dispatch(&self, ctx: &Ctx, src: Rank, h: Header, data: &[u8]) -> Result<(), CollError> {
+        let mut t = self.t.borrow_mut();
+        let handler = self.handler();
+        if let Some(gs) = t.group_mut(h.group) {
+            let group = &gs.group;
+            let Some(from) = group.index(src) else {
+                return Err(CollError::Unexpected {
+                    group: h.group,
+                    seq: h.seq,
+                    kind: Kind::name_of(h.kind),
+                    src,
+                    step: h.step,
+                    why: "the sender is not a member of the group",
+                });
+            };
+            if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
+                let live = &mut gs.live[i];
+                let kind = live.machine.kind();
+                let r = if kind as u8 != h.kind {
+                    Err(CollError::Mismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: kind.name(),
+                        theirs: Kind::name_of(h.kind),
+                        src,
+                    })
+                } else if !matches!(live.state, State::Running) {
+                    Err(CollError::Unexpected {
+                        group: h.group,
+                        seq: h.seq,
+                        kind: kind.name(),
+                        src,
+                        step: h.step,
+                        why: "the instance has already finished",
+                    })
+                } else {
+                    let io = Io {
+                        ctx,
+                        handler,
+                        group,
+                        seq: h.seq,
+                        kind,
+                        base: 0,
+                    };
+                    live.machine.on_message(&io, from, h.step, data)
+                };
+                match r {
+                    Ok(()) => {
+                        if live.machine.is_done() {
+                            live.state = State::Done;
+                            if live.detached {
+                                gs.live.swap_remove(i);
+                            }
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        if matches!(live.state, State::Running) {
+                            live.state = State::Failed(e.duplicate());
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            if before(h.seq, gs.next_seq) {
+                return Err(CollError::Unexpected {
+                    group: h.group,
+                    seq: h.seq,
+                    kind: Kind::name_of(h.kind),
+                    src,
+                    step: h.step,
+                    why: "the instance has already finished",
+                });
+            }
+        }
+        // Not started here yet: keep it, within bounds.
+        let cfg = &self.cfg;
+        if t.early.len() >= cfg.max_early_messages
+            || t.early_bytes + data.len() > cfg.max_early_bytes
+        {
+            let e = CollError::EarlyOverflow {
+                src,
+                group: h.group,
+                seq: h.seq,
+                messages: t.early.len(),
+                bytes: t.early_bytes,
+                max_messages: cfg.max_early_messages,
+                max_bytes: cfg.max_early_bytes,
+            };
+            t.poisoned.get_or_insert_with(|| e.to_string());
+            return Err(e);
+        }
+        t.early_bytes += data.len();
+        t.early.push_back(Early {
+            group: h.group,
+            seq: h.seq,
+            kind: h.kind,
+            step: h.step,
+            src,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// Fail if an earlier failure made the engine unusable.
+    pub(crate) fn check_poisoned(&self) -> Result<(), CollError> {
+        match &self.t.borrow().poisoned {
+            Some(why) => Err(CollError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Start an instance of `machine` on `group`; returns its number.
+    pub(crate) fn start(
+        &self,
+        ctx: &Ctx,
+        group: &Group,
+        machine: Box<dyn Machine>,
+    ) -> Result<u32, CollError> {
+        self.check_poisoned()?;
+        let handler = self.handler();
+        let mut t = self.t.borrow_mut();
+        let tables = &mut *t;
+        let gs = if group.tag == 0 {
+            tables.world.as_mut()
+        } else {
+            tables.others.get_mut(&group.tag)
+        }
+        .expect("a group handed out by this engine");
+        let seq = gs.next_seq;
+        gs.next_seq = seq.wrapping_add(1);
+        let mut live = Live {
+            seq,
+            machine,
+            state: State::Running,
+            detached: false,
+        };
+        let kind = live.machine.kind();
+        let io = Io {
+            ctx,
+            handler,
+            group: &gs.group,
+            seq,
+            kind,
+            base: 0,
+        };
+        live.machine.start(&io)?;
+        // Feed the messages that arrived before this call, in order. A bad
+        // one fails the instance (its `wait` reports it), not the start.
+        let mut result = Ok(());
+        if !tables.early.is_empty() {
+            let mut kept = VecDeque::with_capacity(tables.early.len());
+            for e in tables.early.drain(..) {
+                if e.group != group.tag || e.seq != seq {
+                    kept.push_back(e);
+                    continue;
+                }
+                tables.early_bytes -= e.data.len();
+                if result.is_err() {
+                    continue;
+                }
+                result = if e.kind != kind as u8 {
+                    Err(CollError::Mismatch {
+                        group: group.tag,
+                        seq,
+                        ours: kind.name(),
+                        theirs: Kind::name_of(e.kind),
+                        src: e.src,
+                    })
+                } else {
+                    match gs.group.index(e.src) {
+                        Some(from) => live.machine.on_message(&io, from, e.step, &e.data),
+                        None => Err(io.unexpected(0, e.step, "sender not a member")),
+                    }
+                };
+            }
+            tables.early = kept;
+        }
+        match result {
+            Err(e) => live.state = State::Failed(e),
+            Ok(()) if live.machine.is_done() => live.state = State::Done,
+            Ok(()) => {}
+        }
+        gs.live.push(live);
+        Ok(seq)
+    }
+
+    /// Whether instance `seq` of group `tag` has ended (or is unknown).
+    pub(crate) fn finished(&self, tag: u32, seq: u32) -> bool {
+        let mut t = self.t.borrow_mut();
+        match t.group_mut(tag) {
+            Some(gs) => gs
+                .live
+                .iter()
+                .find(|l| l.seq == seq)
+                .is_none_or(|l| !matches!(l.state, State::Running)),
+            None => true,
+        }
+    }
+
+    /// Remove a finished instance and return its output or error; `None`
+    /// if it is still running.
+    pub(crate) fn collect(&self, tag: u32, seq: u32) -> Option<Result<Output, CollError>> {
+        let mut t = self.t.borrow_mut();
+        let Some(gs) = t.group_mut(tag) else {
+            return Some(Err(CollError::NoInstance { seq }));
+        };
+        let Some(i) = gs.live.iter().position(|l| l.seq == seq) else {
+            return Some(Err(CollError::NoInstance { seq }));
+        };
+        if matches!(gs.live[i].state, State::Running) {
+            return None;
+        }
+        let mut live = gs.live.swap_remove(i);
+        Some(match live.state {
+            State::Failed(e) => Err(e),
+            _ => Ok(live.machine.take_output()),
+        })
+    }
+
+    /// The request for `seq` was dropped: forget it once it ends.
+    pub(crate) fn detach(&self, tag: u32, seq: u32) {
+        let mut t = self.t.borrow_mut();
+        if let Some(gs) = t.group_mut(tag) {
+            if let Some(i) = gs.live.iter().position(|l| l.seq == seq) {
+                if matches!(gs.live[i].state, State::Running) {
+                    gs.live[i].detached = true;
+                } else {
+                    gs.live.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Wait (making progress) until instance `seq` ends; return its output.
+    pub(crate) fn wait(&self, ep: &mut Endpoint, tag: u32, seq: u32) -> Result<Output, CollError> {
+        if let Some(r) = self.collect(tag, seq) {
+            return r;
+        }
+        let waited = ep.wait_until(|| self.finished(tag, seq));
+        match self.collect(tag, seq) {
+            Some(r) => r,
+            None => Err(waited
+                .err()
+                .map_or(CollError::NoInstance { seq }, CollError::from)),
+        }
+    }
+
+    /// Messages buffered for instances not started yet.
+    pub(crate) fn early_len(&self) -> usize {
+        self.t.borrow().early.len()
+    }
+}

@@ -1,0 +1,78 @@
+//! Helpers shared by the collectives tests: deterministic inputs every
+//! rank can recompute for every other rank, and a threaded job runner.
+
+#![allow(dead_code)]
+
+use fastmsg::bootstrap::threads;
+use fastmsg::{EndpointBuilder, Error};
+use fastmsg_handlers::{CollConfig, Collectives};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A generator for (seed, iteration, rank, salt).
+pub fn rng(seed: u64, iter: u64, rank: u32, salt: u64) -> StdRng {
+    StdRng::seed_from_u64(
+        seed ^ iter.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (u64::from(rank) << 40)
+            ^ salt.wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
+    )
+}
+
+pub fn u64s(seed: u64, iter: u64, rank: u32, n: usize) -> Vec<u64> {
+    let mut g = rng(seed, iter, rank, 1);
+    (0..n).map(|_| g.random()).collect()
+}
+
+pub fn i64s(seed: u64, iter: u64, rank: u32, n: usize) -> Vec<i64> {
+    let mut g = rng(seed, iter, rank, 2);
+    (0..n)
+        .map(|_| g.random_range(-1_000_000..1_000_000))
+        .collect()
+}
+
+/// Floats spanning many magnitudes, so association changes rounding.
+pub fn f64s(seed: u64, iter: u64, rank: u32, n: usize) -> Vec<f64> {
+    let mut g = rng(seed, iter, rank, 3);
+    (0..n)
+        .map(|_| {
+            let m: f64 = g.random_range(-1.0..1.0);
+            m * 10f64.powi(g.random_range(-8..8))
+        })
+        .collect()
+}
+
+/// An element count: mostly small, sometimes past one 8 KiB frame.
+pub fn count(seed: u64, iter: u64) -> usize {
+    let mut g = rng(seed, iter, u32::MAX, 4);
+    match g.random_range(0..10) {
+        0 => 0,
+        1 => g.random_range(1025..3000),
+        _ => g.random_range(1..40),
+    }
+}
+
+/// Run `n` ranks as threads with a registered `Collectives`.
+pub fn run<T: Send>(
+    n: u32,
+    cfg: CollConfig,
+    body: impl Fn(EndpointBuilder, Collectives) -> Result<T, Error> + Sync,
+) -> Vec<T> {
+    threads::run(
+        n,
+        |c| c.timeout = std::time::Duration::from_secs(120),
+        |mut b| {
+            let coll = Collectives::register(&mut b, cfg.clone());
+            body(b, coll)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Run one oversubscribed job at a time within a test binary: the tests
+/// of a binary run in parallel, and several jobs of 5–9 rank threads on a
+/// 2-core machine would multiply each other's scheduling delays.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
