@@ -458,6 +458,11 @@ pub enum Error {
     /// See [`SegmentError`].
     #[error(transparent)]
     Segment(#[from] SegmentError),
+    /// An error of a library or program built on fastmsg (a collectives
+    /// library, a user's handler logic), carried through code that returns
+    /// [`Error`]; make one with [`Error::other`].
+    #[error(transparent)]
+    Other(BoxError),
 }
 
 impl From<ProtocolError> for Error {
@@ -467,6 +472,12 @@ impl From<ProtocolError> for Error {
 }
 
 impl Error {
+    /// Wrap any other error, e.g. `.map_err(Error::other)?` on a library's
+    /// own error type.
+    pub fn other(e: impl Into<BoxError>) -> Error {
+        Error::Other(e.into())
+    }
+
     /// Whether this error only says the job was abandoned because another
     /// rank failed (not a cause in itself).
     pub fn is_abort(&self) -> bool {
