@@ -42,6 +42,7 @@ pub mod frame;
 pub(crate) mod handler;
 pub mod id;
 pub mod queue;
+pub mod ring;
 pub(crate) mod sync;
 #[cfg(not(loom))]
 pub mod transport;
