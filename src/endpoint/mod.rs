@@ -29,7 +29,7 @@ mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::Config;
+pub use self::config::{Config, NetConfig, NetMode};
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;

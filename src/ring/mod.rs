@@ -250,6 +250,8 @@ pub struct RingRx {
     peer: u32,
     head: u64,
     released_pos: u64,
+    /// Refused positions waiting for the ones before them to be released.
+    refused: Vec<u64>,
     credit: CreditReturn,
     dead: bool,
 }
@@ -262,6 +264,7 @@ impl RingRx {
             peer,
             head: 0,
             released_pos: 0,
+            refused: Vec::new(),
             credit: CreditReturn::default(),
             dead: false,
         }
@@ -333,7 +336,13 @@ impl RingRx {
             }
         });
         if let Err(e) = checked {
-            self.release(pos);
+            // Give the slot back now, or as soon as the fragments before it
+            // are released (positions are released in order).
+            if pos == self.released_pos {
+                self.release(pos);
+            } else {
+                self.refused.push(pos);
+            }
             return Err(e);
         }
         Ok(Some(Taken {
@@ -350,6 +359,11 @@ impl RingRx {
         debug_assert_eq!(pos, self.released_pos, "ring released out of order");
         self.released_pos = pos + 1;
         self.credit.release();
+        while self.refused.first() == Some(&self.released_pos) {
+            self.refused.remove(0);
+            self.released_pos += 1;
+            self.credit.release();
+        }
     }
 
     /// The released count to piggyback on a trailer going to the writer,

@@ -32,6 +32,8 @@
 #![allow(unsafe_code)]
 
 pub mod shm;
+pub mod tcp;
+pub mod verbs;
 
 use crate::error::{ExtractError, ProtocolError, PutError};
 use crate::frame::FragHeader;
@@ -40,6 +42,9 @@ use crate::queue::INLINE_BYTES;
 use crate::wake::Doorbell;
 
 pub use shm::ShmTransport;
+pub use tcp::TcpTransport;
+#[cfg(feature = "verbs")]
+pub use verbs::VerbsTransport;
 
 /// Identifies a polled fragment to its transport for release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -269,12 +274,30 @@ pub trait Transport {
 pub enum AnyTransport {
     /// Shared memory between ranks of one host.
     Shm(ShmTransport),
+    /// Network rings over TCP (a software NIC).
+    Tcp(TcpTransport),
+    /// Network rings over RDMA verbs.
+    #[cfg(feature = "verbs")]
+    Verbs(VerbsTransport),
 }
 
+#[cfg(not(feature = "verbs"))]
 macro_rules! dispatch {
     ($self:ident, $t:ident => $e:expr) => {
         match $self {
             AnyTransport::Shm($t) => $e,
+            AnyTransport::Tcp($t) => $e,
+        }
+    };
+}
+
+#[cfg(feature = "verbs")]
+macro_rules! dispatch {
+    ($self:ident, $t:ident => $e:expr) => {
+        match $self {
+            AnyTransport::Shm($t) => $e,
+            AnyTransport::Tcp($t) => $e,
+            AnyTransport::Verbs($t) => $e,
         }
     };
 }
