@@ -427,6 +427,22 @@ impl Transport for TcpTransport {
                 return Err(ExtractError::Network(e));
             }
         }
+        // Stamps from neither this lap nor the last (the empty poll
+        // compares with one value only and would wait for ever).
+        let laps = u64::from(self.geometry.slots);
+        for k in 0..self.peers.len() {
+            let w = self.watch[k];
+            if w.want == u64::MAX {
+                continue;
+            }
+            // SAFETY: as in `poll`. Relaxed: only the value is judged.
+            let stamp = unsafe { &*w.stamp }.load(Ordering::Relaxed);
+            if stamp != w.want && stamp != w.want.saturating_sub(laps) {
+                if let Err(e) = self.take(k) {
+                    return Err(ExtractError::Protocol(e));
+                }
+            }
+        }
         let alerts = self.shared.alerts.load(Ordering::Acquire);
         if alerts == self.alerts_seen {
             return Ok(());
