@@ -1,8 +1,10 @@
 //! Software overhead of the engine, without cross-core traffic: one rank
 //! (as a thread), sending to itself over shared memory.
 //!
-//! `target/release/examples/overhead [--iters N]` prints ns per empty
-//! `extract`, and ns per 0-byte self-send + extract for each handler kind.
+//! `target/release/examples/overhead [--iters N] [--only empty|fn|async]`
+//! prints ns per empty `extract`, and ns per 0-byte self-send + extract for
+//! each handler kind (median of `--runs`). Under `valgrind --tool=callgrind`
+//! with `--only`, the instruction count per iteration is repeatable.
 
 use clap::Parser;
 use fastmsg::bootstrap::threads;
@@ -19,9 +21,9 @@ struct Args {
     /// Repetitions (median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Only measure the plain-function path (for instruction counts).
-    #[arg(long)]
-    fn_only: bool,
+    /// Measure one path only.
+    #[arg(long, value_parser = ["empty", "fn", "async"])]
+    only: Option<String>,
 }
 
 fn med(mut v: Vec<f64>) -> f64 {
@@ -31,6 +33,7 @@ fn med(mut v: Vec<f64>) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    let want = |k: &str| args.only.as_deref().is_none_or(|o| o == k);
     threads::run(
         1,
         |_| {},
@@ -49,43 +52,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut ep = b.start()?;
             let me = Rank(0);
             let n = args.iters;
-            let mut empty = Vec::new();
-            let mut send = Vec::new();
-            let mut send_fn = Vec::new();
+            let (mut empty, mut send, mut send_fn) = (Vec::new(), Vec::new(), Vec::new());
+            let mut expected = 0;
             for _ in 0..args.runs {
-                if !args.fn_only {
+                if want("empty") {
                     let t = Instant::now();
                     for _ in 0..n {
                         std::hint::black_box(ep.extract(usize::MAX)?);
                     }
                     empty.push(t.elapsed().as_nanos() as f64 / n as f64);
+                }
+                if want("async") {
                     let t = Instant::now();
                     for _ in 0..n / 4 {
                         ep.send(me, noop, &[])?;
                         ep.extract(usize::MAX)?;
                     }
                     send.push(t.elapsed().as_nanos() as f64 / (n / 4) as f64);
+                    expected += n / 4;
                 }
-                let t = Instant::now();
-                for _ in 0..n / 4 {
-                    ep.send(me, noop_fn, &[])?;
-                    ep.extract(usize::MAX)?;
+                if want("fn") {
+                    let t = Instant::now();
+                    for _ in 0..n / 4 {
+                        ep.send(me, noop_fn, &[])?;
+                        ep.extract(usize::MAX)?;
+                    }
+                    send_fn.push(t.elapsed().as_nanos() as f64 / (n / 4) as f64);
+                    expected += n / 4;
                 }
-                send_fn.push(t.elapsed().as_nanos() as f64 / (n / 4) as f64);
             }
-            let kinds = if args.fn_only { 1 } else { 2 };
-            assert_eq!(count.get(), kinds * args.runs as u64 * (n / 4));
-            if !args.fn_only {
+            assert_eq!(count.get(), expected, "every message handled once");
+            if want("empty") {
                 println!("empty extract           {:8.2} ns", med(empty));
+            }
+            if want("async") {
                 println!(
                     "self-send 0 B + extract {:8.2} ns (async handler)",
                     med(send)
                 );
             }
-            println!(
-                "self-send 0 B + extract {:8.2} ns (plain-function handler)",
-                med(send_fn)
-            );
+            if want("fn") {
+                println!(
+                    "self-send 0 B + extract {:8.2} ns (plain-function handler)",
+                    med(send_fn)
+                );
+            }
             ep.close()?;
             Ok(())
         },

@@ -63,6 +63,8 @@ pub(crate) struct Core {
     pub(crate) registry: RefCell<Registry>,
     pub(crate) control: RefCell<Control>,
     deferred: RefCell<VecDeque<ExtractError>>,
+    /// Whether `deferred` is non-empty (checked on every extract).
+    has_deferred: Cell<bool>,
     pub(crate) wait: WaitConfig,
     pub(crate) abort: Option<Arc<AtomicBool>>,
     /// One-sided windows: the table, and this rank's own area.
@@ -108,6 +110,7 @@ impl Core {
             registry: RefCell::new(registry),
             control: RefCell::new(Control::new(size)),
             deferred: RefCell::new(VecDeque::new()),
+            has_deferred: Cell::new(false),
             wait: setup.wait,
             abort: setup.abort,
             windows: setup.windows,
@@ -125,17 +128,19 @@ impl Core {
         if d.len() < MAX_DEFERRED {
             d.push_back(e);
         }
+        self.has_deferred.set(true);
     }
 
     /// The oldest error kept for the next `extract`.
     #[inline]
     pub(crate) fn take_deferred(&self) -> Option<ExtractError> {
-        let mut d = self.deferred.borrow_mut();
-        if d.is_empty() {
-            None
-        } else {
-            d.pop_front()
+        if !self.has_deferred.get() {
+            return None;
         }
+        let mut d = self.deferred.borrow_mut();
+        let e = d.pop_front();
+        self.has_deferred.set(!d.is_empty());
+        e
     }
 
     /// Poll every transport in turn and run handlers: one pass, up to
@@ -143,20 +148,25 @@ impl Core {
     /// were taken.
     #[inline]
     pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
-        // The empty poll: one borrow, one load per receive queue.
+        // The empty poll, inline: one borrow, one load per receive queue.
         if !self.net.borrow().needs_attention() {
             return Ok(Extracted::default());
         }
         self.progress_busy(max_bytes)
     }
 
+    #[inline(never)]
     fn progress_busy(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
         let mut out = Extracted::default();
-        if self.net.borrow().has_pending() {
+        let (n, chores) = {
+            let net = self.net.borrow();
+            (net.transports.len(), net.has_pending() || net.unflushed)
+        };
+        if chores {
             self.net.borrow_mut().drain_pending();
         }
         // One pass over every transport, up to BATCH fragments from each.
-        let n = self.net.borrow().transports.len();
+        // With nothing arrived this is one borrow and one load per queue.
         let mut result = Ok(());
         'pass: for t in 0..n {
             for _ in 0..BATCH {
@@ -187,12 +197,20 @@ impl Core {
                 }
             }
         }
+        if out.fragments > 0 || chores {
+            self.after_pass();
+        }
+        result.map(|()| out)
+    }
+
+    /// Publish batched credit and push parked sends after a busy pass.
+    #[inline(never)]
+    fn after_pass(&self) {
         let mut net = self.net.borrow_mut();
         net.flush();
         if net.has_pending() {
             net.drain_pending();
         }
-        result.map(|()| out)
     }
 
     /// Whether `frag` is a whole message for a plain-function handler from

@@ -200,6 +200,7 @@ impl Endpoint {
     /// # Errors
     /// A handler's error, a peer's protocol violation or death. The
     /// endpoint stays usable: call again to continue.
+    #[inline]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);

@@ -259,6 +259,7 @@ impl Net {
 
     /// Push parked sends out as far as credit allows (skipping the
     /// destination of the main thread's open stream).
+    #[inline(never)]
     pub(crate) fn drain_pending(&mut self) {
         let mut i = 0;
         while i < self.pending_dests.len() {
@@ -284,6 +285,15 @@ impl Net {
         }
     }
 
+    /// Whether `progress` has anything to do: parked sends, credit to
+    /// return, or arrivals on some transport.
+    #[inline(always)]
+    pub(crate) fn needs_attention(&self) -> bool {
+        self.unflushed
+            || !self.pending_dests.is_empty()
+            || self.transports.iter().any(|t| t.has_arrivals())
+    }
+
     /// Publish batched credit returns on every transport.
     #[inline]
     pub(crate) fn flush(&mut self) {
@@ -293,15 +303,6 @@ impl Net {
                 t.flush();
             }
         }
-    }
-
-    /// Whether `progress` has anything to do: parked sends, credit to
-    /// return, or arrivals on some transport.
-    #[inline]
-    pub(crate) fn needs_attention(&self) -> bool {
-        self.unflushed
-            || !self.pending_dests.is_empty()
-            || self.transports.iter().any(|t| t.has_arrivals())
     }
 }
 
