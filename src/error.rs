@@ -508,7 +508,9 @@ pub enum HandshakeError {
         what: String,
     },
     /// The two ends disagree on a setting.
-    #[error("peer uses {what} = {theirs}, this rank {ours}: start every rank with the same settings")]
+    #[error(
+        "peer uses {what} = {theirs}, this rank {ours}: start every rank with the same settings"
+    )]
     Mismatch {
         /// Which setting.
         what: &'static str,

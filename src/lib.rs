@@ -52,8 +52,7 @@ pub(crate) mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
-    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode,
-    WaitPolicy,
+    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode, WaitPolicy,
 };
 pub use crate::error::Error;
 #[cfg(not(loom))]

@@ -50,7 +50,11 @@ impl Hosts {
             return None;
         }
         static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!("{}{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}{}",
+            std::process::id() % 100_000,
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         let ns = [format!("fmh{id}a"), format!("fmh{id}b")];
         let veth = [format!("fmv{id}a"), format!("fmv{id}b")];
         // Addresses inside our own namespaces only (a private /24 per pair).
@@ -64,10 +68,20 @@ impl Hosts {
             for n in &ns {
                 ip(&["netns", "add", n])?;
             }
-            ip(&["link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1]])?;
+            ip(&[
+                "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
+            ])?;
             for i in 0..2 {
                 ip(&["link", "set", &veth[i], "netns", &ns[i]])?;
-                ip(&["-n", &ns[i], "addr", "add", &format!("{}/24", addr[i]), "dev", &veth[i]])?;
+                ip(&[
+                    "-n",
+                    &ns[i],
+                    "addr",
+                    "add",
+                    &format!("{}/24", addr[i]),
+                    "dev",
+                    &veth[i],
+                ])?;
                 ip(&["-n", &ns[i], "link", "set", &veth[i], "up"])?;
                 ip(&["-n", &ns[i], "link", "set", "lo", "up"])?;
             }
@@ -96,11 +110,31 @@ impl Hosts {
                 Command::new("ip")
                     .args(["netns", "exec", &self.ns[h]])
                     .arg(env!("CARGO_BIN_EXE_fmrun"))
-                    .args(["-n", "2", "--size", "4", "--rank-offset", &(2 * h).to_string()])
-                    .args(["--root", &root, "--secret", "namespaces-secret", "--job", &job])
+                    .args([
+                        "-n",
+                        "2",
+                        "--size",
+                        "4",
+                        "--rank-offset",
+                        &(2 * h).to_string(),
+                    ])
+                    .args([
+                        "--root",
+                        &root,
+                        "--secret",
+                        "namespaces-secret",
+                        "--job",
+                        &job,
+                    ])
                     .args(["--host-id", &format!("host{h}"), "--timeout", "60"])
                     .arg(&exe)
-                    .args(["net_rank_program", "--exact", "--nocapture", "--test-threads", "1"])
+                    .args([
+                        "net_rank_program",
+                        "--exact",
+                        "--nocapture",
+                        "--test-threads",
+                        "1",
+                    ])
                     .env("FASTMSG_TEST_SCENARIO", scenario)
                     .stdout(Stdio::inherit())
                     .stderr(Stdio::inherit())
@@ -210,10 +244,17 @@ fn pingpong(mut b: EndpointBuilder) {
     let mut ep = b.start().expect("start");
     let me = ep.rank().0;
     let mates: Vec<u32> = ep.local_ranks().iter().map(|r| r.0).collect();
-    assert_eq!(mates, if me < 2 { vec![0, 1] } else { vec![2, 3] }, "host map");
+    assert_eq!(
+        mates,
+        if me < 2 { vec![0, 1] } else { vec![2, 3] },
+        "host map"
+    );
     if me < 2 {
         let peer = Rank(me + 2);
-        for (i, size) in [0usize, 1, 100, 4096, 70_000, 300_000].into_iter().enumerate() {
+        for (i, size) in [0usize, 1, 100, 4096, 70_000, 300_000]
+            .into_iter()
+            .enumerate()
+        {
             for k in 0..20u32 {
                 let msg: Vec<u8> = (0..size).map(|j| (j as u32 ^ k ^ i as u32) as u8).collect();
                 let want = n.get() + 1;
@@ -251,7 +292,11 @@ fn collective(mut b: EndpointBuilder) {
             let total: i64 = now.iter().map(|e| e.1).sum();
             s.retain(|e| e.0 != epoch);
             for d in 0..ctx.size() {
-                ctx.send(Rank(d), result_h, &[&epoch.to_le_bytes(), &total.to_le_bytes()])?;
+                ctx.send(
+                    Rank(d),
+                    result_h,
+                    &[&epoch.to_le_bytes(), &total.to_le_bytes()],
+                )?;
             }
         }
         Ok(())
@@ -265,11 +310,14 @@ fn collective(mut b: EndpointBuilder) {
             .expect("contribute");
         ep.wait_until(|| result.get().is_some_and(|r| r.0 == epoch))
             .expect("allreduce");
-        let want: i64 = (0..size).map(|r| (i64::from(r) + 1) * epoch as i64 - 7).sum();
+        let want: i64 = (0..size)
+            .map(|r| (i64::from(r) + 1) * epoch as i64 - 7)
+            .sum();
         assert_eq!(result.get().unwrap().1, want, "allreduce of epoch {epoch}");
         // Flag barrier with one-sided puts: arrive at rank 0, wait for
         // rank 0's release (checked with >=, so epochs never confuse).
-        ep.put_u64(win, Rank(0), 8 * me as usize, epoch).expect("arrive");
+        ep.put_u64(win, Rank(0), 8 * me as usize, epoch)
+            .expect("arrive");
         if me == 0 {
             let t0 = Instant::now();
             loop {
@@ -277,7 +325,10 @@ fn collective(mut b: EndpointBuilder) {
                 if all {
                     break;
                 }
-                assert!(t0.elapsed() < Duration::from_secs(60), "barrier {epoch} stuck");
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "barrier {epoch} stuck"
+                );
                 ep.extract(usize::MAX).expect("extract");
                 std::thread::yield_now();
             }
@@ -287,7 +338,10 @@ fn collective(mut b: EndpointBuilder) {
         } else {
             let t0 = Instant::now();
             while ep.read_u64(win, 8 * 7).unwrap() < epoch {
-                assert!(t0.elapsed() < Duration::from_secs(60), "barrier {epoch} stuck");
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "barrier {epoch} stuck"
+                );
                 ep.extract(usize::MAX).expect("extract");
                 std::thread::yield_now();
             }

@@ -18,7 +18,8 @@ fn tcp(c: &mut Config) {
 
 #[test]
 fn storm_4_ranks_over_tcp() {
-    let got = threads::run(4, tcp, |b| storm_rank(b, 600, 256 << 10, 0x7c9)).unwrap_or_else(|e| panic!("{e}"));
+    let got = threads::run(4, tcp, |b| storm_rank(b, 600, 256 << 10, 0x7c9))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(got.iter().sum::<usize>(), 4 * 600);
 }
 

@@ -166,7 +166,11 @@ fn main() -> ExitCode {
     }
     let size = args.size.unwrap_or(args.ranks);
     let spans_hosts = size != args.ranks;
-    if args.rank_offset.checked_add(args.ranks).is_none_or(|e| e > size) {
+    if args
+        .rank_offset
+        .checked_add(args.ranks)
+        .is_none_or(|e| e > size)
+    {
         eprintln!(
             "fmrun: ranks {} .. {} do not fit a job of --size {size}",
             args.rank_offset,
@@ -178,11 +182,15 @@ fn main() -> ExitCode {
         eprintln!("fmrun: a job spanning hosts (--size > -n) needs --root HOST:PORT and --job ID, the same on every host");
         return ExitCode::from(2);
     }
-    let env_secret = std::env::var("FASTMSG_SECRET").ok().filter(|s| !s.is_empty());
+    let env_secret = std::env::var("FASTMSG_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty());
     let secret = match args.secret.clone().or(env_secret) {
         Some(s) => Some(s),
         None if spans_hosts || args.root.is_some() => {
-            eprintln!("fmrun: a network job needs --secret (or FASTMSG_SECRET), the same on every host");
+            eprintln!(
+                "fmrun: a network job needs --secret (or FASTMSG_SECRET), the same on every host"
+            );
             return ExitCode::from(2);
         }
         None => Some(fresh_secret()),

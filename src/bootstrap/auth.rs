@@ -181,15 +181,16 @@ pub(crate) fn client(
     let proof = mac(secret, b"fastmsg-client", &[&hello_b, nonce_s]);
     s.write_all(&proof).map_err(io)?;
     let mut v = [0u8; 1];
-    s.read_exact(&mut v).map_err(|e| {
-        HandshakeError::Io(format!("the server closed without a verdict ({e})"))
-    })?;
+    s.read_exact(&mut v)
+        .map_err(|e| HandshakeError::Io(format!("the server closed without a verdict ({e})")))?;
     s.set_read_timeout(None).map_err(io)?;
     match v[0] {
         V_OK => Ok(server_rank),
         V_SECRET => Err(HandshakeError::BadSecret),
         V_MISMATCH => Err(HandshakeError::WrongPeer {
-            what: "refused by the server: settings differ (FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE)".into(),
+            what:
+                "refused by the server: settings differ (FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE)"
+                    .into(),
         }),
         _ => Err(HandshakeError::WrongPeer {
             what: "refused by the server: not expected in this job".into(),

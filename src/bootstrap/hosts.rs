@@ -45,9 +45,10 @@ pub(crate) fn needs_network(config: &Config) -> bool {
 }
 
 fn root_file(config: &Config) -> PathBuf {
-    config
-        .shm_dir
-        .join(format!("fastmsg-{}-{}.root", config.job.job, config.job.host))
+    config.shm_dir.join(format!(
+        "fastmsg-{}-{}.root",
+        config.job.job, config.job.host
+    ))
 }
 
 fn io(op: &'static str, peer: String) -> impl FnOnce(std::io::Error) -> ConnectError {
@@ -142,8 +143,7 @@ fn local_rendezvous(
 ) -> Result<(Vec<Member>, TcpListener), StartError> {
     let path = root_file(config);
     if job.rank.0 == 0 {
-        let l = TcpListener::bind("127.0.0.1:0")
-            .map_err(io("listen on", "the loopback".into()))?;
+        let l = TcpListener::bind("127.0.0.1:0").map_err(io("listen on", "the loopback".into()))?;
         let addr = l
             .local_addr()
             .map_err(io("listen on", "the loopback".into()))?;
@@ -158,7 +158,10 @@ fn local_rendezvous(
             f.write_all(addr.to_string().as_bytes())?;
             std::fs::rename(&tmp, &path)
         };
-        write().map_err(io("publish the rendezvous address in", path.display().to_string()))?;
+        write().map_err(io(
+            "publish the rendezvous address in",
+            path.display().to_string(),
+        ))?;
         let me = Member {
             rank: job.rank,
             host: job.host.clone(),

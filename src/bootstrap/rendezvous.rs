@@ -211,10 +211,12 @@ pub fn join(
     let deadline = Instant::now() + job.timeout;
     let peer = || format!("the rendezvous at {root}");
     let mut s = crate::transport::tcp::mesh::connect_retry(root, deadline, peer)?;
-    let io = |op: &'static str| move |source| ConnectError::Io {
-        op,
-        peer: root.to_string(),
-        source,
+    let io = |op: &'static str| {
+        move |source| ConnectError::Io {
+            op,
+            peer: root.to_string(),
+            source,
+        }
     };
     let local = s.local_addr().map_err(io("local address of"))?;
     let listener =
@@ -239,27 +241,42 @@ pub fn join(
     put_member(&mut msg, &me);
     s.write_all(&msg).map_err(io("send our address to"))?;
     // The table comes once everybody has joined.
-    s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))))
-        .map_err(io("configure"))?;
+    s.set_read_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1)),
+    ))
+    .map_err(io("configure"))?;
     let bad = |why: String| ConnectError::Rendezvous(why);
     let mut n = [0u8; 4];
     s.read_exact(&mut n).map_err(|e| {
-        bad(format!("no job table from the rendezvous at {root} ({e}); did every rank start?"))
+        bad(format!(
+            "no job table from the rendezvous at {root} ({e}); did every rank start?"
+        ))
     })?;
     let n = u32::from_le_bytes(n);
     if n != job.size {
-        return Err(bad(format!("the table has {n} ranks, the job {}", job.size)));
+        return Err(bad(format!(
+            "the table has {n} ranks, the job {}",
+            job.size
+        )));
     }
     let mut table = Vec::with_capacity(n as usize);
     for i in 0..n {
         let m = get_member(&mut s).map_err(|e| bad(format!("reading the job table: {e}")))?;
         if m.rank.0 != i {
-            return Err(bad(format!("entry {i} of the job table names rank {}", m.rank)));
+            return Err(bad(format!(
+                "entry {i} of the job table names rank {}",
+                m.rank
+            )));
         }
         table.push(m);
     }
     if table[rank.index()] != me {
-        return Err(bad(format!("the table's entry for us is {:?}", table[rank.index()])));
+        return Err(bad(format!(
+            "the table's entry for us is {:?}",
+            table[rank.index()]
+        )));
     }
     Ok((table, listener))
 }

@@ -185,6 +185,7 @@ impl EndpointBuilder {
         let local = shm.local_ranks();
         let mut transports = Vec::new();
         let mut route = vec![0u8; job.size as usize];
+        let mut net_peers = Vec::new();
         if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
             let mesh_job = MeshJob {
                 me: job.rank,
@@ -202,20 +203,40 @@ impl EndpointBuilder {
                 window: my_window.raw(),
                 bell: if sleeps { shm.doorbell() } else { None },
             };
-            // SAFETY: the window area and the doorbell live in the shm
-            // segment, which `shm` keeps mapped; the network transport is
-            // placed before `shm` in the transport list, so it is dropped
-            // (and its NIC thread joined) first.
-            let tcp = unsafe {
-                TcpTransport::new(job.rank, job.size, plan.geometry, links, targets)
+            if config.net.mode == NetMode::Verbs {
+                #[cfg(feature = "verbs")]
+                {
+                    // SAFETY: the window area lives in the shm segment, which
+                    // outlives this transport (placed before `shm` below).
+                    let v = unsafe {
+                        crate::transport::VerbsTransport::new(
+                            job.rank,
+                            job.size,
+                            plan.geometry,
+                            links,
+                            targets,
+                        )
+                    }?;
+                    net_peers = v.peers();
+                    transports.push(AnyTransport::Verbs(v));
+                }
+            } else {
+                // SAFETY: the window area and the doorbell live in the shm
+                // segment, which `shm` keeps mapped; the network transport
+                // is placed before `shm` in the transport list, so it is
+                // dropped (and its NIC thread joined) first.
+                let tcp =
+                    unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
+                        .map_err(|source| crate::error::ConnectError::Io {
+                            op: "start the NIC thread for",
+                            peer: format!("rank {}", job.rank),
+                            source,
+                        })?;
+                net_peers = tcp.peers();
+                transports.push(AnyTransport::Tcp(tcp));
             }
-            .map_err(|source| crate::error::ConnectError::Io {
-                op: "start the NIC thread for",
-                peer: format!("rank {}", job.rank),
-                source,
-            })?;
-            transports.push(AnyTransport::Tcp(tcp));
         }
+        let has_network = !transports.is_empty();
         let shm_index = transports.len() as u8;
         for r in &local {
             route[r.index()] = shm_index;
@@ -223,16 +244,18 @@ impl EndpointBuilder {
         // Peers reached over the network (other hosts; with FASTMSG_NET
         // forced, this host's too): the network transport, first in the
         // list.
-        if let Some(AnyTransport::Tcp(t)) = transports.first() {
-            for r in t.peers() {
-                route[r.index()] = 0;
-            }
+        for r in &net_peers {
+            route[r.index()] = 0;
         }
         transports.push(AnyTransport::Shm(shm));
         let net = Net::new(transports, route);
         let mut names = registry.names().to_vec();
         names.extend(windows.describe());
-        let wait = WaitConfig::resolve(config.wait, job.local_size);
+        // A network transport adds a NIC thread per rank: with those, the
+        // host may have more runnable threads than cores, and a rank that
+        // spins would keep its NIC thread from running.
+        let nic_threads = if has_network { job.local_size } else { 0 };
+        let wait = WaitConfig::resolve(config.wait, job.local_size + nic_threads);
         let setup = CoreSetup {
             wait,
             abort: config.abort.clone(),

@@ -138,9 +138,7 @@ impl RingStore for RingView<'_> {
         // SAFETY: the body lies inside the slot, 8-aligned; the caller saw
         // the stamp with Acquire, so the writer's body write happened
         // before; TrailerBody is plain old data, valid for any bytes.
-        unsafe {
-            (self.slot_end(slot).sub(TRAILER_BYTES) as *const TrailerBody).read_volatile()
-        }
+        unsafe { (self.slot_end(slot).sub(TRAILER_BYTES) as *const TrailerBody).read_volatile() }
     }
 
     fn write_body(&self, slot: u32, body: &TrailerBody) {

@@ -118,16 +118,23 @@ fn a_trailer_naming_another_sender_or_too_long_is_refused_and_released() {
     let mut long = header(1, 4);
     long.len = 1000;
     long.total = 1000;
-    ring.write_body(1, &TrailerBody {
-        header: long,
-        credit: 0,
-    });
+    ring.write_body(
+        1,
+        &TrailerBody {
+            header: long,
+            credit: 0,
+        },
+    );
     ring.stamp(1).store(2, Ordering::Release);
     assert!(matches!(
         rx.try_take(&ring, 2),
         Err(ProtocolError::FrameTooLong { len: 1000, .. })
     ));
-    assert_eq!(rx.piggyback(), 2, "both bad fragments gave their credit back");
+    assert_eq!(
+        rx.piggyback(),
+        2,
+        "both bad fragments gave their credit back"
+    );
 }
 
 #[test]

@@ -148,4 +148,3 @@ pub fn storm_rank(
     let received = st.borrow().received;
     Ok(received)
 }
-

@@ -186,9 +186,7 @@ fn accept_higher(
             }
         };
         let _ = s.set_nonblocking(false);
-        let judged = auth::server(&mut s, job.secret, job.me.0, |h| {
-            judge(h, job, &want)
-        });
+        let judged = auth::server(&mut s, job.secret, job.me.0, |h| judge(h, job, &want));
         match judged {
             Ok(h) => {
                 want.remove(&h.rank);
@@ -218,7 +216,10 @@ fn judge(h: &Hello, job: &MeshJob<'_>, want: &BTreeSet<u32>) -> Result<(), Hands
     }
     if !want.contains(&h.rank) {
         return Err(HandshakeError::WrongPeer {
-            what: format!("rank {}, which is not expected to connect here (or is already connected)", h.rank),
+            what: format!(
+                "rank {}, which is not expected to connect here (or is already connected)",
+                h.rank
+            ),
         });
     }
     for (i, what) in ["FASTMSG_NET_SLOTS", "FASTMSG_NET_SLOT_SIZE"]

@@ -203,7 +203,9 @@ impl TcpTransport {
     }
 
     fn watch_of(&self, k: usize) -> Watch {
-        let ring = self.region().ring(self.shared.ring_offset(k), self.geometry);
+        let ring = self
+            .region()
+            .ring(self.shared.ring_offset(k), self.geometry);
         let rx = &self.peers[k].rx;
         Watch {
             stamp: ring.stamp(self.geometry.slot_of(rx.head())),
@@ -479,7 +481,9 @@ impl Transport for TcpTransport {
         self.peer_index(dest).is_some_and(|k| {
             let p = &self.peers[k];
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
-            p.gone || p.tx.has_credit(self.shared.credit_word(k).load(Ordering::Acquire))
+            p.gone
+                || p.tx
+                    .has_credit(self.shared.credit_word(k).load(Ordering::Acquire))
         })
     }
 
@@ -490,7 +494,9 @@ impl Transport for TcpTransport {
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
-        let k = self.peer_index(dest).ok_or(PutError::PeerGone { rank: dest })?;
+        let k = self
+            .peer_index(dest)
+            .ok_or(PutError::PeerGone { rank: dest })?;
         let rec = RecordHeader {
             kind: wire::PUT,
             len: data.len() as u32,
@@ -505,7 +511,9 @@ impl Transport for TcpTransport {
     }
 
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
-        let k = self.peer_index(dest).ok_or(PutError::PeerGone { rank: dest })?;
+        let k = self
+            .peer_index(dest)
+            .ok_or(PutError::PeerGone { rank: dest })?;
         let rec = RecordHeader {
             kind: wire::PUT_U64,
             len: 8,
@@ -533,7 +541,13 @@ impl Drop for TcpTransport {
         }
         let one = 1u64.to_ne_bytes();
         // SAFETY: writing 8 bytes to our eventfd wakes the NIC thread.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr() as *const libc::c_void, 8) };
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                one.as_ptr() as *const libc::c_void,
+                8,
+            )
+        };
         if let Some(h) = self.nic.take() {
             let _ = h.join();
         }

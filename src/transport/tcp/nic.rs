@@ -137,7 +137,10 @@ enum Want {
         then: After,
     },
     /// Bytes into the small buffer (`small[..need]`), then `then`.
-    Small { need: usize, then: After },
+    Small {
+        need: usize,
+        then: After,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -289,9 +292,9 @@ impl Conn {
         match h.kind {
             wire::RING => {
                 let end = h.offset.checked_add(u64::from(h.len));
-                let fits = end.is_some_and(|e| {
-                    e <= g.ring_bytes() && e % u64::from(g.slot_bytes) == 0
-                }) && len >= TRAILER_BYTES
+                let fits = end
+                    .is_some_and(|e| e <= g.ring_bytes() && e % u64::from(g.slot_bytes) == 0)
+                    && len >= TRAILER_BYTES
                     && len <= g.slot_bytes as usize;
                 if !fits {
                     return bad(format!(
@@ -318,7 +321,10 @@ impl Conn {
             }
             wire::PUT => {
                 let t = sh.targets;
-                if h.offset.checked_add(u64::from(h.len)).is_none_or(|e| e > t.window_len) {
+                if h.offset
+                    .checked_add(u64::from(h.len))
+                    .is_none_or(|e| e > t.window_len)
+                {
                     return bad(format!(
                         "put of {len} bytes at {} runs past the {}-byte window area",
                         h.offset, t.window_len
@@ -357,9 +363,7 @@ impl Conn {
             },
             After::Publish { slot } => {
                 let t = Trailer::from_bytes(&self.small);
-                let ring = sh
-                    .region
-                    .ring(sh.ring_offset(self.k), sh.geometry);
+                let ring = sh.region.ring(sh.ring_offset(self.k), sh.geometry);
                 // Trailer last, stamp with Release.
                 publish_trailer(&ring, slot, &t);
                 sh.ring_bell();
@@ -369,7 +373,8 @@ impl Conn {
                 let v = u64::from_le_bytes(self.small[..8].try_into().expect("8 bytes"));
                 // SAFETY: `at` was checked 8-aligned and in bounds; the area
                 // is 64-aligned; AtomicU64 is valid for any bits.
-                let w = unsafe { AtomicU64::from_ptr(sh.targets.window.add(at as usize) as *mut u64) };
+                let w =
+                    unsafe { AtomicU64::from_ptr(sh.targets.window.add(at as usize) as *mut u64) };
                 // SYNC POINT window-word (release side): pairs with
                 // `read_u64`'s Acquire; earlier puts are visible with it.
                 w.store(v, Ordering::Release);

@@ -78,7 +78,10 @@ fn reported(t: &mut TcpTransport) -> ExtractError {
         if let Err(e) = t.check_peers() {
             return e;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "nothing reported");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nothing reported"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -129,7 +132,10 @@ fn a_write_outside_its_ring_is_refused() {
     tr.fake[0].write_all(&rec.encode()).unwrap();
     let e = reported(&mut tr.t[0]);
     assert!(
-        matches!(e, ExtractError::Network(NetError::BadRecord { rank: Rank(2), .. })),
+        matches!(
+            e,
+            ExtractError::Network(NetError::BadRecord { rank: Rank(2), .. })
+        ),
         "{e}"
     );
     still_talking(&mut tr);
