@@ -325,16 +325,16 @@ impl RingRx {
         let pos = self.head;
         self.head += 1;
         let h = &body.header;
-        let checked = h.check(world, self.geometry.capacity()).and_then(|()| {
-            if h.src == self.peer {
+        let checked = h
+            .check(world, self.geometry.capacity())
+            .and(if h.src == self.peer {
                 Ok(())
             } else {
                 Err(ProtocolError::WrongQueue {
                     src: h.src,
                     queue: self.peer,
                 })
-            }
-        });
+            });
         if let Err(e) = checked {
             // Give the slot back now, or as soon as the fragments before it
             // are released (positions are released in order).

@@ -269,7 +269,11 @@ pub trait Transport {
 }
 
 /// The transports an endpoint can hold, dispatched statically.
+///
+/// Variants differ in size; they are not boxed because an endpoint holds
+/// one or two of them and boxing would add a pointer chase to every poll.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 #[non_exhaustive]
 pub enum AnyTransport {
     /// Shared memory between ranks of one host.

@@ -52,7 +52,7 @@ pub fn connect(
         .collect();
     let mut lower: Vec<(Rank, SocketAddr)> =
         peers.iter().filter(|p| p.0 < job.me).copied().collect();
-    lower.sort_by(|a, b| b.0.cmp(&a.0));
+    lower.sort_by_key(|p| std::cmp::Reverse(p.0));
     std::thread::scope(|s| {
         let acceptor = s.spawn(move || accept_higher(listener, job, higher, deadline));
         let mut out = Vec::new();

@@ -291,11 +291,11 @@ impl VerbsTransport {
         let mut flags = ibv_send_flags(0);
         if p.unsignaled >= SIGNAL_EVERY {
             p.unsignaled = 0;
-            flags = flags | ibv_send_flags::IBV_SEND_SIGNALED;
+            flags |= ibv_send_flags::IBV_SEND_SIGNALED;
             p.in_flight_signaled.set(p.in_flight_signaled.get() + 1);
         }
         if inline {
-            flags = flags | ibv_send_flags::IBV_SEND_INLINE;
+            flags |= ibv_send_flags::IBV_SEND_INLINE;
         }
         // Keep the send queue from overflowing: at most `depth` writes out.
         let start = Instant::now();
