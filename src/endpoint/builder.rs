@@ -284,7 +284,8 @@ impl EndpointBuilder {
                     what: "rank 0's verdict on the handler tables",
                 });
             }
-            ep.core.progress_round(&mut waiter, &|| false)?;
+            let core = &ep.core;
+            core.progress_round(&mut waiter, &mut || core.control.borrow().verdict.is_some())?;
         }
     }
 }

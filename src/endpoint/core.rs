@@ -15,7 +15,7 @@ use super::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError, PutError};
 use crate::frame::FragFlags;
 use crate::handler::pool::Run;
-use crate::handler::Registry;
+use crate::handler::{HandlerResult, Registry};
 use crate::id::Rank;
 use crate::id::WindowId;
 use crate::transport::{RxFragment, Transport};
@@ -46,6 +46,17 @@ impl Extracted {
     }
 }
 
+/// Which fast path a fragment can take (see `Core::fast_kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
+    /// The general path.
+    No,
+    /// A whole message for a plain-function handler.
+    Piece,
+    /// A whole message for an async handler.
+    Async,
+}
+
 /// Errors kept for the next `extract` at most.
 const MAX_DEFERRED: usize = 64;
 
@@ -72,6 +83,8 @@ pub(crate) struct Core {
     pub(crate) my_window: WindowArea,
     /// Ranks on this host, in rank order.
     pub(crate) local: Vec<Rank>,
+    /// The doorbell this rank sleeps on (sleep policy), if any.
+    pub(crate) bell: Option<super::wait::BellRef>,
 }
 
 /// What the builder hands the engine besides transports and handlers.
@@ -93,6 +106,7 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
+    #[allow(unsafe_code)] // the doorbell reference, below
     pub(crate) fn new(
         rank: Rank,
         size: u32,
@@ -100,6 +114,12 @@ impl Core {
         registry: Registry,
         setup: CoreSetup,
     ) -> Core {
+        // SAFETY: the doorbell lives in transport memory owned by `net`
+        // (the shm mapping, or a transport's heap data, which moving `net`
+        // does not move); `net` becomes this core's and is dropped with it.
+        let bell = net
+            .doorbell()
+            .map(|b| unsafe { super::wait::BellRef::new(b) });
         Core {
             rank,
             size,
@@ -116,6 +136,7 @@ impl Core {
             windows: setup.windows,
             my_window: setup.my_window,
             local: setup.local,
+            bell,
         }
     }
 
@@ -152,11 +173,26 @@ impl Core {
         if !self.net.borrow().needs_attention() {
             return Ok(Extracted::default());
         }
-        self.progress_busy(max_bytes)
+        self.progress_busy(max_bytes, false)
+    }
+
+    /// As `progress`, but return as soon as one message has been handled:
+    /// what a blocking wait wants, since its condition usually turns true
+    /// in a handler and should be checked before polling again.
+    #[inline]
+    pub(crate) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
+        if !self.net.borrow().needs_attention() {
+            return Ok(Extracted::default());
+        }
+        self.progress_busy(usize::MAX, true)
     }
 
     #[inline(never)]
-    fn progress_busy(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
+    fn progress_busy(
+        self: &Rc<Self>,
+        max_bytes: usize,
+        stop_early: bool,
+    ) -> Result<Extracted, ExtractError> {
         let mut out = Extracted::default();
         let (n, chores) = {
             let net = self.net.borrow();
@@ -182,22 +218,27 @@ impl Core {
                 frag.transport = t as u8;
                 out.fragments += 1;
                 out.bytes += frag.header.len as usize;
-                let r = if self.is_fast_piece(&frag) {
-                    out.messages += 1;
-                    self.run_fast_piece(&frag)
-                } else {
-                    self.deliver(frag, &mut out)
+                let r = match self.fast_kind(&frag) {
+                    Fast::Piece => {
+                        out.messages += 1;
+                        self.run_fast_piece(&frag)
+                    }
+                    Fast::Async => {
+                        out.messages += 1;
+                        self.run_fast_async(frag)
+                    }
+                    Fast::No => self.deliver(frag, &mut out),
                 };
                 if let Err(e) = r {
                     result = Err(e);
                     break 'pass;
                 }
-                if out.bytes >= max_bytes {
+                if out.bytes >= max_bytes || (stop_early && out.messages > 0) {
                     break 'pass;
                 }
             }
         }
-        if out.fragments > 0 || chores {
+        if chores || self.net.borrow().unflushed {
             self.after_pass();
         }
         result.map(|()| out)
@@ -213,25 +254,48 @@ impl Core {
         }
     }
 
-    /// Whether `frag` is a whole message for a plain-function handler from
-    /// a source with nothing else going on: handled in place.
+    /// Whether `frag` is a whole message (one fragment) from a source with
+    /// nothing else going on, and for which kind of handler: such messages
+    /// skip the general stream bookkeeping.
     #[inline(always)]
-    fn is_fast_piece(&self, frag: &RxFragment) -> bool {
+    fn fast_kind(&self, frag: &RxFragment) -> Fast {
         const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
         let h = &frag.header;
-        h.flags == WHOLE
-            && u64::from(h.len) == h.total
-            && self.piecewise.get(h.handler as usize) == Some(&true)
-            && self.streams.borrow()[h.src as usize].is_idle()
+        if h.flags != WHOLE || u64::from(h.len) != h.total {
+            return Fast::No;
+        }
+        let kind = match self.piecewise.get(h.handler as usize) {
+            Some(true) => Fast::Piece,
+            Some(false) => Fast::Async,
+            None => return Fast::No,
+        };
+        if self.streams.borrow()[h.src as usize].is_idle() {
+            kind
+        } else {
+            Fast::No
+        }
     }
 
     #[inline(always)]
     fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
         let h = &frag.header;
+        match self.call_piece(frag, 0, h.total) {
+            Ok(()) => Ok(()),
+            Err(source) => self
+                .handler_failed(h.src, h.handler, source, false)
+                .map(|_| ()),
+        }
+    }
+
+    /// Call the plain-function handler of `frag` on it (a piece at `offset`
+    /// of a message of `total` bytes), then release it.
+    #[inline(always)]
+    fn call_piece(self: &Rc<Self>, frag: &RxFragment, offset: u64, total: u64) -> HandlerResult {
+        let h = &frag.header;
         let piece = Piece {
             source: Rank(h.src),
-            offset: 0,
-            total: h.total,
+            offset,
+            total,
             handler: h.handler,
             data: frag.bytes(),
         };
@@ -240,19 +304,30 @@ impl Core {
             .borrow_mut()
             .call_fn(h.handler, Ctx::from_core(self), &piece);
         self.release(frag);
-        match result {
-            Ok(()) => Ok(()),
-            Err(source) => self
-                .handler_failed(h.src, h.handler, source, false)
-                .map(|_| ()),
-        }
+        result
+    }
+
+    /// A whole message for an async handler from an idle source: enter it
+    /// and run the handler directly (no other message of the source can be
+    /// current or queued, so none needs starting afterwards).
+    #[inline(never)]
+    fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
+        let (src, handler, total) = (frag.header.src, frag.header.handler, frag.header.total);
+        let seq = self.streams.borrow_mut()[src as usize].enter_whole(frag);
+        let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
+        let run = self
+            .registry
+            .borrow_mut()
+            .entry(handler)
+            .start(Ctx::new(Rc::clone(self)), msg);
+        self.after_run(src, handler, run).map(|_| ())
     }
 
     /// Give a fragment back to the transport it came from.
     #[inline]
     pub(crate) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
-        net.unflushed = true;
+        net.unflushed |= net.flush_needed;
         net.transports[f.transport as usize].release(&f.token);
     }
 
@@ -315,18 +390,7 @@ impl Core {
         frag: &RxFragment,
         info: PieceInfo,
     ) -> Result<bool, ExtractError> {
-        let piece = Piece {
-            source: Rank(src),
-            offset: info.offset,
-            total: info.total,
-            handler: info.handler,
-            data: frag.bytes(),
-        };
-        let result = self
-            .registry
-            .borrow_mut()
-            .call_fn(info.handler, Ctx::from_core(self), &piece);
-        self.release(frag);
+        let result = self.call_piece(frag, info.offset, info.total);
         let more = info.tracked
             && self.streams.borrow_mut()[src as usize].piece_done(
                 frag.header.len,

@@ -218,11 +218,11 @@ impl Endpoint {
             if let Some(e) = self.core.take_deferred() {
                 return Err(e);
             }
-            let x = self.core.progress(usize::MAX)?;
+            let x = self.core.progress_one()?;
             if x.any() {
                 waiter.busy();
             } else {
-                waiter.idle(&self.core, &|| false)?;
+                waiter.idle(&self.core, &mut done)?;
             }
         }
         Ok(())
@@ -239,7 +239,7 @@ impl Endpoint {
         core.send_control(Rank(0), control::OP_CLOSE, &[]);
         let mut waiter = Waiter::new();
         while !core.control.borrow().released {
-            core.progress_round(&mut waiter, &|| false)?;
+            core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
         }
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
@@ -282,9 +282,9 @@ impl Core {
     pub(crate) fn progress_round(
         self: &Rc<Self>,
         waiter: &mut Waiter,
-        ready: &dyn Fn() -> bool,
+        ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
-        match self.progress(usize::MAX) {
+        match self.progress_one() {
             Ok(x) if x.any() => {
                 waiter.busy();
                 Ok(())
@@ -306,8 +306,8 @@ impl Core {
         if self.net.borrow().transport_of(dest).is_gone(dest) {
             return Err(SendError::PeerGone { rank: dest });
         }
-        let ready = || self.net.borrow().transport_of(dest).has_credit(dest);
-        match self.progress_round(waiter, &ready) {
+        let mut ready = || self.net.borrow().transport_of(dest).has_credit(dest);
+        match self.progress_round(waiter, &mut ready) {
             Ok(()) => Ok(()),
             Err(ExtractError::PeerDied { rank, .. }) if rank == dest => {
                 Err(SendError::PeerGone { rank })

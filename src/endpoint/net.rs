@@ -125,14 +125,19 @@ pub(crate) struct Net {
     pub(crate) open: Option<Rank>,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
-    /// Fragments were released since the last `flush`.
+    /// Fragments were released since the last `flush` (only tracked when
+    /// some transport batches; see `Transport::needs_flush`).
     pub(crate) unflushed: bool,
+    /// Whether any transport needs `flush`.
+    pub(crate) flush_needed: bool,
 }
 
 impl Net {
     pub(crate) fn new(transports: Vec<AnyTransport>, route: Vec<u8>) -> Self {
         let n = route.len();
+        let flush_needed = transports.iter().any(|t| t.needs_flush());
         Net {
+            flush_needed,
             transports,
             route,
             open: None,
@@ -292,6 +297,16 @@ impl Net {
         self.unflushed
             || !self.pending_dests.is_empty()
             || self.transports.iter().any(|t| t.has_arrivals())
+    }
+
+    /// Whether a sleeper has work: arrivals, or parked sends with credit
+    /// now (outside the main thread's open stream).
+    pub(crate) fn has_work(&self) -> bool {
+        self.transports.iter().any(|t| t.has_arrivals())
+            || self.pending_dests.iter().any(|&d| {
+                let d = Rank(d);
+                self.open != Some(d) && self.transport_of(d).has_credit(d)
+            })
     }
 
     /// Publish batched credit returns on every transport.

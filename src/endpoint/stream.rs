@@ -132,6 +132,29 @@ impl SourceStream {
         self.msgs.is_empty() && !self.discarding && matches!(self.open, Open::No)
     }
 
+    /// Enter a whole one-fragment message for an async handler into an idle
+    /// stream (the caller checked both); returns its sequence number.
+    #[inline]
+    pub(crate) fn enter_whole(&mut self, frag: RxFragment) -> u64 {
+        debug_assert!(self.is_idle());
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let len = u64::from(frag.header.len);
+        self.msgs.push_back(MsgState {
+            handler: frag.header.handler,
+            seq,
+            total: len,
+            arrived: len,
+            read: 0,
+            frags: 1,
+            complete: true,
+            suspended: None,
+            piecewise: false,
+        });
+        self.frags.push_back(frag);
+        seq
+    }
+
     /// The current message (handler running or suspended), if any.
     pub(crate) fn current(&mut self) -> Option<&mut MsgState> {
         self.msgs.front_mut()

@@ -12,9 +12,10 @@
 //! While idle for long, a waiter checks its peers' liveness (a dead peer is
 //! an error, not a hang) every [`HEALTH_EVERY`].
 
+#![allow(unsafe_code)]
+
 use super::core::Core;
 use crate::error::{ConfigError, ExtractError};
-use crate::transport::Transport;
 use std::time::{Duration, Instant};
 
 /// How a rank waits when a blocking call finds nothing to do.
@@ -132,12 +133,14 @@ impl Waiter {
     ///
     /// # Errors
     /// A dead peer or an abort, found by the periodic health check.
-    /// `ready` re-checks the condition being waited for (besides arrivals)
-    /// after a sleeper has announced itself, so no wake-up is lost.
+    /// `ready` re-checks the condition being waited for (besides arrivals
+    /// and parked sends that could go) after a sleeper has announced
+    /// itself, so no wake-up is lost (the doorbell's Dekker handshake needs
+    /// the sleeper to look at everything a waker may have changed).
     pub(crate) fn idle(
         &mut self,
         core: &Core,
-        ready: &dyn Fn() -> bool,
+        ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
         let cfg = core.wait;
         self.idle_rounds = self.idle_rounds.saturating_add(1);
@@ -160,10 +163,11 @@ impl Waiter {
         }
         if let Some(after) = cfg.sleep_after {
             if now - since >= after {
-                let net = core.net.borrow();
-                if let Some(bell) = net.doorbell() {
-                    let has_work = || net.transports.iter().any(|t| t.has_arrivals()) || ready();
-                    bell.sleep(SLEEP_TIMEOUT, has_work);
+                if let Some(bell) = core.bell {
+                    // The net borrow is dropped before `ready` runs: the
+                    // caller's condition may use the endpoint.
+                    let has_work = || core.net.borrow().has_work() || ready();
+                    bell.get().sleep(SLEEP_TIMEOUT, has_work);
                     return Ok(());
                 }
             }
@@ -174,5 +178,25 @@ impl Waiter {
             crate::sync::spin_loop();
         }
         Ok(())
+    }
+}
+
+/// This rank's doorbell, found at start. It lives in a transport's memory;
+/// the transport belongs to the same engine as this reference, so the
+/// doorbell outlives every use.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BellRef(std::ptr::NonNull<crate::wake::Doorbell>);
+
+impl BellRef {
+    /// # Safety
+    /// `bell` must stay valid for as long as the returned value is used.
+    pub(crate) unsafe fn new(bell: &crate::wake::Doorbell) -> Self {
+        BellRef(std::ptr::NonNull::from(bell))
+    }
+
+    pub(crate) fn get(&self) -> &crate::wake::Doorbell {
+        // SAFETY: `new`'s contract: the doorbell outlives this reference
+        // (both belong to the same engine, which drops them together).
+        unsafe { self.0.as_ref() }
     }
 }

@@ -224,8 +224,14 @@ pub trait Transport {
     fn has_arrivals(&self) -> bool;
     /// Hand a polled fragment's frame back and count its credit.
     fn release(&mut self, token: &ReleaseToken);
-    /// Publish batched credit returns. Called at the end of each extract.
+    /// Publish batched credit returns. Called at the end of an extract pass
+    /// in which something was released, if [`needs_flush`](Self::needs_flush).
     fn flush(&mut self);
+    /// Whether this transport batches work until `flush` (a transport that
+    /// publishes credit at each release says no, and is never flushed).
+    fn needs_flush(&self) -> bool {
+        true
+    }
     /// Reserve a frame towards `dest` if credit allows; `remaining` is how
     /// many message bytes are still to come (lets a transport pick an
     /// inline frame for small payloads).
@@ -322,6 +328,9 @@ impl Transport for AnyTransport {
     #[inline]
     fn flush(&mut self) {
         dispatch!(self, t => t.flush())
+    }
+    fn needs_flush(&self) -> bool {
+        dispatch!(self, t => t.needs_flush())
     }
     #[inline]
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
