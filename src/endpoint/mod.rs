@@ -241,6 +241,11 @@ impl Endpoint {
         while !core.control.borrow().released {
             core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
         }
+        // Network transports: wait until what peers sent before closing has
+        // landed here (the release may have overtaken it on another path).
+        for t in &mut core.net.borrow_mut().transports {
+            t.quiesce(std::time::Duration::from_secs(60))?;
+        }
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
         match core.take_deferred() {

@@ -272,6 +272,19 @@ pub trait Transport {
     /// # Errors
     /// [`PutError::PeerGone`] if `dest` is known to be gone.
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError>;
+    /// Closing, once no rank sends any more: return when everything every
+    /// peer sent to this rank before *its* `quiesce` is visible to `poll`.
+    /// Needed where the close barrier's messages may overtake data on
+    /// another path (network transports); a store-based transport has
+    /// nothing to wait for.
+    ///
+    /// # Errors
+    /// A network failure, or [`ExtractError::Network`] if peers do not
+    /// answer within `timeout`.
+    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        let _ = timeout;
+        Ok(())
+    }
 }
 
 /// The transports an endpoint can hold, dispatched statically.
@@ -369,5 +382,8 @@ impl Transport for AnyTransport {
     }
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
         dispatch!(self, t => t.put_u64(dest, at, value))
+    }
+    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        dispatch!(self, t => t.quiesce(timeout))
     }
 }

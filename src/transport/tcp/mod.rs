@@ -103,6 +103,8 @@ pub struct TcpTransport {
     peer_of_rank: Vec<u32>,
     next: usize,
     alerts_seen: u64,
+    /// Flush rounds done (see `quiesce`).
+    flush_round: u64,
     shared: Arc<Shared>,
     wake: OwnedFd,
     nic: Option<JoinHandle<()>>,
@@ -179,6 +181,7 @@ impl TcpTransport {
             peer_of_rank,
             next: 0,
             alerts_seen: 0,
+            flush_round: 0,
             shared: Arc::clone(&shared),
             wake,
             nic: None,
@@ -510,6 +513,10 @@ impl Transport for TcpTransport {
         }
     }
 
+    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        self.quiesce_impl(timeout)
+    }
+
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
         let k = self
             .peer_index(dest)
@@ -524,6 +531,45 @@ impl Transport for TcpTransport {
             Ok(())
         } else {
             Err(PutError::PeerGone { rank: dest })
+        }
+    }
+}
+
+impl TcpTransport {
+    /// See [`Transport::quiesce`]: send every peer a FLUSH record, then wait
+    /// until every live peer's FLUSH of this round has been applied here —
+    /// records apply in order, so everything it sent before has landed.
+    fn quiesce_impl(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        self.flush_round += 1;
+        let round = self.flush_round;
+        let flush = RecordHeader {
+            kind: wire::FLUSH,
+            len: 0,
+            offset: round,
+        }
+        .encode();
+        for k in 0..self.peers.len() {
+            self.send(k, &[&flush]);
+        }
+        let start = std::time::Instant::now();
+        loop {
+            let waiting = self.shared.links.iter().enumerate().find(|(k, l)| {
+                // SYNC POINT link-flush (acquire side): pairs with the NIC.
+                !self.peers[*k].gone
+                    && l.state.load(Ordering::Acquire) == UP
+                    && l.flushed.load(Ordering::Acquire) < round
+            });
+            let Some((_, link)) = waiting else {
+                return Ok(());
+            };
+            if start.elapsed() > timeout {
+                return Err(ExtractError::Network(NetError::Io {
+                    rank: link.rank,
+                    op: "flush at close",
+                    msg: format!("no answer in {timeout:?}"),
+                }));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 }

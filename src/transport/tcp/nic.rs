@@ -39,6 +39,8 @@ pub(crate) struct Link {
     pub(crate) rank: Rank,
     pub(crate) state: AtomicU32,
     pub(crate) error: Mutex<Option<NetError>>,
+    /// The latest flush round the peer sent (its earlier records applied).
+    pub(crate) flushed: AtomicU64,
 }
 
 /// Where the NIC may write besides the rings: the rank's one-sided window
@@ -85,6 +87,7 @@ impl Shared {
                     rank,
                     state: AtomicU32::new(UP),
                     error: Mutex::new(None),
+                    flushed: AtomicU64::new(0),
                 })
                 .collect(),
             alerts: AtomicU64::new(0),
@@ -351,6 +354,13 @@ impl Conn {
                 })
             }
             wire::BYE if len == 0 => Err(Stop::Bye),
+            wire::FLUSH if len == 0 => {
+                // SYNC POINT link-flush (release side): every record before
+                // this one has been applied (records apply in order).
+                sh.links[self.k].flushed.store(h.offset, Ordering::Release);
+                sh.ring_bell();
+                Ok(Want::Header)
+            }
             k => bad(format!("unknown record kind {k} (len {len})")),
         }
     }

@@ -300,3 +300,52 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
         "the rogue could not authenticate"
     );
 }
+
+#[test]
+fn quiesce_waits_for_what_peers_sent_before_their_flush() {
+    let mut tr = trio();
+    // Rank 1 sends its flush marker (what its own quiesce starts with).
+    let Trio { t, fake, _windows } = tr;
+    let [mut t0, mut t1] = t;
+    let [mut f0, f1] = fake;
+    let flush1 = RecordHeader {
+        kind: wire::FLUSH,
+        len: 0,
+        offset: 1,
+    }
+    .encode();
+    assert!(t1.send(0, &[&flush1]));
+    // The fake rank 2 sends a fragment late, then its flush.
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let msg = b"late but sent before the flush";
+        let mut t = crate::ring::Trailer::default();
+        t.body.header = header(2, msg.len() as u32);
+        t.stamp = 1;
+        let rec = RecordHeader {
+            kind: wire::RING,
+            len: (msg.len() + TRAILER_BYTES) as u32,
+            offset: geo().write_start(0, msg.len()),
+        };
+        f0.write_all(&rec.encode()).unwrap();
+        f0.write_all(msg).unwrap();
+        f0.write_all(&t.to_bytes()).unwrap();
+        let flush = RecordHeader {
+            kind: wire::FLUSH,
+            len: 0,
+            offset: 1,
+        };
+        f0.write_all(&flush.encode()).unwrap();
+        f0
+    });
+    t0.quiesce(Duration::from_secs(20)).unwrap();
+    let f = t0.poll().expect("landed before quiesce returned").unwrap();
+    assert_eq!(f.header.src, 2);
+    t0.release(&f.token);
+    tr = Trio {
+        t: [t0, t1],
+        fake: [late.join().unwrap(), f1],
+        _windows,
+    };
+    still_talking(&mut tr);
+}

@@ -10,6 +10,7 @@
 //! | `PUT` | write into our one-sided window area | byte in the area | the data |
 //! | `PUT_U64` | atomic Release store of a word in the window area | byte in the area (8-aligned) | the word |
 //! | `BYE` | the peer is leaving cleanly | 0 | none |
+//! | `FLUSH` | everything the peer sent before has been applied | round | none |
 
 #![allow(unsafe_code)]
 
@@ -29,6 +30,8 @@ pub(crate) const PUT: u8 = 3;
 pub(crate) const PUT_U64: u8 = 4;
 /// A clean goodbye.
 pub(crate) const BYE: u8 = 5;
+/// A flush marker (closing): all earlier records of the peer are applied.
+pub(crate) const FLUSH: u8 = 6;
 
 /// A record header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
