@@ -7,7 +7,7 @@
 //!
 //! Layouts, all ranks as threads of this process (the others sleep):
 //! - `shm, 1 rank`: one receive queue;
-//! - `shm, 2 ranks`: two receive queues;
+//! - `shm, 2 ranks` / `shm, 4 ranks`: two / four receive queues;
 //! - `shm 2 + tcp 2`: 4 ranks as 2 "hosts" of 2 (host identities set per
 //!   rank, rendezvous on the loopback): rank 0 polls 2 shm queues and the
 //!   rings of its 2 TCP peers;
@@ -41,6 +41,7 @@ fn med(mut v: Vec<f64>) -> f64 {
 enum Layout {
     Shm1,
     Shm2,
+    Shm4,
     ShmTcp,
     TcpForced,
 }
@@ -56,6 +57,7 @@ fn measure(layout: Layout, args: &Args) -> Result<f64, Box<dyn std::error::Error
     let ranks = match layout {
         Layout::Shm1 => 1,
         Layout::Shm2 => 2,
+        Layout::Shm4 => 4,
         Layout::ShmTcp | Layout::TcpForced => 4,
     };
     let root = format!("127.0.0.1:{}", free_port());
@@ -110,19 +112,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "# empty extract (ns, median of {} runs of {} calls)",
         args.runs, args.iters
     );
+    println!("# ratios: against shm alone with the same number of polled words (4)");
     let mut base = 0.0;
     for (layout, name) in [
         (Layout::Shm1, "shm, 1 rank (1 queue)"),
         (Layout::Shm2, "shm, 2 ranks (2 queues)"),
+        (Layout::Shm4, "shm, 4 ranks (4 queues)"),
         (Layout::ShmTcp, "shm 2 queues + tcp 2 rings"),
         (Layout::TcpForced, "shm 1 queue + tcp 3 rings (forced)"),
     ] {
         let ns = measure(layout, &args)?;
-        if layout == Layout::Shm2 {
+        if layout == Layout::Shm4 {
             base = ns;
         }
-        let ratio = if base > 0.0 {
-            format!("{:.2}x shm 2 ranks", ns / base)
+        let ratio = if base > 0.0 && matches!(layout, Layout::ShmTcp | Layout::TcpForced) {
+            format!("{:.2}x shm 4 ranks", ns / base)
         } else {
             String::new()
         };
