@@ -58,3 +58,7 @@ pub use crate::error::Error;
 #[cfg(not(loom))]
 pub use crate::handler::HandlerResult;
 pub use crate::id::{HandlerId, Rank, WindowId};
+/// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use crate::sync::mutant;

@@ -17,6 +17,19 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+/// Test-and-set of a 0/1 flag: set it to 1 and return what it held.
+///
+/// A `compare_exchange(0, 1)` rather than a `swap(1)`: the same result and
+/// the same final flag, and on x86 the same one locked instruction; loom
+/// checks it exactly, whereas it mis-orders a `swap` that races with a
+/// plain store (the receiver's release; tokio-rs/loom#254), so the shipped
+/// and the model-checked operation are the same one.
+#[inline(always)]
+pub(crate) fn test_and_set(flag: &AtomicU32, order: Ordering) -> u32 {
+    flag.compare_exchange(0, 1, order, Ordering::Relaxed)
+        .unwrap_or_else(|held| held)
+}
+
 /// Spin-loop hint (the CPU's `pause`); under loom, a yield point.
 #[inline(always)]
 pub(crate) fn spin_loop() {
@@ -64,6 +77,107 @@ impl<T> UnsafeCell<T> {
     #[inline(always)]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
+    }
+}
+
+/// Seeded mutants: the loom suite's proof that each model can fail.
+///
+/// A handful of spots in the queue, credit and doorbell code ask
+/// [`on`](mutant::on) whether one named bug should be planted there (an
+/// ordering weakened, a fence or a check left out). Outside `--cfg loom`
+/// `on` is a `const fn` returning `false` and [`weaken`](mutant::weaken)
+/// returns its ordering unchanged, so every seeded spot compiles to exactly
+/// the code it had before. Under loom a test switches one mutant on for the
+/// current thread (loom runs a whole model on the calling thread), runs the
+/// model and asserts that loom reports a failure.
+#[cfg_attr(loom, doc(hidden))]
+pub mod mutant {
+    use super::Ordering;
+
+    /// The seeded bugs, one per seeded spot.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Mutant {
+        /// `FreeList::claim`: test-and-set replaced by a load then a store.
+        FreeListPlainTas,
+        /// `FreeList::release`: the in-use clear is Relaxed, not Release.
+        FrameReleaseRelaxed,
+        /// `RecvQueue::publish`: the stamp store is Relaxed, not Release.
+        PublishRelaxed,
+        /// `RecvQueue::publish` (shared): no wait for the recycle stamp.
+        PublishSkipsRecycleWait,
+        /// `RecvQueue::recycle`: the recycle stamp is Relaxed, not Release.
+        RecycleRelaxed,
+        /// `CreditLine::read`: Relaxed, not Acquire.
+        CreditReadRelaxed,
+        /// `CreditWindow::try_take`: `<=` instead of `<` (one credit too many).
+        CreditTakeOffByOne,
+        /// `CreditReturn::take_publish`: returns the previous total.
+        CreditPublishStale,
+        /// `Doorbell::sleep`: no SeqCst fence after announcing the sleep.
+        SleeperNoFence,
+        /// `Doorbell::ring`: no SeqCst fence before checking for a sleeper.
+        WakerNoFence,
+    }
+
+    #[cfg(loom)]
+    std::thread_local! {
+        static ACTIVE: core::cell::Cell<Option<Mutant>> = const { core::cell::Cell::new(None) };
+    }
+
+    /// Whether mutant `m` is switched on (never, outside loom).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) const fn on(_m: Mutant) -> bool {
+        false
+    }
+
+    /// Whether mutant `m` is switched on for this thread.
+    #[cfg(loom)]
+    #[inline]
+    pub(crate) fn on(m: Mutant) -> bool {
+        ACTIVE.with(|a| a.get() == Some(m))
+    }
+
+    /// `order` (outside loom, always).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) const fn weaken(_m: Mutant, order: Ordering) -> Ordering {
+        order
+    }
+
+    /// `order`, or `Relaxed` while mutant `m` is on.
+    #[cfg(loom)]
+    #[inline]
+    pub(crate) fn weaken(m: Mutant, order: Ordering) -> Ordering {
+        if on(m) {
+            Ordering::Relaxed
+        } else {
+            order
+        }
+    }
+
+    /// The mutant switched on for this thread, if any.
+    #[cfg(loom)]
+    pub fn active() -> Option<Mutant> {
+        ACTIVE.with(|a| a.get())
+    }
+
+    /// Run `f` with mutant `m` switched on for the current thread (and
+    /// switched off again when `f` returns or panics).
+    #[cfg(loom)]
+    pub fn with<R>(m: Mutant, f: impl FnOnce() -> R) -> R {
+        struct Off;
+        impl Drop for Off {
+            fn drop(&mut self) {
+                ACTIVE.with(|a| a.set(None));
+            }
+        }
+        ACTIVE.with(|a| {
+            assert_eq!(a.get(), None, "one mutant at a time");
+            a.set(Some(m));
+        });
+        let _off = Off;
+        f()
     }
 }
 

@@ -13,6 +13,7 @@
 //! or in process memory; under loom the futex is modelled by a mutex and a
 //! condition variable, which loom checks for lost wake-ups.
 
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{fence, AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -48,8 +49,10 @@ impl Doorbell {
         self.sleeping.store(1, Ordering::Relaxed);
         // SYNC POINT doorbell (sleeper side): the SeqCst fence orders our
         // `sleeping = 1` before the re-check of the queues; pairs with the
-        // fence in `ring`.
-        fence(Ordering::SeqCst);
+        // fence in `ring`. (MUTANT SleeperNoFence, loom only: no fence.)
+        if !mutant::on(Mutant::SleeperNoFence) {
+            fence(Ordering::SeqCst);
+        }
         if has_work() {
             self.sleeping.store(0, Ordering::Relaxed);
             return false;
@@ -65,7 +68,10 @@ impl Doorbell {
     pub fn ring(&self) {
         // SYNC POINT doorbell (waker side): orders the publication before
         // reading `sleeping`; pairs with the fence in `sleep`.
-        fence(Ordering::SeqCst);
+        // (MUTANT WakerNoFence, loom only: no fence.)
+        if !mutant::on(Mutant::WakerNoFence) {
+            fence(Ordering::SeqCst);
+        }
         if self.sleeping.load(Ordering::Relaxed) != 0 {
             // Release: a sleeper that sees the new word also sees the work.
             self.word.fetch_add(1, Ordering::Release);

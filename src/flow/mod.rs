@@ -19,6 +19,7 @@
 //! released count, and a receiver that keeps releasing always lets a waiting
 //! sender continue.
 
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Sender-side credit state for one destination.
@@ -58,7 +59,9 @@ impl CreditWindow {
     /// Take one credit if one is known to be available.
     #[inline]
     pub fn try_take(&mut self) -> bool {
-        if self.sent - self.returned < self.window {
+        // (MUTANT CreditTakeOffByOne, loom only: one credit too many.)
+        let slack = u64::from(mutant::on(Mutant::CreditTakeOffByOne));
+        if self.sent - self.returned < self.window + slack {
             self.sent += 1;
             true
         } else {
@@ -111,7 +114,12 @@ impl CreditReturn {
         if self.released == self.published {
             None
         } else {
+            let before = self.published;
             self.published = self.released;
+            if mutant::on(Mutant::CreditPublishStale) {
+                // MUTANT CreditPublishStale (loom only): the old total.
+                return Some(before);
+            }
             Some(self.released)
         }
     }
@@ -152,7 +160,9 @@ impl CreditLine {
     #[inline]
     pub fn read(&self) -> u64 {
         // SYNC POINT credit-return (acquire side): pairs with `publish`.
-        self.returned.load(Ordering::Acquire)
+        // (MUTANT CreditReadRelaxed, loom only: Relaxed.)
+        let order = mutant::weaken(Mutant::CreditReadRelaxed, Ordering::Acquire);
+        self.returned.load(order)
     }
 }
 

@@ -7,6 +7,7 @@
 //! (O(1) under fair scheduling).
 
 use super::FrameStore;
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{self, AtomicU64, Ordering};
 
 /// The free list of one receive queue, over some frame storage.
@@ -47,7 +48,18 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
             // SYNC POINT frame-release (acquire side): pairs with the Release
             // store in `release`, so the receiver's reads of the frame's last
             // contents happen before our writes.
-            if self.frames.in_use(frame).swap(1, Ordering::Acquire) == 0 {
+            let in_use = self.frames.in_use(frame);
+            let was = if mutant::on(Mutant::FreeListPlainTas) {
+                // MUTANT FreeListPlainTas (loom only): test, then set.
+                let was = in_use.load(Ordering::Acquire);
+                if was == 0 {
+                    in_use.store(1, Ordering::Relaxed);
+                }
+                was
+            } else {
+                sync::test_and_set(in_use, Ordering::Acquire)
+            };
+            if was == 0 {
                 return frame;
             }
             walked += 1;
@@ -64,7 +76,9 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
     /// Give `frame` back once its contents have been read.
     pub fn release(&self, frame: u32) {
         // SYNC POINT frame-release (release side): pairs with the Acquire
-        // swap in `claim`; our reads of the frame happen before its reuse.
-        self.frames.in_use(frame).store(0, Ordering::Release);
+        // test-and-set in `claim`; our reads of the frame happen before its reuse.
+        // (MUTANT FrameReleaseRelaxed, loom only: Relaxed.)
+        let order = mutant::weaken(Mutant::FrameReleaseRelaxed, Ordering::Release);
+        self.frames.in_use(frame).store(0, order);
     }
 }

@@ -21,6 +21,7 @@
 #![allow(unsafe_code)]
 
 use crate::frame::FragHeader;
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{self, AtomicU64, Ordering, UnsafeCell};
 
 /// Payload bytes that travel inside the slot itself.
@@ -138,10 +139,11 @@ impl<'a> RecvQueue<'a> {
     #[inline]
     pub fn publish(&self, pos: u64, body: &SlotBody) {
         let slot = &self.slots[(pos & self.mask) as usize];
-        if self.shared {
+        // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
+        if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
             let mut spins = 0u32;
             // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-            // Release recycle store in `try_pop`; its reads of the previous
+            // Release recycle store in `recycle`; its reads of the previous
             // lap's body happen before our write below.
             while slot.seq.load(Ordering::Acquire) != pos {
                 spins += 1;
@@ -162,9 +164,10 @@ impl<'a> RecvQueue<'a> {
             unsafe { p.write(*body) }
         });
         // SYNC POINT rq-publish (release side): pairs with the Acquire load
-        // in `try_pop`; the body written above is visible to the consumer
-        // that sees the new stamp.
-        slot.seq.store(pos + 1, Ordering::Release);
+        // in `try_pop_with` and in `Watch::ready`; the body written above is
+        // visible to the consumer that sees the new stamp. (MUTANT PublishRelaxed, loom only: Relaxed.)
+        let order = mutant::weaken(Mutant::PublishRelaxed, Ordering::Release);
+        slot.seq.store(pos + 1, order);
     }
 
     /// Read the entry at position `head`, if it has been published, through
@@ -223,6 +226,22 @@ impl<'a> RecvQueue<'a> {
         }
     }
 
+    /// Read the entry at `head` through `read`, for a consumer whose
+    /// [`Watch`] on `head` has just fired: that Acquire load is what makes
+    /// the descriptor visible, so the stamp is not loaded again. Otherwise
+    /// as [`try_pop_with`](Self::try_pop_with).
+    #[inline]
+    pub fn read_watched<R>(&self, head: u64, read: impl FnOnce(&SlotBody) -> R) -> R {
+        let slot = &self.slots[(head & self.mask) as usize];
+        slot.body.with(|p| {
+            // SAFETY: the caller's watch saw `head + 1` with Acquire (SYNC
+            // POINT rq-publish), so the body is published and ours until we
+            // recycle (shared) or return its credit (dedicated); `p` is valid
+            // and aligned; SlotBody is plain old data.
+            read(unsafe { &*p })
+        })
+    }
+
     /// Shared mode: give the slot of position `pos` back to the producer of
     /// position `pos + capacity()`. Call once per popped position, after the
     /// last read of its descriptor. No-op in dedicated mode.
@@ -231,9 +250,11 @@ impl<'a> RecvQueue<'a> {
         if self.shared {
             // SYNC POINT rq-recycle (release side): pairs with the Acquire
             // wait in `publish`; our reads of the slot happen before reuse.
+            // (MUTANT RecycleRelaxed, loom only: Relaxed.)
+            let order = mutant::weaken(Mutant::RecycleRelaxed, Ordering::Release);
             self.slots[(pos & self.mask) as usize]
                 .seq
-                .store(pos + self.capacity(), Ordering::Release);
+                .store(pos + self.capacity(), order);
         }
     }
 
@@ -315,7 +336,8 @@ impl<'a> Watch<'a> {
     /// Whether the watched slot has been published.
     #[inline(always)]
     pub fn ready(&self) -> bool {
-        // SYNC POINT rq-publish (acquire side), as in `RecvQueue::try_pop`.
+        // SYNC POINT rq-publish (acquire side): pairs with the Release stamp
+        // store in `RecvQueue::publish`; `read_watched` relies on it.
         self.stamp.load(Ordering::Acquire) == self.want
     }
 }

@@ -466,32 +466,18 @@ impl ShmTransport {
         let n = self.rx.len();
         let rq = &mut self.rx[qi];
         let pos = rq.head;
-        let read = rq.q.try_pop_with(pos, |b| Popped {
+        // The watch on `pos` has just fired (its Acquire load published the
+        // slot), so the descriptor is read without loading the stamp again.
+        let p = rq.q.read_watched(pos, |b| Popped {
             header: b.header,
             frame: b.frame,
             inline: b.inline.as_ptr(),
         });
-        match read {
-            Ok(Some(p)) => {
-                rq.head += 1;
-                rq.q.prefetch(pos + PREFETCH_AHEAD);
-                rq.watch = rq.q.watch(rq.head);
-                self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
-                self.decode(qi, pos, p)
-            }
-            Ok(None) => unreachable!("the watch said published"),
-            Err(c) => {
-                // Take the queue out of service: report once, never again.
-                rq.watch = Watch::never(rq.q.watch(rq.head).stamp_ref());
-                let sender = rq.sole_sender.map(|s| self.rank_of_smt[s as usize]);
-                Err(ProtocolError::QueueCorrupt {
-                    queue: qi as u32,
-                    sender,
-                    head: c.head,
-                    seq: c.seq,
-                })
-            }
-        }
+        rq.head += 1;
+        rq.q.prefetch(pos + PREFETCH_AHEAD);
+        rq.watch = rq.q.watch(rq.head);
+        self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
+        self.decode(qi, pos, p)
     }
 }
 
