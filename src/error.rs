@@ -106,6 +106,17 @@ pub enum ProtocolError {
         /// Queue index.
         queue: u32,
     },
+    /// A ring slot's stamp is from neither this lap nor the last (network
+    /// rings): the ring is taken out of service.
+    #[error("receive ring of rank {src} is corrupt: stamp {stamp} at position {head}; the ring is taken out of service")]
+    RingCorrupt {
+        /// The rank that writes the ring.
+        src: u32,
+        /// Reader position.
+        head: u64,
+        /// Stamp found.
+        stamp: u64,
+    },
     /// A system (control) message had an unexpected shape.
     #[error("control message from rank {src} is malformed: {what}")]
     BadControl {
@@ -254,9 +265,12 @@ pub enum StartError {
     /// Shared-memory segment trouble.
     #[error(transparent)]
     Segment(#[from] SegmentError),
-    /// Network transport trouble.
-    #[error("network transport: {0}")]
-    Network(String),
+    /// Network start-up trouble (rendezvous, connections, authentication).
+    #[error(transparent)]
+    Network(#[from] ConnectError),
+    /// The RDMA verbs backend could not start.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
     /// Two handlers were registered under one name.
     #[error("handler name {name:?} registered twice (ids {first} and {second})")]
     DuplicateHandler {
@@ -425,12 +439,150 @@ pub enum ExtractError {
         /// Its pid.
         pid: u32,
     },
-    /// A network peer failed.
-    #[error("network transport: {0}")]
-    Network(String),
+    /// A network peer failed or broke the wire protocol.
+    #[error(transparent)]
+    Network(#[from] NetError),
     /// The job's supervisor asked every rank to give up (another rank failed).
     #[error("aborted: another rank of the job failed")]
     Aborted,
+}
+
+/// A network peer failed after start-up. The peer is marked gone; other
+/// peers are unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The peer closed its connection without the goodbye record.
+    #[error("rank {rank} closed its connection without saying goodbye{}; it is taken as dead", if *mid_record { ", in the middle of a write record (the partial record was dropped)" } else { "" })]
+    Disconnected {
+        /// The peer.
+        rank: Rank,
+        /// Whether a write record was cut short.
+        mid_record: bool,
+    },
+    /// The peer sent a write record that breaks the wire protocol.
+    #[error("rank {rank} sent a malformed write record ({what}); its connection is closed")]
+    BadRecord {
+        /// The peer.
+        rank: Rank,
+        /// What was wrong.
+        what: String,
+    },
+    /// A socket operation on the peer's connection failed.
+    #[error("connection to rank {rank}: {op} failed: {msg}")]
+    Io {
+        /// The peer.
+        rank: Rank,
+        /// What was attempted.
+        op: &'static str,
+        /// The OS error.
+        msg: String,
+    },
+}
+
+/// Authenticating a network connection failed; the connection is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The first bytes are not fastmsg's greeting.
+    #[error("not a fastmsg peer (greeting {found:#018x})")]
+    BadMagic {
+        /// What was found.
+        found: u64,
+    },
+    /// Another wire version.
+    #[error("wire version {found}, this build speaks {expected}: rebuild every rank with the same fastmsg")]
+    Version {
+        /// Version found.
+        found: u32,
+        /// Version expected.
+        expected: u32,
+    },
+    /// The proof of the job secret did not verify.
+    #[error("wrong job secret (authentication code mismatch)")]
+    BadSecret,
+    /// The peer belongs to another job or names an impossible rank.
+    #[error("peer is {what}")]
+    WrongPeer {
+        /// What was wrong.
+        what: String,
+    },
+    /// The two ends disagree on a setting.
+    #[error(
+        "peer uses {what} = {theirs}, this rank {ours}: start every rank with the same settings"
+    )]
+    Mismatch {
+        /// Which setting.
+        what: &'static str,
+        /// Our value.
+        ours: u64,
+        /// Theirs.
+        theirs: u64,
+    },
+    /// The peer went silent or closed during the handshake.
+    #[error("handshake cut short: {0}")]
+    Io(String),
+}
+
+/// Joining a multi-host job failed: rendezvous, connection set-up or
+/// authentication.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// A socket operation failed.
+    #[error("{op} {peer} failed: {source}")]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// The address or rank concerned.
+        peer: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A peer that should be part of the job failed to authenticate.
+    #[error("authenticating {peer}: {source}")]
+    Handshake {
+        /// The address or rank concerned.
+        peer: String,
+        /// What failed.
+        source: HandshakeError,
+    },
+    /// Peers did not appear in time.
+    #[error("waited {waited:?} for {what}; are all ranks of the job started with the same FASTMSG_ROOT and secret?")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
+    /// The rendezvous produced an impossible job map.
+    #[error("rendezvous: {0}")]
+    Rendezvous(String),
+}
+
+/// The RDMA verbs backend could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerbsError {
+    /// This build has no verbs backend.
+    #[error("FASTMSG_NET=verbs, but fastmsg was built without the `verbs` feature (cargo build --features verbs)")]
+    NotBuilt,
+    /// No RDMA device could be found.
+    #[error("no RDMA device found (ibv_get_device_list: {why}); use FASTMSG_NET=tcp on hosts without RDMA hardware")]
+    NoDevice {
+        /// What rdma-core said.
+        why: String,
+    },
+    /// A verbs call failed.
+    #[error("{call} failed on {device}: {why}")]
+    Call {
+        /// The verbs function.
+        call: &'static str,
+        /// The device name.
+        device: String,
+        /// errno or status.
+        why: String,
+    },
 }
 
 /// Any fastmsg error.

@@ -42,6 +42,7 @@ pub mod frame;
 pub(crate) mod handler;
 pub mod id;
 pub mod queue;
+pub mod ring;
 pub(crate) mod sync;
 #[cfg(not(loom))]
 pub mod transport;
@@ -51,7 +52,7 @@ pub(crate) mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
-    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, WaitPolicy,
+    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode, WaitPolicy,
 };
 pub use crate::error::Error;
 #[cfg(not(loom))]

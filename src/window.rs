@@ -108,6 +108,12 @@ impl WindowArea {
         WindowArea { base, len }
     }
 
+    /// Base address and length (for a network transport that places
+    /// remote puts into this area).
+    pub(crate) fn raw(&self) -> (*mut u8, u64) {
+        (self.base, self.len)
+    }
+
     fn word(&self, at: u64) -> &AtomicU64 {
         assert!(
             at % 8 == 0 && at + 8 <= self.len,

@@ -1,5 +1,12 @@
 //! `fmrun -n N [options] prog args…` — start N ranks of `prog` on this host.
 //!
+//! One host's share of a multi-host job: `fmrun -n N --size S --rank-offset
+//! K --root HOST:PORT --secret S --job ID prog…` starts global ranks
+//! `K .. K+N` of an `S`-rank job on this host; run it once per host (by
+//! hand, ssh, or a script); rank 0's host serves the rendezvous at
+//! `--root`. `--net tcp` forces every pair, also on one host, onto the
+//! network transport (a secret is then generated if none is given).
+//!
 //! Sets the environment each rank reads (`FASTMSG_RANK`, `FASTMSG_SIZE`,
 //! `FASTMSG_LOCAL_RANK`, `FASTMSG_LOCAL_SIZE`, `FASTMSG_JOB`, and the
 //! tuning variables given as options), lets the ranks write straight to its
@@ -47,6 +54,30 @@ struct Args {
     /// Directory of the shared segment.
     #[arg(long, default_value = "/dev/shm", value_name = "DIR")]
     shm_dir: String,
+    /// Ranks in the whole job, over all hosts (default: -n).
+    #[arg(long, value_name = "S")]
+    size: Option<u32>,
+    /// Global rank of this host's first rank.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    rank_offset: u32,
+    /// Where rank 0 serves the rendezvous (needed when ranks span hosts).
+    #[arg(long, value_name = "HOST:PORT")]
+    root: Option<String>,
+    /// The job secret every connection proves (default: FASTMSG_SECRET,
+    /// else a fresh random one for a one-host job).
+    #[arg(long, value_name = "SECRET")]
+    secret: Option<String>,
+    /// Job id, the same on every host (default: a fresh one; needed when
+    /// ranks span hosts).
+    #[arg(long, value_name = "ID")]
+    job: Option<String>,
+    /// This host's identity (FASTMSG_HOST; default: the host name).
+    #[arg(long, value_name = "NAME")]
+    host_id: Option<String>,
+    /// Transport between ranks: auto (shm on a host, tcp between hosts),
+    /// tcp or verbs (every pair over the network, like UCX_TLS).
+    #[arg(long, value_name = "NET", value_parser = ["auto", "tcp", "verbs"])]
+    net: Option<String>,
     /// Program and its arguments.
     #[arg(required = true, value_name = "PROG")]
     command: Vec<String>,
@@ -111,6 +142,13 @@ fn remove_segments(dir: &str, job: &str) {
     }
 }
 
+/// A fresh job secret: 128 random bits, hex.
+fn fresh_secret() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.ranks == 0 {
@@ -126,19 +164,54 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let size = args.size.unwrap_or(args.ranks);
+    let spans_hosts = size != args.ranks;
+    if args
+        .rank_offset
+        .checked_add(args.ranks)
+        .is_none_or(|e| e > size)
+    {
+        eprintln!(
+            "fmrun: ranks {} .. {} do not fit a job of --size {size}",
+            args.rank_offset,
+            u64::from(args.rank_offset) + u64::from(args.ranks)
+        );
+        return ExitCode::from(2);
+    }
+    if spans_hosts && (args.root.is_none() || args.job.is_none()) {
+        eprintln!("fmrun: a job spanning hosts (--size > -n) needs --root HOST:PORT and --job ID, the same on every host");
+        return ExitCode::from(2);
+    }
+    let env_secret = std::env::var("FASTMSG_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let secret = match args.secret.clone().or(env_secret) {
+        Some(s) => Some(s),
+        None if spans_hosts || args.root.is_some() => {
+            eprintln!(
+                "fmrun: a network job needs --secret (or FASTMSG_SECRET), the same on every host"
+            );
+            return ExitCode::from(2);
+        }
+        None => Some(fresh_secret()),
+    };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let job = format!("fm{}-{:08x}", std::process::id(), nanos);
+    let job = args
+        .job
+        .clone()
+        .unwrap_or_else(|| format!("fm{}-{:08x}", std::process::id(), nanos));
     install_handlers();
     let mut live: Vec<(u32, libc::pid_t)> = Vec::new();
     let mut code = 0;
-    for rank in 0..args.ranks {
+    for local in 0..args.ranks {
+        let rank = args.rank_offset + local;
         let mut cmd = Command::new(&args.command[0]);
         cmd.args(&args.command[1..])
             .env("FASTMSG_RANK", rank.to_string())
-            .env("FASTMSG_SIZE", args.ranks.to_string())
-            .env("FASTMSG_LOCAL_RANK", rank.to_string())
+            .env("FASTMSG_SIZE", size.to_string())
+            .env("FASTMSG_LOCAL_RANK", local.to_string())
             .env("FASTMSG_LOCAL_SIZE", args.ranks.to_string())
             .env("FASTMSG_JOB", &job)
             .env("FASTMSG_SHM_DIR", &args.shm_dir);
@@ -148,6 +221,10 @@ fn main() -> ExitCode {
             ("FASTMSG_CREDITS", args.credits.map(|v| v.to_string())),
             ("FASTMSG_FRAME_SIZE", args.frame_size.map(|v| v.to_string())),
             ("FASTMSG_TIMEOUT", args.timeout.map(|v| v.to_string())),
+            ("FASTMSG_ROOT", args.root.clone()),
+            ("FASTMSG_SECRET", secret.clone()),
+            ("FASTMSG_HOST", args.host_id.clone()),
+            ("FASTMSG_NET", args.net.clone()),
         ];
         for (k, v) in opts {
             if let Some(v) = v {

@@ -61,6 +61,31 @@ fn need(name: &'static str) -> Result<u32, ConfigError> {
     })
 }
 
+/// This host's identity: `FASTMSG_HOST` if set (to tell apart "hosts"
+/// that share a kernel, such as network namespaces), else the host name.
+/// File-name safe: it is part of the shared segment's name.
+pub fn host_identity() -> String {
+    if let Some(h) = var("FASTMSG_HOST") {
+        return sanitize(&h);
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is valid for its length; gethostname NUL-terminates
+    // within it on success.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    let name = if r == 0 {
+        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    } else {
+        String::new()
+    };
+    if name.is_empty() {
+        "0".into()
+    } else {
+        sanitize(&name)
+    }
+}
+
 /// Keep only characters that are safe in a file name.
 pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
@@ -108,7 +133,7 @@ impl JobInfo {
                 local_rank: num("FASTMSG_LOCAL_RANK")?.unwrap_or(rank),
                 local_size: num("FASTMSG_LOCAL_SIZE")?.unwrap_or(size),
                 job: sanitize(&job),
-                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                host: host_identity(),
                 launcher: Launcher::Fmrun,
             }
         } else if let Some(rank) = num("OMPI_COMM_WORLD_RANK")? {
@@ -122,7 +147,7 @@ impl JobInfo {
                 local_rank: need("OMPI_COMM_WORLD_LOCAL_RANK")?,
                 local_size: need("OMPI_COMM_WORLD_LOCAL_SIZE")?,
                 job: sanitize(&format!("ompi-{job}")),
-                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                host: host_identity(),
                 launcher: Launcher::OpenMpi,
             }
         } else if let Some(rank) = num("SLURM_PROCID")? {
@@ -149,7 +174,7 @@ impl JobInfo {
                 local_rank,
                 local_size: per_node,
                 job: sanitize(&job),
-                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                host: host_identity(),
                 launcher: Launcher::Slurm,
             }
         } else if let Some(rank) = num("PMI_RANK")? {
@@ -169,7 +194,7 @@ impl JobInfo {
                         .or_else(|| var("PMI_JOBID"))
                         .unwrap_or_else(|| "0".into())
                 )),
-                host: sanitize(&var("FASTMSG_HOST").unwrap_or_else(|| "0".into())),
+                host: host_identity(),
                 launcher: Launcher::Pmi,
             }
         } else {

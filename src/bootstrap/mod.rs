@@ -3,10 +3,15 @@
 //! Read from the launcher's environment ([`JobInfo::from_env`]): `fmrun`
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
-//! (`PMI_RANK`, `PMI_SIZE`). [`threads`] runs several ranks as threads of
+//! (`PMI_RANK`, `PMI_SIZE`). Jobs spanning hosts meet at a [`rendezvous`]
+//! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
+//! the job secret ([`auth`]). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
 
+pub(crate) mod auth;
 mod env;
+pub(crate) mod hosts;
+pub mod rendezvous;
 pub mod threads;
 
-pub use env::{JobInfo, Launcher};
+pub use env::{host_identity, JobInfo, Launcher};

@@ -1,4 +1,13 @@
 //! [`EndpointBuilder`]: register handlers, then `start`.
+//!
+//! `start` joins the job: a job that needs the network meets at the
+//! rendezvous first (which also says which ranks share this host), then
+//! the shared-memory transport attaches to the host's segment, then the
+//! network transport connects to the other peers by rank order. The
+//! network transport goes first in the endpoint's transport list: its NIC
+//! thread writes into the segment, so it must be dropped before it.
+
+#![allow(unsafe_code)]
 
 use super::config::Config;
 use super::control::OP_TABLE;
@@ -6,11 +15,15 @@ use super::core::{Core, CoreSetup};
 use super::net::Net;
 use super::wait::{WaitConfig, Waiter};
 use super::{Ctx, Endpoint, Message, Piece};
+use crate::bootstrap::hosts;
+use crate::endpoint::NetMode;
 use crate::error::{ConfigError, StartError};
 use crate::handler::{encode_table, HandlerResult, Registry};
 use crate::id::{HandlerId, Rank, WindowId};
 use crate::transport::shm::{ShmJob, ShmTransport};
-use crate::transport::AnyTransport;
+use crate::transport::tcp::mesh::{self, MeshJob};
+use crate::transport::tcp::{NetTargets, TcpTransport};
+use crate::transport::{AnyTransport, Transport};
 use crate::window::WindowTable;
 use std::future::Future;
 use std::rc::Rc;
@@ -139,16 +152,18 @@ impl EndpointBuilder {
         } = self;
         config.validate()?;
         registry.check_unique()?;
-        let job = &config.job;
-        if job.local_size != job.size {
-            return Err(StartError::Config(ConfigError::Invalid {
-                what: "job layout",
-                why: format!(
-                    "{} of {} ranks are on this host; multi-host jobs need a network transport (not built)",
-                    job.local_size, job.size
-                ),
-            }));
+        let mut job = config.job.clone();
+        if config.net.mode == NetMode::Verbs {
+            // Fail at once on a host without RDMA (or a build without it).
+            crate::transport::verbs::probe()?;
         }
+        // A job that needs the network meets at the rendezvous first: the
+        // job table says which ranks share this host.
+        let plan = if hosts::needs_network(&config) {
+            Some(hosts::meet(&config, &mut job)?)
+        } else {
+            None
+        };
         let sleeps = WaitConfig::sleeps(config.wait);
         let shm = ShmTransport::connect(
             &ShmJob {
@@ -168,11 +183,79 @@ impl EndpointBuilder {
         )?;
         let my_window = shm.own_window();
         let local = shm.local_ranks();
-        let route = vec![0u8; job.size as usize];
-        let net = Net::new(vec![AnyTransport::Shm(shm)], route);
+        let mut transports = Vec::new();
+        let mut route = vec![0u8; job.size as usize];
+        let mut net_peers = Vec::new();
+        if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
+            let mesh_job = MeshJob {
+                me: job.rank,
+                size: job.size,
+                job: &job.job,
+                secret: &plan.secret,
+                params: [
+                    u64::from(plan.geometry.slots),
+                    u64::from(plan.geometry.slot_bytes),
+                ],
+                timeout: config.timeout,
+            };
+            let links = mesh::connect(&plan.listener, &mesh_job, &plan.peers)?;
+            let targets = NetTargets {
+                window: my_window.raw(),
+                bell: if sleeps { shm.doorbell() } else { None },
+            };
+            if config.net.mode == NetMode::Verbs {
+                #[cfg(feature = "verbs")]
+                {
+                    // SAFETY: the window area lives in the shm segment, which
+                    // outlives this transport (placed before `shm` below).
+                    let v = unsafe {
+                        crate::transport::VerbsTransport::new(
+                            job.rank,
+                            job.size,
+                            plan.geometry,
+                            links,
+                            targets,
+                        )
+                    }?;
+                    net_peers = v.peers();
+                    transports.push(AnyTransport::Verbs(v));
+                }
+            } else {
+                // SAFETY: the window area and the doorbell live in the shm
+                // segment, which `shm` keeps mapped; the network transport
+                // is placed before `shm` in the transport list, so it is
+                // dropped (and its NIC thread joined) first.
+                let tcp =
+                    unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
+                        .map_err(|source| crate::error::ConnectError::Io {
+                            op: "start the NIC thread for",
+                            peer: format!("rank {}", job.rank),
+                            source,
+                        })?;
+                net_peers = tcp.peers();
+                transports.push(AnyTransport::Tcp(tcp));
+            }
+        }
+        let has_network = !transports.is_empty();
+        let shm_index = transports.len() as u8;
+        for r in &local {
+            route[r.index()] = shm_index;
+        }
+        // Peers reached over the network (other hosts; with FASTMSG_NET
+        // forced, this host's too): the network transport, first in the
+        // list.
+        for r in &net_peers {
+            route[r.index()] = 0;
+        }
+        transports.push(AnyTransport::Shm(shm));
+        let net = Net::new(transports, route);
         let mut names = registry.names().to_vec();
         names.extend(windows.describe());
-        let wait = WaitConfig::resolve(config.wait, job.local_size);
+        // A network transport adds a NIC thread per rank: with those, the
+        // host may have more runnable threads than cores, and a rank that
+        // spins would keep its NIC thread from running.
+        let nic_threads = if has_network { job.local_size } else { 0 };
+        let wait = WaitConfig::resolve(config.wait, job.local_size + nic_threads);
         let setup = CoreSetup {
             wait,
             abort: config.abort.clone(),

@@ -8,6 +8,7 @@ use super::wait::WaitPolicy;
 use crate::bootstrap::JobInfo;
 use crate::error::ConfigError;
 use crate::transport::shm::ShmConfig;
+use crate::transport::tcp::NetRingConfig;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ pub struct Config {
     pub job: JobInfo,
     /// Shared-memory transport settings.
     pub shm: ShmConfig,
+    /// Network transport settings (multi-host jobs, `FASTMSG_NET`).
+    pub net: NetConfig,
     /// How to wait when idle.
     pub wait: WaitPolicy,
     /// How long start-up may wait for peers.
@@ -30,6 +33,50 @@ pub struct Config {
     /// Set by a supervisor to make blocking calls give up
     /// (`ExtractError::Aborted`); used by [`crate::bootstrap::threads`].
     pub abort: Option<Arc<AtomicBool>>,
+}
+
+/// Which transport carries traffic between ranks (`FASTMSG_NET`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NetMode {
+    /// Shared memory between ranks of a host, the network (TCP) between
+    /// hosts.
+    #[default]
+    Auto,
+    /// Every peer over TCP, also on the same host (like `UCX_TLS=tcp`).
+    Tcp,
+    /// Every peer over RDMA verbs (feature `verbs`).
+    Verbs,
+}
+
+impl std::str::FromStr for NetMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "auto" => Ok(NetMode::Auto),
+            "tcp" => Ok(NetMode::Tcp),
+            "verbs" => Ok(NetMode::Verbs),
+            _ => Err(ConfigError::BadEnv {
+                var: "FASTMSG_NET",
+                value: s.to_owned(),
+                why: "expected auto, tcp or verbs".into(),
+            }),
+        }
+    }
+}
+
+/// How ranks on different hosts (or, forced, all ranks) meet and talk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NetConfig {
+    /// The transport choice (`FASTMSG_NET`).
+    pub mode: NetMode,
+    /// Where rank 0 serves the rendezvous, `host:port` (`FASTMSG_ROOT`).
+    /// Needed when ranks span hosts; on one host rank 0 picks a port.
+    pub root: Option<String>,
+    /// The job secret every connection proves (`FASTMSG_SECRET`).
+    pub secret: Option<String>,
+    /// Ring geometry (`FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`).
+    pub rings: NetRingConfig,
 }
 
 fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
@@ -62,6 +109,7 @@ impl Config {
         Config {
             job,
             shm: ShmConfig::default(),
+            net: NetConfig::default(),
             wait: WaitPolicy::Auto,
             timeout: Duration::from_secs(60),
             shm_dir: PathBuf::from("/dev/shm"),
@@ -79,7 +127,9 @@ impl Config {
 
     /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
-    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`) that are set.
+    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, and the network's
+    /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET`,
+    /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`) that are set.
     ///
     /// # Errors
     /// [`ConfigError::BadEnv`] naming the malformed variable.
@@ -103,6 +153,27 @@ impl Config {
         }
         if let Some(t) = env_num("FASTMSG_TIMEOUT")? {
             self.timeout = Duration::from_secs(t);
+        }
+        if let Ok(n) = std::env::var("FASTMSG_NET") {
+            if !n.is_empty() {
+                self.net.mode = n.parse()?;
+            }
+        }
+        if let Ok(r) = std::env::var("FASTMSG_ROOT") {
+            if !r.is_empty() {
+                self.net.root = Some(r);
+            }
+        }
+        if let Ok(k) = std::env::var("FASTMSG_SECRET") {
+            if !k.is_empty() {
+                self.net.secret = Some(k);
+            }
+        }
+        if let Some(n) = env_num("FASTMSG_NET_SLOTS")? {
+            self.net.rings.slots = fits("FASTMSG_NET_SLOTS", n)?;
+        }
+        if let Some(n) = env_num("FASTMSG_NET_SLOT_SIZE")? {
+            self.net.rings.slot_bytes = fits("FASTMSG_NET_SLOT_SIZE", n)?;
         }
         if let Ok(d) = std::env::var("FASTMSG_SHM_DIR") {
             if !d.is_empty() {
@@ -133,6 +204,15 @@ impl Config {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_CREDITS",
                 why: "0 credits can never send".into(),
+            });
+        }
+        if self.net.rings.geometry().is_none() {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE",
+                why: format!(
+                    "{} slots of {} bytes; need a power of two of 4 ..= 65536 slots of a multiple of 64 bytes in 128 ..= 16 MiB",
+                    self.net.rings.slots, self.net.rings.slot_bytes
+                ),
             });
         }
         if self.shm.frame_size < 64 || self.shm.frame_size % 64 != 0 {

@@ -29,7 +29,7 @@ mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::Config;
+pub use self::config::{Config, NetConfig, NetMode};
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
@@ -240,6 +240,11 @@ impl Endpoint {
         let mut waiter = Waiter::new();
         while !core.control.borrow().released {
             core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
+        }
+        // Network transports: wait until what peers sent before closing has
+        // landed here (the release may have overtaken it on another path).
+        for t in &mut core.net.borrow_mut().transports {
+            t.quiesce(std::time::Duration::from_secs(60))?;
         }
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}

@@ -14,9 +14,11 @@ use std::rc::Rc;
 
 fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
     let mut net = ep.core.net.borrow_mut();
-    match &mut net.transports[0] {
-        AnyTransport::Shm(t) => f(t),
-    }
+    let t = net.transports.iter_mut().find_map(|t| match t {
+        AnyTransport::Shm(t) => Some(t),
+        _ => None,
+    });
+    f(t.expect("an shm transport"))
 }
 
 fn whole(src: u32, handler: u32, len: u32) -> SlotBody {

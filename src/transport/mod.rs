@@ -32,6 +32,8 @@
 #![allow(unsafe_code)]
 
 pub mod shm;
+pub mod tcp;
+pub mod verbs;
 
 use crate::error::{ExtractError, ProtocolError, PutError};
 use crate::frame::FragHeader;
@@ -40,6 +42,9 @@ use crate::queue::INLINE_BYTES;
 use crate::wake::Doorbell;
 
 pub use shm::ShmTransport;
+pub use tcp::TcpTransport;
+#[cfg(feature = "verbs")]
+pub use verbs::VerbsTransport;
 
 /// Identifies a polled fragment to its transport for release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -267,20 +272,55 @@ pub trait Transport {
     /// # Errors
     /// [`PutError::PeerGone`] if `dest` is known to be gone.
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError>;
+    /// Closing, once no rank sends any more: return when everything every
+    /// peer sent to this rank before *its* `quiesce` is visible to `poll`.
+    /// Needed where the close barrier's messages may overtake data on
+    /// another path (network transports); a store-based transport has
+    /// nothing to wait for.
+    ///
+    /// # Errors
+    /// A network failure, or [`ExtractError::Network`] if peers do not
+    /// answer within `timeout`.
+    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        let _ = timeout;
+        Ok(())
+    }
 }
 
 /// The transports an endpoint can hold, dispatched statically.
+///
+/// Variants differ in size; they are not boxed because an endpoint holds
+/// one or two of them and boxing would add a pointer chase to every poll.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 #[non_exhaustive]
 pub enum AnyTransport {
     /// Shared memory between ranks of one host.
     Shm(ShmTransport),
+    /// Network rings over TCP (a software NIC).
+    Tcp(TcpTransport),
+    /// Network rings over RDMA verbs.
+    #[cfg(feature = "verbs")]
+    Verbs(VerbsTransport),
 }
 
+#[cfg(not(feature = "verbs"))]
 macro_rules! dispatch {
     ($self:ident, $t:ident => $e:expr) => {
         match $self {
             AnyTransport::Shm($t) => $e,
+            AnyTransport::Tcp($t) => $e,
+        }
+    };
+}
+
+#[cfg(feature = "verbs")]
+macro_rules! dispatch {
+    ($self:ident, $t:ident => $e:expr) => {
+        match $self {
+            AnyTransport::Shm($t) => $e,
+            AnyTransport::Tcp($t) => $e,
+            AnyTransport::Verbs($t) => $e,
         }
     };
 }
@@ -342,5 +382,8 @@ impl Transport for AnyTransport {
     }
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
         dispatch!(self, t => t.put_u64(dest, at, value))
+    }
+    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
+        dispatch!(self, t => t.quiesce(timeout))
     }
 }

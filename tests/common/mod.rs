@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod storm;
+
 /// SplitMix64: a tiny deterministic generator.
 #[derive(Clone, Copy, Debug)]
 pub struct Mix(pub u64);

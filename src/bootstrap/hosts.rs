@@ -1,0 +1,199 @@
+//! Start-up of a job that needs the network: decide whether it does, meet
+//! at the rendezvous, and derive from the job table which ranks share this
+//! host (shared memory) and which are reached over the network.
+//!
+//! - Ranks span hosts (`local size < size`), or `FASTMSG_ROOT` is set: the
+//!   rendezvous at `FASTMSG_ROOT` (rank 0 serves it) — the local rank and
+//!   size then come from the table, whatever the launcher said.
+//! - `FASTMSG_NET=tcp|verbs` on one host without `FASTMSG_ROOT`: rank 0
+//!   listens on the loopback at a port the kernel picks and publishes the
+//!   address in a file beside the shared segment (mode 0600); the others
+//!   read it there.
+
+use super::rendezvous::{self, Member, RendezvousJob};
+use super::JobInfo;
+use crate::endpoint::{Config, NetMode};
+use crate::error::{ConfigError, ConnectError, StartError};
+use crate::id::Rank;
+use crate::ring::RingGeometry;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What the network side of start-up produced.
+#[derive(Debug)]
+pub(crate) struct NetPlan {
+    /// Where this rank's peers connect.
+    pub(crate) listener: TcpListener,
+    /// Peers reached over the network, with their listening addresses.
+    pub(crate) peers: Vec<(Rank, SocketAddr)>,
+    /// The job secret.
+    pub(crate) secret: Vec<u8>,
+    /// Ring geometry.
+    pub(crate) geometry: RingGeometry,
+}
+
+/// Whether this job needs the network at all.
+pub(crate) fn needs_network(config: &Config) -> bool {
+    let job = &config.job;
+    job.size > 1
+        && (job.local_size != job.size
+            || config.net.mode != NetMode::Auto
+            || config.net.root.is_some())
+}
+
+fn root_file(config: &Config) -> PathBuf {
+    config.shm_dir.join(format!(
+        "fastmsg-{}-{}.root",
+        config.job.job, config.job.host
+    ))
+}
+
+fn io(op: &'static str, peer: String) -> impl FnOnce(std::io::Error) -> ConnectError {
+    move |source| ConnectError::Io { op, peer, source }
+}
+
+/// Meet the other ranks; adjust `job`'s local rank and size from the job
+/// table; return the plan for the network transport.
+///
+/// # Errors
+/// A missing secret or root, or any [`ConnectError`].
+pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartError> {
+    let secret = config
+        .net
+        .secret
+        .clone()
+        .ok_or(ConfigError::Invalid {
+            what: "FASTMSG_SECRET",
+            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; with srun or mpirun export FASTMSG_SECRET)".into(),
+        })?
+        .into_bytes();
+    let geometry = config.net.rings.geometry().ok_or(ConfigError::Invalid {
+        what: "FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE",
+        why: "unusable ring geometry".into(),
+    })?;
+    let rjob = RendezvousJob {
+        size: job.size,
+        job: &job.job,
+        secret: &secret,
+        timeout: config.timeout,
+    };
+    let (table, listener) = match &config.net.root {
+        Some(root) => {
+            let addr = rendezvous::resolve(root)?;
+            if job.rank.0 == 0 {
+                let l = TcpListener::bind(addr)
+                    .map_err(io("listen for the rendezvous at", root.clone()))?;
+                let me = Member {
+                    rank: job.rank,
+                    host: job.host.clone(),
+                    addr,
+                };
+                (rendezvous::serve(&l, me, &rjob)?, l)
+            } else {
+                rendezvous::join(addr, job.rank, &job.host, &rjob)?
+            }
+        }
+        None if job.local_size != job.size => {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_ROOT",
+                why: format!(
+                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank",
+                    job.size - job.local_size,
+                    job.size
+                ),
+            }
+            .into())
+        }
+        None => local_rendezvous(config, job, &rjob)?,
+    };
+    let my_host = table[job.rank.index()].host.clone();
+    let local: Vec<Rank> = table
+        .iter()
+        .filter(|m| m.host == my_host)
+        .map(|m| m.rank)
+        .collect();
+    job.local_size = local.len() as u32;
+    job.local_rank = local
+        .iter()
+        .position(|&r| r == job.rank)
+        .expect("we are in the table") as u32;
+    let forced = config.net.mode != NetMode::Auto;
+    let peers = table
+        .iter()
+        .filter(|m| m.rank != job.rank && (forced || m.host != my_host))
+        .map(|m| (m.rank, m.addr))
+        .collect();
+    Ok(NetPlan {
+        listener,
+        peers,
+        secret,
+        geometry,
+    })
+}
+
+/// The rendezvous of a one-host job forced onto the network: rank 0 on the
+/// loopback, its address in a file beside the shared segment.
+fn local_rendezvous(
+    config: &Config,
+    job: &JobInfo,
+    rjob: &RendezvousJob<'_>,
+) -> Result<(Vec<Member>, TcpListener), StartError> {
+    let path = root_file(config);
+    if job.rank.0 == 0 {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(io("listen on", "the loopback".into()))?;
+        let addr = l
+            .local_addr()
+            .map_err(io("listen on", "the loopback".into()))?;
+        let tmp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(addr.to_string().as_bytes())?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(io(
+            "publish the rendezvous address in",
+            path.display().to_string(),
+        ))?;
+        let me = Member {
+            rank: job.rank,
+            host: job.host.clone(),
+            addr,
+        };
+        let table = rendezvous::serve(&l, me, rjob);
+        let _ = std::fs::remove_file(&path);
+        Ok((table?, l))
+    } else {
+        let start = Instant::now();
+        let addr = loop {
+            if let Ok(s) = std::fs::read_to_string(&path) {
+                if let Ok(a) = s.trim().parse::<SocketAddr>() {
+                    break a;
+                }
+            }
+            if start.elapsed() > config.timeout {
+                return Err(ConnectError::Timeout {
+                    what: format!("rank 0 to publish its address in {}", path.display()),
+                    waited: start.elapsed(),
+                }
+                .into());
+            }
+            if config
+                .abort
+                .as_ref()
+                .is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                return Err(ConnectError::Rendezvous("aborted: another rank failed".into()).into());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        Ok(rendezvous::join(addr, job.rank, &job.host, rjob)?)
+    }
+}

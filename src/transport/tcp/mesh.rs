@@ -1,0 +1,238 @@
+//! Connection set-up by rank order (seed 001 §3.1–3.2): between every pair
+//! of network peers the lower rank listens and the higher rank connects,
+//! and the connecting side speaks first (the authentication HELLO of
+//! [`crate::bootstrap::auth`]). A rank connects to its lower peers in
+//! reverse rank order (i−1, i−2, …, as MVAPICH does to spread the load)
+//! while a helper thread accepts its higher peers.
+//!
+//! Anything that connects to the listener without being an expected peer
+//! of this job — wrong secret, garbage, a rank already connected — is
+//! refused with a logged reason, and the wait for the real peers goes on.
+
+use crate::bootstrap::auth::{self, Hello, Purpose};
+use crate::error::{ConnectError, HandshakeError};
+use crate::id::Rank;
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What both ends of every connection must agree on.
+#[derive(Clone, Debug)]
+pub struct MeshJob<'a> {
+    /// This rank.
+    pub me: Rank,
+    /// Ranks in the job.
+    pub size: u32,
+    /// The job id (its hash is checked).
+    pub job: &'a str,
+    /// The job secret.
+    pub secret: &'a [u8],
+    /// Transport parameters (ring geometry).
+    pub params: [u64; 2],
+    /// How long to wait for all peers.
+    pub timeout: Duration,
+}
+
+/// Connect to every rank of `peers` (their listening addresses): connect
+/// to the lower ones, accept the higher ones on `listener`.
+///
+/// # Errors
+/// [`ConnectError`] naming the peer that could not be reached or failed
+/// to authenticate, or a timeout naming the peers still missing.
+pub fn connect(
+    listener: &TcpListener,
+    job: &MeshJob<'_>,
+    peers: &[(Rank, SocketAddr)],
+) -> Result<Vec<(Rank, TcpStream)>, ConnectError> {
+    let deadline = Instant::now() + job.timeout;
+    let higher: BTreeSet<u32> = peers
+        .iter()
+        .filter(|p| p.0 > job.me)
+        .map(|p| p.0 .0)
+        .collect();
+    let mut lower: Vec<(Rank, SocketAddr)> =
+        peers.iter().filter(|p| p.0 < job.me).copied().collect();
+    lower.sort_by_key(|p| std::cmp::Reverse(p.0));
+    std::thread::scope(|s| {
+        let acceptor = s.spawn(move || accept_higher(listener, job, higher, deadline));
+        let mut out = Vec::new();
+        let mut first_err = None;
+        for (rank, addr) in lower {
+            match dial(addr, rank, job, deadline) {
+                Ok(st) => out.push((rank, st)),
+                Err(e) => {
+                    first_err = Some(e);
+                    break;
+                }
+            }
+        }
+        let acc = acceptor.join().expect("acceptor thread");
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        out.extend(acc?);
+        Ok(out)
+    })
+}
+
+/// Connect to `addr` (retrying while it is not listening yet) and
+/// authenticate as a client.
+fn dial(
+    addr: SocketAddr,
+    rank: Rank,
+    job: &MeshJob<'_>,
+    deadline: Instant,
+) -> Result<TcpStream, ConnectError> {
+    let mut stream = connect_retry(addr, deadline, || format!("rank {rank} at {addr}"))?;
+    let hello = Hello {
+        purpose: Purpose::Connect,
+        rank: job.me.0,
+        size: job.size,
+        job_hash: auth::job_hash(job.job),
+        params: job.params,
+    };
+    let server = auth::client(&mut stream, job.secret, &hello).map_err(|source| {
+        ConnectError::Handshake {
+            peer: format!("rank {rank} at {addr}"),
+            source,
+        }
+    })?;
+    if server != rank.0 {
+        return Err(ConnectError::Handshake {
+            peer: format!("rank {rank} at {addr}"),
+            source: HandshakeError::WrongPeer {
+                what: format!("rank {server}, not rank {rank}"),
+            },
+        });
+    }
+    Ok(stream)
+}
+
+/// Connect, retrying refused connections until `deadline`.
+pub(crate) fn connect_retry(
+    addr: SocketAddr,
+    deadline: Instant,
+    who: impl Fn() -> String,
+) -> Result<TcpStream, ConnectError> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10))) {
+            Ok(s) => return Ok(s),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::WouldBlock
+                ) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) if Instant::now() >= deadline => {
+                return Err(ConnectError::Timeout {
+                    what: format!("{} to listen ({e})", who()),
+                    waited: start.elapsed(),
+                })
+            }
+            Err(source) => {
+                return Err(ConnectError::Io {
+                    op: "connect to",
+                    peer: who(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Accept connections until every rank of `want` has authenticated.
+fn accept_higher(
+    listener: &TcpListener,
+    job: &MeshJob<'_>,
+    mut want: BTreeSet<u32>,
+    deadline: Instant,
+) -> Result<Vec<(Rank, TcpStream)>, ConnectError> {
+    let mut out = Vec::new();
+    let start = Instant::now();
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| ConnectError::Io {
+            op: "configure listener",
+            peer: String::new(),
+            source,
+        })?;
+    let result = loop {
+        if want.is_empty() {
+            break Ok(std::mem::take(&mut out));
+        }
+        if Instant::now() >= deadline {
+            break Err(ConnectError::Timeout {
+                what: format!("ranks {want:?} to connect to rank {}", job.me),
+                waited: start.elapsed(),
+            });
+        }
+        let (mut s, from) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => {
+                eprintln!("fastmsg: rank {}: accept failed: {e}", job.me);
+                continue;
+            }
+        };
+        let _ = s.set_nonblocking(false);
+        let judged = auth::server(&mut s, job.secret, job.me.0, |h| judge(h, job, &want));
+        match judged {
+            Ok(h) => {
+                want.remove(&h.rank);
+                out.push((Rank(h.rank), s));
+            }
+            Err(e) => eprintln!(
+                "fastmsg: rank {} refused a connection from {from}: {e}",
+                job.me
+            ),
+        }
+    };
+    let _ = listener.set_nonblocking(false);
+    result
+}
+
+/// Whether a HELLO is from an expected peer of this job.
+fn judge(h: &Hello, job: &MeshJob<'_>, want: &BTreeSet<u32>) -> Result<(), HandshakeError> {
+    if h.purpose != Purpose::Connect {
+        return Err(HandshakeError::WrongPeer {
+            what: "joining a rendezvous that is over".into(),
+        });
+    }
+    if h.job_hash != auth::job_hash(job.job) || h.size != job.size {
+        return Err(HandshakeError::WrongPeer {
+            what: format!("of another job ({} ranks)", h.size),
+        });
+    }
+    if !want.contains(&h.rank) {
+        return Err(HandshakeError::WrongPeer {
+            what: format!(
+                "rank {}, which is not expected to connect here (or is already connected)",
+                h.rank
+            ),
+        });
+    }
+    for (i, what) in ["FASTMSG_NET_SLOTS", "FASTMSG_NET_SLOT_SIZE"]
+        .into_iter()
+        .enumerate()
+    {
+        if h.params[i] != job.params[i] {
+            return Err(HandshakeError::Mismatch {
+                what,
+                ours: job.params[i],
+                theirs: h.params[i],
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! Bad peers on the TCP transport: garbage, writes outside a peer's ring,
+//! a connection cut in the middle of a record, a wrong secret at start-up.
+//! Each is refused or reported with a typed error naming the peer, and the
+//! other peers go on.
+
+#![allow(unsafe_code)]
+
+use super::*;
+use crate::frame::FragFlags;
+use std::io::Write;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+fn geo() -> RingGeometry {
+    RingGeometry::checked(4, 256).unwrap()
+}
+
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    (c, s)
+}
+
+/// Ranks 0 and 1 as real transports over loopback, rank 2 as raw sockets
+/// the test drives: `fake[0]` reaches rank 0, `fake[1]` rank 1.
+struct Trio {
+    t: [TcpTransport; 2],
+    fake: [TcpStream; 2],
+    _windows: [RingRegion; 2],
+}
+
+fn trio() -> Trio {
+    let (a01, b01) = pair();
+    let (a02, f0) = pair();
+    let (a12, f1) = pair();
+    let windows = [RingRegion::zeroed(4096), RingRegion::zeroed(4096)];
+    let mk = |me: u32, links: Vec<(Rank, TcpStream)>, w: &RingRegion| {
+        // SAFETY: the window region outlives the transport (both in Trio,
+        // transports dropped first); no doorbell.
+        unsafe {
+            TcpTransport::new(
+                Rank(me),
+                3,
+                geo(),
+                links,
+                NetTargets {
+                    window: (w.base(), 4096),
+                    bell: None,
+                },
+            )
+        }
+        .unwrap()
+    };
+    let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)], &windows[0]);
+    let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)], &windows[1]);
+    Trio {
+        t: [t0, t1],
+        fake: [f0, f1],
+        _windows: windows,
+    }
+}
+
+fn header(src: u32, len: u32) -> FragHeader {
+    FragHeader {
+        src,
+        handler: 0,
+        len,
+        flags: (FragFlags::FIRST | FragFlags::LAST).0,
+        total: u64::from(len),
+    }
+}
+
+/// Wait (bounded) until `check_peers` reports something.
+fn reported(t: &mut TcpTransport) -> ExtractError {
+    let start = Instant::now();
+    loop {
+        if let Err(e) = t.check_peers() {
+            return e;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nothing reported"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Rank 1 → rank 0 still works: send, poll, check the bytes, release.
+fn still_talking(tr: &mut Trio) {
+    let msg = b"still here";
+    assert!(tr.t[1].try_send_inline(Rank(0), header(1, msg.len() as u32), &[msg]));
+    let start = Instant::now();
+    let f = loop {
+        if let Some(r) = tr.t[0].poll() {
+            break r.expect("a good fragment");
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "message lost");
+        std::thread::yield_now();
+    };
+    assert_eq!(f.bytes(), msg);
+    assert_eq!(f.header.src, 1);
+    tr.t[0].release(&f.token);
+}
+
+#[test]
+fn garbage_fails_that_peer_alone() {
+    let mut tr = trio();
+    tr.fake[0].write_all(&[0x77; 16]).unwrap();
+    let e = reported(&mut tr.t[0]);
+    match e {
+        ExtractError::Network(NetError::BadRecord { rank, ref what }) => {
+            assert_eq!(rank, Rank(2));
+            assert!(what.contains("unknown record kind 119"), "{what}");
+        }
+        e => panic!("unexpected {e}"),
+    }
+    assert!(tr.t[0].is_gone(Rank(2)));
+    assert!(!tr.t[0].is_gone(Rank(1)));
+    still_talking(&mut tr);
+    assert!(tr.t[0].check_peers().is_ok(), "reported once");
+}
+
+#[test]
+fn a_write_outside_its_ring_is_refused() {
+    let mut tr = trio();
+    let rec = RecordHeader {
+        kind: wire::RING,
+        len: 256,
+        offset: 4 * 256, // the slot after the last one
+    };
+    tr.fake[0].write_all(&rec.encode()).unwrap();
+    let e = reported(&mut tr.t[0]);
+    assert!(
+        matches!(
+            e,
+            ExtractError::Network(NetError::BadRecord { rank: Rank(2), .. })
+        ),
+        "{e}"
+    );
+    still_talking(&mut tr);
+}
+
+#[test]
+fn a_put_past_the_window_is_refused() {
+    let mut tr = trio();
+    let rec = RecordHeader {
+        kind: wire::PUT,
+        len: 100,
+        offset: 4000,
+    };
+    tr.fake[0].write_all(&rec.encode()).unwrap();
+    let e = reported(&mut tr.t[0]);
+    match e {
+        ExtractError::Network(NetError::BadRecord { rank, what }) => {
+            assert_eq!(rank, Rank(2));
+            assert!(what.contains("window area"), "{what}");
+        }
+        e => panic!("unexpected {e}"),
+    }
+    still_talking(&mut tr);
+}
+
+#[test]
+fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
+    let mut tr = trio();
+    // A ring write of 200 payload bytes, cut after 100 of them.
+    let rec = RecordHeader {
+        kind: wire::RING,
+        len: 200 + TRAILER_BYTES as u32,
+        offset: geo().write_start(0, 200),
+    };
+    tr.fake[1].write_all(&rec.encode()).unwrap();
+    tr.fake[1].write_all(&[5u8; 100]).unwrap();
+    let Trio { t, fake, _windows } = tr;
+    let [f0, f1] = fake;
+    drop(f1);
+    let [t0, mut t1] = t;
+    let e = reported(&mut t1);
+    assert!(
+        matches!(
+            e,
+            ExtractError::Network(NetError::Disconnected {
+                rank: Rank(2),
+                mid_record: true
+            })
+        ),
+        "{e}"
+    );
+    assert!(t1.poll().is_none(), "the partial record never landed");
+    let mut tr = Trio {
+        t: [t0, t1],
+        fake: [f0, pair().0],
+        _windows,
+    };
+    still_talking(&mut tr);
+}
+
+#[test]
+fn a_goodbye_is_not_an_error() {
+    let mut tr = trio();
+    let bye = RecordHeader {
+        kind: wire::BYE,
+        len: 0,
+        offset: 0,
+    };
+    tr.fake[0].write_all(&bye.encode()).unwrap();
+    let start = Instant::now();
+    while !tr.t[0].is_gone(Rank(2)) {
+        assert!(tr.t[0].check_peers().is_ok(), "a clean goodbye is no error");
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    still_talking(&mut tr);
+}
+
+#[test]
+fn a_corrupt_stamp_is_a_protocol_error_for_that_ring() {
+    let mut tr = trio();
+    // A well-formed record whose trailer carries a stamp from nowhere.
+    let mut t = crate::ring::Trailer::default();
+    t.body.header = header(2, 0);
+    t.stamp = 1000;
+    let rec = RecordHeader {
+        kind: wire::RING,
+        len: TRAILER_BYTES as u32,
+        offset: geo().write_start(0, 0),
+    };
+    tr.fake[0].write_all(&rec.encode()).unwrap();
+    tr.fake[0].write_all(&t.to_bytes()).unwrap();
+    // Stamp 1000 at slot 0 is not "position 0" (1): the watch never fires,
+    // but the idle health check names the ring and takes it out of service.
+    let e = reported(&mut tr.t[0]);
+    assert!(
+        matches!(
+            e,
+            ExtractError::Protocol(ProtocolError::RingCorrupt {
+                src: 2,
+                head: 0,
+                stamp: 1000
+            })
+        ),
+        "{e}"
+    );
+    assert!(tr.t[0].poll().is_none());
+    assert!(tr.t[0].check_peers().is_ok(), "reported once");
+    still_talking(&mut tr);
+}
+
+#[test]
+fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
+    use crate::bootstrap::threads;
+    use crate::endpoint::NetMode;
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let root = format!("127.0.0.1:{port}");
+    let rogue_root = root.clone();
+    let rogue = std::thread::spawn(move || {
+        // Garbage, then a fastmsg client with the wrong secret.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr: std::net::SocketAddr = rogue_root.parse().unwrap();
+        let mut s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
+        s.write_all(&[0x42; 64]).unwrap();
+        let mut s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
+        let hello = crate::bootstrap::auth::Hello {
+            purpose: crate::bootstrap::auth::Purpose::Join,
+            rank: 1,
+            size: 2,
+            job_hash: 0,
+            params: [0, 0],
+        };
+        crate::bootstrap::auth::client(&mut s, b"wrong", &hello)
+    });
+    let out = threads::run(
+        2,
+        |c| {
+            c.net.mode = NetMode::Tcp;
+            c.net.root = Some(root.clone());
+            c.net.secret = Some("right".into());
+            c.timeout = Duration::from_secs(30);
+        },
+        |mut b| {
+            if b.rank() == Rank(1) {
+                // Let the rogue knock first.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            let h = b.register_fn("x", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            ep.send(Rank(1 - ep.rank().0), h, &[b"ok"])?;
+            ep.close()?;
+            Ok(())
+        },
+    );
+    assert!(out.is_ok(), "{:?}", out.err());
+    assert_eq!(
+        rogue.join().unwrap(),
+        Err(crate::error::HandshakeError::BadSecret),
+        "the rogue could not authenticate"
+    );
+}
+
+#[test]
+fn quiesce_waits_for_what_peers_sent_before_their_flush() {
+    let mut tr = trio();
+    // Rank 1 sends its flush marker (what its own quiesce starts with).
+    let Trio { t, fake, _windows } = tr;
+    let [mut t0, mut t1] = t;
+    let [mut f0, f1] = fake;
+    let flush1 = RecordHeader {
+        kind: wire::FLUSH,
+        len: 0,
+        offset: 1,
+    }
+    .encode();
+    assert!(t1.send(0, &[&flush1]));
+    // The fake rank 2 sends a fragment late, then its flush.
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let msg = b"late but sent before the flush";
+        let mut t = crate::ring::Trailer::default();
+        t.body.header = header(2, msg.len() as u32);
+        t.stamp = 1;
+        let rec = RecordHeader {
+            kind: wire::RING,
+            len: (msg.len() + TRAILER_BYTES) as u32,
+            offset: geo().write_start(0, msg.len()),
+        };
+        f0.write_all(&rec.encode()).unwrap();
+        f0.write_all(msg).unwrap();
+        f0.write_all(&t.to_bytes()).unwrap();
+        let flush = RecordHeader {
+            kind: wire::FLUSH,
+            len: 0,
+            offset: 1,
+        };
+        f0.write_all(&flush.encode()).unwrap();
+        f0
+    });
+    t0.quiesce(Duration::from_secs(20)).unwrap();
+    let f = t0.poll().expect("landed before quiesce returned").unwrap();
+    assert_eq!(f.header.src, 2);
+    t0.release(&f.token);
+    tr = Trio {
+        t: [t0, t1],
+        fake: [late.join().unwrap(), f1],
+        _windows,
+    };
+    still_talking(&mut tr);
+}

@@ -1,0 +1,351 @@
+//! Multi-host runs: two network namespaces that this test creates itself
+//! act as two hosts (a veth pair between them, addresses assigned inside
+//! them, nothing else addressed). On each, `fmrun` starts that host's two
+//! ranks of a four-rank job (`--size 4 --rank-offset K --root …`); ranks on
+//! one host talk over shared memory, across hosts over the TCP transport.
+//! Scenarios: the all-to-all storm (checksums, order), ping-pong across
+//! hosts, and a barrier and allreduce written here with handlers and
+//! one-sided puts (the collectives crate is not merged yet).
+//!
+//! Needs root (to create namespaces); skips with a message otherwise.
+
+mod common;
+
+use common::storm::storm_rank;
+use fastmsg::{EndpointBuilder, Rank};
+use std::cell::{Cell, RefCell};
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Two namespaces joined by a veth pair; removed on drop.
+struct Hosts {
+    ns: [String; 2],
+    addr: [String; 2],
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Hosts {
+    /// `None` (with a message) where namespaces cannot be created.
+    fn create(tag: &str) -> Option<Hosts> {
+        // SAFETY-free check of the effective user: namespaces need root.
+        if !nix_is_root() {
+            eprintln!("SKIP {tag}: not root, cannot create network namespaces");
+            return None;
+        }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let id = format!(
+            "{}{}",
+            std::process::id() % 100_000,
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let ns = [format!("fmh{id}a"), format!("fmh{id}b")];
+        let veth = [format!("fmv{id}a"), format!("fmv{id}b")];
+        // Addresses inside our own namespaces only (a private /24 per pair).
+        let net = 1 + N.load(Ordering::Relaxed) % 250;
+        let addr = [format!("10.251.{net}.1"), format!("10.251.{net}.2")];
+        let hosts = Hosts {
+            ns: ns.clone(),
+            addr: addr.clone(),
+        };
+        let setup = || -> Result<(), String> {
+            for n in &ns {
+                ip(&["netns", "add", n])?;
+            }
+            ip(&[
+                "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
+            ])?;
+            for i in 0..2 {
+                ip(&["link", "set", &veth[i], "netns", &ns[i]])?;
+                ip(&[
+                    "-n",
+                    &ns[i],
+                    "addr",
+                    "add",
+                    &format!("{}/24", addr[i]),
+                    "dev",
+                    &veth[i],
+                ])?;
+                ip(&["-n", &ns[i], "link", "set", &veth[i], "up"])?;
+                ip(&["-n", &ns[i], "link", "set", "lo", "up"])?;
+            }
+            Ok(())
+        };
+        match setup() {
+            Ok(()) => Some(hosts),
+            Err(e) => {
+                if e.contains("Operation not permitted") || e.contains("Permission denied") {
+                    eprintln!("SKIP {tag}: cannot create network namespaces: {e}");
+                    None
+                } else {
+                    panic!("creating test namespaces: {e}");
+                }
+            }
+        }
+    }
+
+    /// Run `scenario` as a 4-rank job, 2 ranks per namespace.
+    fn run_job(&self, scenario: &str) {
+        let exe = std::env::current_exe().unwrap();
+        let job = format!("nh{}-{scenario}", std::process::id());
+        let root = format!("{}:{}", self.addr[0], 17000 + std::process::id() % 20000);
+        let children: Vec<_> = (0..2)
+            .map(|h| {
+                Command::new("ip")
+                    .args(["netns", "exec", &self.ns[h]])
+                    .arg(env!("CARGO_BIN_EXE_fmrun"))
+                    .args([
+                        "-n",
+                        "2",
+                        "--size",
+                        "4",
+                        "--rank-offset",
+                        &(2 * h).to_string(),
+                    ])
+                    .args([
+                        "--root",
+                        &root,
+                        "--secret",
+                        "namespaces-secret",
+                        "--job",
+                        &job,
+                    ])
+                    .args(["--host-id", &format!("host{h}"), "--timeout", "60"])
+                    .arg(&exe)
+                    .args([
+                        "net_rank_program",
+                        "--exact",
+                        "--nocapture",
+                        "--test-threads",
+                        "1",
+                    ])
+                    .env("FASTMSG_TEST_SCENARIO", scenario)
+                    .stdout(Stdio::inherit())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .expect("start fmrun")
+            })
+            .collect();
+        let start = Instant::now();
+        let mut statuses = Vec::new();
+        for mut c in children {
+            let status = loop {
+                if let Some(s) = c.try_wait().unwrap() {
+                    break s;
+                }
+                if start.elapsed() > Duration::from_secs(240) {
+                    let _ = c.kill();
+                    panic!("{scenario}: the job did not finish in 240 s");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            statuses.push(status);
+        }
+        for (h, s) in statuses.iter().enumerate() {
+            assert!(s.success(), "{scenario}: host {h}'s ranks failed: {s}");
+        }
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for n in &self.ns {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn two_hosts_storm() {
+    if let Some(h) = Hosts::create("two_hosts_storm") {
+        h.run_job("storm");
+    }
+}
+
+#[test]
+fn two_hosts_pingpong() {
+    if let Some(h) = Hosts::create("two_hosts_pingpong") {
+        h.run_job("pingpong");
+    }
+}
+
+#[test]
+fn two_hosts_barrier_and_allreduce() {
+    if let Some(h) = Hosts::create("two_hosts_barrier_and_allreduce") {
+        h.run_job("collective");
+    }
+}
+
+/// The rank program (started by `fmrun` inside a namespace); does nothing
+/// when run as an ordinary test.
+#[test]
+fn net_rank_program() {
+    if std::env::var("FASTMSG_RANK").is_err() {
+        return;
+    }
+    let b = EndpointBuilder::from_env().expect("fmrun environment");
+    let scenario = std::env::var("FASTMSG_TEST_SCENARIO").unwrap_or_default();
+    match scenario.as_str() {
+        "storm" => {
+            storm_rank(b, 400, 256 << 10, 0x40575).expect("storm rank");
+        }
+        "pingpong" => pingpong(b),
+        "collective" => collective(b),
+        s => panic!("unknown scenario {s:?}"),
+    }
+}
+
+/// Ranks 0↔2 and 1↔3 (different hosts) bounce messages of several sizes,
+/// checking every byte; every rank checks which ranks share its host.
+fn pingpong(mut b: EndpointBuilder) {
+    let got: Rc<RefCell<Vec<u8>>> = Rc::default();
+    let n = Rc::new(Cell::new(0u32));
+    let (g, c) = (got.clone(), n.clone());
+    let echo_back = b.register("pong", move |_ctx, mut m| {
+        let (g, c) = (g.clone(), c.clone());
+        async move {
+            *g.borrow_mut() = m.receive_vec().await?;
+            c.set(c.get() + 1);
+            Ok(())
+        }
+    });
+    let ping = b.register("ping", move |ctx, mut m| async move {
+        let v = m.receive_vec().await?;
+        ctx.send(m.source(), echo_back, &[&v])?;
+        Ok(())
+    });
+    let mut ep = b.start().expect("start");
+    let me = ep.rank().0;
+    let mates: Vec<u32> = ep.local_ranks().iter().map(|r| r.0).collect();
+    assert_eq!(
+        mates,
+        if me < 2 { vec![0, 1] } else { vec![2, 3] },
+        "host map"
+    );
+    if me < 2 {
+        let peer = Rank(me + 2);
+        for (i, size) in [0usize, 1, 100, 4096, 70_000, 300_000]
+            .into_iter()
+            .enumerate()
+        {
+            for k in 0..20u32 {
+                let msg: Vec<u8> = (0..size).map(|j| (j as u32 ^ k ^ i as u32) as u8).collect();
+                let want = n.get() + 1;
+                ep.send(peer, ping, &[&msg]).expect("send");
+                ep.wait_until(|| n.get() == want).expect("wait");
+                assert_eq!(*got.borrow(), msg, "echo of {size} bytes");
+            }
+        }
+    }
+    ep.close().expect("close");
+}
+
+/// A barrier and an allreduce across hosts, written with handlers (sum to
+/// rank 0, broadcast back) and with one-sided puts (each rank stores its
+/// epoch in rank 0's window; rank 0 releases everybody with a put).
+fn collective(mut b: EndpointBuilder) {
+    let size = b.size();
+    let win = b.window("barrier", 8 * 8);
+    let sums: Rc<RefCell<Vec<(u64, i64)>>> = Rc::default();
+    let result: Rc<Cell<Option<(u64, i64)>>> = Rc::default();
+    let (s, r) = (sums.clone(), result.clone());
+    let result_h = b.register_fn("result", move |_ctx, p| {
+        let epoch = u64::from_le_bytes(p.data()[..8].try_into()?);
+        let v = i64::from_le_bytes(p.data()[8..16].try_into()?);
+        r.set(Some((epoch, v)));
+        Ok(())
+    });
+    let contrib = b.register_fn("contrib", move |ctx, p| {
+        let epoch = u64::from_le_bytes(p.data()[..8].try_into()?);
+        let v = i64::from_le_bytes(p.data()[8..16].try_into()?);
+        let mut s = s.borrow_mut();
+        s.push((epoch, v));
+        let now: Vec<_> = s.iter().filter(|e| e.0 == epoch).copied().collect();
+        if now.len() as u32 == ctx.size() {
+            let total: i64 = now.iter().map(|e| e.1).sum();
+            s.retain(|e| e.0 != epoch);
+            for d in 0..ctx.size() {
+                ctx.send(
+                    Rank(d),
+                    result_h,
+                    &[&epoch.to_le_bytes(), &total.to_le_bytes()],
+                )?;
+            }
+        }
+        Ok(())
+    });
+    let mut ep = b.start().expect("start");
+    let me = ep.rank().0;
+    for epoch in 1..=40u64 {
+        // Allreduce (sum) of a value that differs per rank and epoch.
+        let v = (i64::from(me) + 1) * epoch as i64 - 7;
+        ep.send(Rank(0), contrib, &[&epoch.to_le_bytes(), &v.to_le_bytes()])
+            .expect("contribute");
+        ep.wait_until(|| result.get().is_some_and(|r| r.0 == epoch))
+            .expect("allreduce");
+        let want: i64 = (0..size)
+            .map(|r| (i64::from(r) + 1) * epoch as i64 - 7)
+            .sum();
+        assert_eq!(result.get().unwrap().1, want, "allreduce of epoch {epoch}");
+        // Flag barrier with one-sided puts: arrive at rank 0, wait for
+        // rank 0's release (checked with >=, so epochs never confuse).
+        ep.put_u64(win, Rank(0), 8 * me as usize, epoch)
+            .expect("arrive");
+        if me == 0 {
+            let t0 = Instant::now();
+            loop {
+                let all = (0..size).all(|r| ep.read_u64(win, 8 * r as usize).unwrap() >= epoch);
+                if all {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "barrier {epoch} stuck"
+                );
+                ep.extract(usize::MAX).expect("extract");
+                std::thread::yield_now();
+            }
+            for r in 1..size {
+                ep.put_u64(win, Rank(r), 8 * 7, epoch).expect("release");
+            }
+        } else {
+            let t0 = Instant::now();
+            while ep.read_u64(win, 8 * 7).unwrap() < epoch {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "barrier {epoch} stuck"
+                );
+                ep.extract(usize::MAX).expect("extract");
+                std::thread::yield_now();
+            }
+        }
+    }
+    ep.close().expect("close");
+}
