@@ -475,13 +475,17 @@ impl Results {
                     "Tuned plan: **{}** from {t} per copy. Probe (producer copies chunks into a 256 KiB frame ring, a consumer thread copies them out; GB/s, median of 3):\n",
                     p.strategy.name()
                 );
-                let _ = writeln!(m, "| chunk | plain GB/s | stream GB/s |\n|---:|---:|---:|");
+                let _ = writeln!(
+                    m,
+                    "| chunk | plain GB/s | vector GB/s | stream GB/s |\n|---:|---:|---:|---:|"
+                );
                 for r in &p.samples {
                     let _ = writeln!(
                         m,
-                        "| {} | {:.2} | {:.2} |",
+                        "| {} | {:.2} | {:.2} | {:.2} |",
                         human(r.chunk),
                         r.plain_gb_s,
+                        r.vector_gb_s,
                         r.stream_gb_s
                     );
                 }

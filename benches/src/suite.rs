@@ -73,6 +73,14 @@ pub const COLLECTIVES: &[CollEntry] = &[
     },
 ];
 
+/// The copy strategies compared with the tuned plan (the default): the
+/// label in reports and the `FASTMSG_COPY` value.
+pub const COPY_VARIANTS: &[(&str, &str)] = &[
+    ("FASTMSG_COPY=plain", "plain"),
+    ("FASTMSG_COPY=vector:4096", "vector:4096"),
+    ("FASTMSG_COPY=stream:4096", "stream:4096"),
+];
+
 /// How much to measure.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -109,7 +117,7 @@ impl Profile {
             name: "full",
             rounds: 3,
             sizes,
-            copy_sizes: vec![1024, 4096, 16384, 65536, 262_144, 1 << 20, 4 << 20],
+            copy_sizes: vec![1024, 4096, 16384, 65536, 262_144, 1 << 20],
             runs: 5,
             scale: 1.0,
             mpi_runs: 5,
@@ -287,16 +295,13 @@ fn plan_steps(p: &Profile, o: &Options, anchors: &Anchors, notes: &mut Vec<Strin
             steps.push(Step::Extract { setup: *s, round });
         }
         if o.copy {
-            steps.push(Step::CopyVariant {
-                label: "FASTMSG_COPY=plain",
-                value: "plain",
-                round,
-            });
-            steps.push(Step::CopyVariant {
-                label: "FASTMSG_COPY=stream:1024",
-                value: "stream:1024",
-                round,
-            });
+            for (label, value) in COPY_VARIANTS {
+                steps.push(Step::CopyVariant {
+                    label,
+                    value,
+                    round,
+                });
+            }
         }
         for &n in &p.coll_ranks {
             for e in COLLECTIVES.iter().filter(|e| e.fastmsg_example.is_some()) {
@@ -405,9 +410,9 @@ fn run_step(
             child::run(c, Duration::from_secs(1800), log)?;
         }
         Step::TuneCopy => {
-            let plan = copy::tune();
-            let stored =
-                copy::plan_path().and_then(|path| copy::store(&path, &plan).map(|()| path));
+            let plan = copy::tune::tune();
+            let stored = copy::store::plan_path()
+                .and_then(|path| copy::store::store(&path, &plan).map(|()| path));
             match stored {
                 Ok(path) => res.notes.push(format!(
                     "copy plan measured and stored in {}",

@@ -55,25 +55,39 @@ enum Cmd {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(Cmd::TuneCopy) = args.cmd {
-        let plan = copy::tune();
-        println!("{:>8} {:>11} {:>12}", "chunk", "plain GB/s", "stream GB/s");
+        use std::io::Write as _;
+        let plan = copy::tune::tune();
+        let path = copy::store::plan_path()?;
+        copy::store::store(&path, &plan)?;
+        // Written with `?`, not `println!`, so a closed pipe is an error,
+        // not a panic.
+        let mut o = std::io::stdout().lock();
+        writeln!(
+            o,
+            "{:>8} {:>11} {:>12} {:>12}",
+            "chunk", "plain GB/s", "vector GB/s", "stream GB/s"
+        )?;
         for r in &plan.samples {
-            println!(
-                "{:>8} {:>11.2} {:>12.2}",
+            writeln!(
+                o,
+                "{:>8} {:>11.2} {:>12.2} {:>12.2}",
                 human(r.chunk),
                 r.plain_gb_s,
+                r.vector_gb_s,
                 r.stream_gb_s
-            );
+            )?;
         }
         let from = if plan.threshold == usize::MAX {
             "never".to_owned()
         } else {
             human(plan.threshold)
         };
-        println!("plan: {} from {from}", plan.strategy.name());
-        let path = copy::plan_path()?;
-        copy::store(&path, &plan)?;
-        println!("stored in {}", path.display());
+        writeln!(
+            o,
+            "plan: {} from {from}\nstored in {}",
+            plan.strategy.name(),
+            path.display()
+        )?;
         return Ok(());
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
