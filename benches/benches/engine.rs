@@ -6,7 +6,9 @@
 //!   1-rank endpoint (threads bootstrap), per transport set-up in
 //!   `fastmsg_benches::suite::EXTRACT` (the network transports join there).
 //! - `queue/free_list_claim_release`: the shared queue's frame claim
-//!   (fetch-and-increment + test-and-set) and release.
+//!   (fetch-and-increment + test-and-set) and release;
+//!   `queue/claim_publish_pop_release`: the whole shared-mode fragment
+//!   cycle (frame claim, position claim, publish, pop, recycle, release).
 //! - `queue/publish_pop/{dedicated,shared}`: one receive-queue slot
 //!   published and popped (the shared mode adds the claim and recycle).
 //! - `frame/encode` and `frame/decode_check`: filling a slot descriptor
@@ -17,7 +19,9 @@
 //!   credit again.
 //! - `copy/<strategy>/<bytes>`: the frame-copy strategies of `src/copy.rs`
 //!   on hot caches (the pipeline probe, `fmbench tune-copy`, measures them
-//!   across cores).
+//!   across cores), and `copy/copy_to_frame/<bytes>`, the hot path with
+//!   the stored plan (its overhead over `copy/plain` at small sizes is the
+//!   plan check).
 
 // The copy strategies are unsafe functions (raw frame pointers).
 #![allow(unsafe_code)]
@@ -98,6 +102,25 @@ fn queue(c: &mut Criterion) {
             fl.release(black_box(f));
         })
     });
+    // The whole shared-mode fragment cycle of seed 004 §5: claim a frame
+    // (fetch-and-increment + test-and-set), claim a queue position,
+    // publish the descriptor, pop it, recycle the slot, release the frame.
+    {
+        let slots: Vec<Slot> = (0..64).map(Slot::new).collect();
+        let tail = AtomicU64::new(0);
+        let q = RecvQueue::new(&slots, &tail, true);
+        let mut b0 = body(8);
+        c.bench_function("queue/claim_publish_pop_release", |b| {
+            b.iter(|| {
+                b0.frame = fl.claim();
+                let p = q.claim();
+                q.publish(p, black_box(&b0));
+                let got = q.try_pop(p).expect("not corrupt").expect("published");
+                fl.release(got.frame);
+                black_box(got.header.len)
+            })
+        });
+    }
     for shared in [false, true] {
         let slots: Vec<Slot> = (0..64).map(Slot::new).collect();
         let tail = AtomicU64::new(0);
@@ -166,6 +189,17 @@ fn copy_strategies(c: &mut Criterion) {
     let mut g = c.benchmark_group("copy");
     for n in [64usize, 1024, 8192, 65536] {
         g.throughput(Throughput::Bytes(n as u64));
+        // The hot path itself: the plan check (one load, one compare)
+        // plus whatever the stored plan picks for this size.
+        let _ = copy::plan();
+        g.bench_with_input(BenchmarkId::new("copy_to_frame", n), &n, |b, &n| {
+            b.iter(|| {
+                // SAFETY: n <= 65536, both buffers hold 65536 bytes and
+                // are distinct.
+                unsafe { copy::copy_to_frame(dst.as_mut_ptr(), src.as_ptr(), n) };
+                black_box(&dst);
+            })
+        });
         for s in [Strategy::Plain, Strategy::Vector, Strategy::Stream] {
             g.bench_with_input(BenchmarkId::new(s.name(), n), &n, |b, &n| {
                 b.iter(|| {

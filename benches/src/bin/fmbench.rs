@@ -43,6 +43,10 @@ struct Args {
     /// Skip the copy-strategy tuning and comparison.
     #[arg(long)]
     no_copy: bool,
+    /// Also copy the report and the plots into `docs/bench/` (what
+    /// BENCHMARKS.md shows).
+    #[arg(long)]
+    publish: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -144,6 +148,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .join(", ")
         ),
         Err(e) => eprintln!("fmbench: {e}"),
+    }
+    if args.publish {
+        let docs = repo.join("docs/bench");
+        std::fs::create_dir_all(&docs)?;
+        for f in [
+            "report.md",
+            "latency.svg",
+            "bandwidth.svg",
+            "copy.svg",
+            "summary.csv",
+            "scalars.csv",
+        ] {
+            if out.join(f).is_file() {
+                std::fs::copy(out.join(f), docs.join(f))?;
+            }
+        }
+        eprintln!("fmbench: published to {}", docs.display());
     }
     let latest = out_root.join("latest");
     let _ = std::fs::remove_file(&latest);
