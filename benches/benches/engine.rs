@@ -21,7 +21,8 @@
 //!   on hot caches (the pipeline probe, `fmbench tune-copy`, measures them
 //!   across cores), and `copy/copy_to_frame/<bytes>`, the hot path with
 //!   the stored plan (its overhead over `copy/plain` at small sizes is the
-//!   plan check).
+//!   plan check); `copy_distance/<strategy>/<d>`: 8 KiB copies whose
+//!   destination lies `d` bytes (mod 4096) past the source's page offset.
 
 // The copy strategies are unsafe functions (raw frame pointers).
 #![allow(unsafe_code)]
@@ -206,6 +207,34 @@ fn copy_strategies(c: &mut Criterion) {
                     // SAFETY: n <= 65536, both buffers hold 65536 bytes and
                     // are distinct; `kernel` was detected on this CPU.
                     unsafe { copy::copy_with(s, dst.as_mut_ptr(), src.as_ptr(), n, kernel) };
+                    black_box(&dst);
+                })
+            });
+        }
+    }
+    g.finish();
+    // 8 KiB copies at several distances (mod 4096) between source and
+    // destination: the C library's `rep movsb` path is fast at some and
+    // ~50× slower at others on this machine; a frame's distance from the
+    // user's buffer is whatever it happens to be.
+    let buf = vec![3u8; 1 << 18];
+    let mut g = c.benchmark_group("copy_distance");
+    g.throughput(Throughput::Bytes(8192));
+    for dist in [0usize, 16, 64, 2048] {
+        for s in [Strategy::Plain, Strategy::Vector] {
+            let mut dst = buf.clone();
+            let src = &buf[..];
+            // Same page offset as `src`, plus `dist`.
+            let at = (4096 - (dst.as_ptr() as usize) % 4096 + (src.as_ptr() as usize) % 4096)
+                % 4096
+                + dist;
+            g.bench_with_input(BenchmarkId::new(s.name(), dist), &dist, |b, _| {
+                b.iter(|| {
+                    // SAFETY: at < 4096 + 2048 and at + 8192 < 2^18 = dst's
+                    // length; src holds 2^18 bytes; distinct buffers.
+                    unsafe {
+                        copy::copy_with(s, dst.as_mut_ptr().add(at), src.as_ptr(), 8192, kernel)
+                    };
                     black_box(&dst);
                 })
             });

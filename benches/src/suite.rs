@@ -361,6 +361,16 @@ pub fn run(profile: &Profile, o: &Options) -> Result<Results, SuiteRunError> {
     let t0 = Instant::now();
     for (i, step) in steps.iter().enumerate() {
         pb.set_message(format!("{}/{} {}", i + 1, steps.len(), step.label()));
+        if pb.is_hidden() {
+            // No terminal (a log, CI): one line per step instead of the bar.
+            eprintln!(
+                "[{:>4.0} s] {}/{} {}",
+                t0.elapsed().as_secs_f64(),
+                i + 1,
+                steps.len(),
+                step.label()
+            );
+        }
         let log = raw.join(format!("{:02}-{}.txt", i + 1, slug(&step.label())));
         if let Err(e) = run_step(step, profile, o, &anchors, &progs, &log, &mut res) {
             if matches!(step, Step::Build) {

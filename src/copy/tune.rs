@@ -95,7 +95,7 @@ pub fn probe(strategy: Strategy, chunk: usize, total: usize, kernel: u8) -> f64 
     let chunk = chunk.clamp(64, RING_BYTES);
     let frames = (RING_BYTES / chunk).max(2);
     let steps = (total / chunk).max(frames) as u64;
-    let src = vec![0x5au8; SRC.max(chunk)];
+    let src = vec![0x5au8; SRC.max(2 * chunk)];
     let mut ring = vec![0u8; frames * chunk];
     let ring_addr = ring.as_mut_ptr() as usize;
     let produced = AtomicU64::new(0);
@@ -149,7 +149,11 @@ pub fn probe(strategy: Strategy, chunk: usize, total: usize, kernel: u8) -> f64 
                 let d = (ring_addr as *mut u8).add(f * chunk);
                 copy_with(strategy, d, src.as_ptr().add(at), chunk, kernel);
             }
-            at += chunk;
+            // Step the source by a little more than a chunk, so the
+            // distance between source and frame sweeps the page offsets
+            // as user buffers do (some copy routines are much slower at
+            // some distances: see BENCHMARKS.md).
+            at += chunk + 48;
             // SYNC POINT probe-produce (release side).
             produced.store(i + 1, Ordering::Release);
         }
