@@ -54,6 +54,12 @@ enum Cmd {
     /// Measure the frame-copy strategies, store the chosen plan where
     /// fastmsg reads it, and print the measurements.
     TuneCopy,
+    /// Measure the empty `extract` for each transport set-up.
+    Extract {
+        /// Calls per run.
+        #[arg(long, default_value_t = 20_000_000)]
+        iters: u64,
+    },
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -92,6 +98,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             plan.strategy.name(),
             path.display()
         )?;
+        return Ok(());
+    }
+    if let Some(Cmd::Extract { iters }) = args.cmd {
+        for setup in suite::EXTRACT {
+            let ns = fastmsg_benches::fastmsg_run::empty_extract(setup, iters, 5)?;
+            println!(
+                "empty extract, {}: {ns:.2} ns (median of 5 runs of {iters})",
+                setup.name
+            );
+        }
         return Ok(());
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
