@@ -257,10 +257,21 @@ fn install(p: &CopyPlan) {
 
 fn settle() -> Result<CopyPlan, CopyPlanError> {
     let env = std::env::var("FASTMSG_COPY").unwrap_or_default();
+    if let Some(p) = parse_choice(&env) {
+        return Ok(p);
+    }
     match parse_env(&env)? {
-        EnvChoice::Fixed(p) => Ok(p),
-        EnvChoice::Auto => store::load_or_tune(false),
         EnvChoice::Tune => store::load_or_tune(true),
+        EnvChoice::Auto | EnvChoice::Fixed(_) => store::load_or_tune(false),
+    }
+}
+
+/// The fixed plan a `FASTMSG_COPY` value such as `plain` or `vector:4096`
+/// names (`None` for `auto`, `tune` or a bad value).
+pub fn parse_choice(v: &str) -> Option<CopyPlan> {
+    match parse_env(v) {
+        Ok(EnvChoice::Fixed(p)) => Some(p),
+        _ => None,
     }
 }
 

@@ -64,6 +64,9 @@ pub struct PingpongRun<'a> {
     pub scale: f64,
     /// Skip latency, measure bandwidth and rate only.
     pub bandwidth_only: bool,
+    /// Pin rank i to CPU i (`taskset`), like the MPI anchor's
+    /// `--bind-to core`.
+    pub pin: bool,
 }
 
 /// Run `pingpong` and parse its lines.
@@ -78,9 +81,18 @@ pub fn pingpong(
     let mut c = Command::new(&p.fmrun);
     let max = run.sizes.iter().copied().max().unwrap_or(0).max(1);
     let sizes: Vec<String> = run.sizes.iter().map(usize::to_string).collect();
-    c.args(["-n", "2"])
-        .args(run.fmrun_args)
-        .arg(&p.pingpong)
+    c.args(["-n", "2"]).args(run.fmrun_args);
+    if run.pin {
+        // Rank i on CPU i (mod CPUs), as `mpirun --bind-to core` places
+        // the Open MPI ranks; fmrun gives each rank FASTMSG_RANK.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        c.args([
+            "/bin/sh",
+            "-c",
+            &format!("exec taskset -c $((FASTMSG_RANK % {cpus})) \"$0\" \"$@\""),
+        ]);
+    }
+    c.arg(&p.pingpong)
         .args([
             "--json",
             "--max-size",

@@ -35,6 +35,8 @@ pub struct Pt2ptSetup {
     pub fmrun_args: &'static [&'static str],
     /// Extra environment.
     pub env: &'static [(&'static str, &'static str)],
+    /// Pin rank i to CPU i (as the MPI anchor's `--bind-to core`).
+    pub pin: bool,
 }
 
 /// Point-to-point set-ups (the network transports join here).
@@ -42,6 +44,7 @@ pub const PT2PT: &[Pt2ptSetup] = &[Pt2ptSetup {
     name: "fastmsg shm",
     fmrun_args: &[],
     env: &[],
+    pin: true,
 }];
 
 /// Set-ups for the empty-extract cost (one per transport mix).
@@ -80,6 +83,10 @@ pub const COPY_VARIANTS: &[(&str, &str)] = &[
     ("FASTMSG_COPY=vector:4096", "vector:4096"),
     ("FASTMSG_COPY=stream:4096", "stream:4096"),
 ];
+
+/// Plans the suite's tuning step tries on the real path (`pingpong`
+/// bandwidth), besides plain.
+pub const COPY_CANDIDATES: &[&str] = &["vector:1024", "vector:4096", "stream:4096", "stream:8192"];
 
 /// How much to measure.
 #[derive(Debug, Clone)]
@@ -235,7 +242,7 @@ impl Step {
         let big = p.sizes.iter().filter(|&&s| s > 65536).count() as u64;
         match self {
             Step::Build => 5,
-            Step::TuneCopy => 2,
+            Step::TuneCopy => 2 + 2 * (1 + COPY_CANDIDATES.len() as u64),
             Step::Pingpong { .. } => 3 + (big * 3 * u64::from(p.runs)) / 5,
             Step::CopyVariant { .. } => 2 + p.copy_sizes.len() as u64 * 2,
             Step::MpiLat { .. } => 2 + u64::from(p.mpi_runs),
@@ -388,6 +395,14 @@ pub fn run(profile: &Profile, o: &Options) -> Result<Results, SuiteRunError> {
     Ok(res)
 }
 
+fn describe(p: &copy::CopyPlan) -> String {
+    if p.threshold == usize::MAX {
+        p.strategy.name().to_owned()
+    } else {
+        format!("{}:{}", p.strategy.name(), p.threshold)
+    }
+}
+
 fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
@@ -420,18 +435,68 @@ fn run_step(
             child::run(c, Duration::from_secs(1800), log)?;
         }
         Step::TuneCopy => {
-            let plan = copy::tune::tune();
+            // The probe (what a process does on its own when no plan is
+            // stored) and, deciding, the real path: pingpong bandwidth
+            // with each candidate plan, interleaved, twice.
+            let probe = copy::tune::tune();
+            let mut cands: Vec<(String, Vec<f64>)> = std::iter::once("plain")
+                .chain(COPY_CANDIDATES.iter().copied())
+                .map(|c| (c.to_owned(), Vec::new()))
+                .collect();
+            for rep in 0..2 {
+                for (cand, logs) in &mut cands {
+                    let run = PingpongRun {
+                        fmrun_args: &[],
+                        env: vec![("FASTMSG_COPY".to_owned(), cand.clone())],
+                        sizes: p.copy_sizes.clone(),
+                        runs: 1,
+                        scale: p.scale * 0.5,
+                        bandwidth_only: true,
+                        pin: PT2PT[0].pin,
+                    };
+                    let log = log.with_extension(format!("{}-{rep}.txt", cand.replace(':', "-")));
+                    let pts = fastmsg_run::pingpong(progs, &run, &log)?;
+                    // Log of the geometric mean over sizes.
+                    let g = pts
+                        .iter()
+                        .map(|x| x.bandwidth_mb_s.max(1e-3).ln())
+                        .sum::<f64>()
+                        / pts.len().max(1) as f64;
+                    logs.push(g);
+                }
+            }
+            let score = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let plain = score(&cands[0].1);
+            let (best, best_score) = cands.iter().map(|(c, v)| (c.clone(), score(v))).fold(
+                ("plain".to_owned(), plain),
+                |a, b| if b.1 > a.1 { b } else { a },
+            );
+            // Leave plain only for a clear (5 %) win.
+            let chosen = if (best_score - plain).exp() >= 1.05 {
+                best
+            } else {
+                "plain".to_owned()
+            };
+            let mut plan =
+                copy::parse_choice(&chosen).unwrap_or_else(|| copy::CopyPlan::plain("tuned"));
+            plan.source = "measured on pingpong".to_owned();
+            plan.samples = probe.samples.clone();
             let stored = copy::store::plan_path()
                 .and_then(|path| copy::store::store(&path, &plan).map(|()| path));
-            match stored {
-                Ok(path) => res.notes.push(format!(
-                    "copy plan measured and stored in {}",
-                    path.display()
-                )),
-                Err(e) => res
-                    .notes
-                    .push(format!("copy plan measured but not stored: {e}")),
-            }
+            res.notes.push(format!(
+                "copy plan: the probe alone would choose {}; on pingpong bandwidth (geometric mean over {} sizes, best of 2) the candidates scored {}; chosen: {chosen} ({})",
+                describe(&probe),
+                p.copy_sizes.len(),
+                cands
+                    .iter()
+                    .map(|(c, v)| format!("{c} {:.0} MB/s", score(v).exp()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match stored {
+                    Ok(path) => format!("stored in {}", path.display()),
+                    Err(e) => format!("not stored: {e}"),
+                }
+            ));
             res.copy_plan = Some(plan);
         }
         Step::Pingpong { setup, round } => {
@@ -446,6 +511,7 @@ fn run_step(
                 runs: p.runs,
                 scale: p.scale,
                 bandwidth_only: false,
+                pin: setup.pin,
             };
             for pt in fastmsg_run::pingpong(progs, &run, log)? {
                 res.rows.push(Row::from_pingpong(setup.name, round, &pt));
@@ -463,6 +529,7 @@ fn run_step(
                 runs: p.runs,
                 scale: p.scale,
                 bandwidth_only: true,
+                pin: PT2PT[0].pin,
             };
             for pt in fastmsg_run::pingpong(progs, &run, log)? {
                 res.rows.push(Row::from_pingpong(

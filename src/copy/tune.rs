@@ -9,8 +9,9 @@ use super::{copy_with, CopyPlan, ProbeResult, Strategy};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Chunk sizes [`tune`] measures (bytes per copy into a frame).
-pub const PROBE_CHUNKS: [usize; 6] = [256, 1024, 2048, 4096, 8192, 65536];
+/// Chunk sizes [`tune`] measures (bytes per copy into a frame; a copy is
+/// never longer than a frame, 8 KiB by default).
+pub const PROBE_CHUNKS: [usize; 5] = [256, 1024, 2048, 4096, 8192];
 /// Bytes of the frame ring the probe cycles through (32 × 8 KiB).
 const RING_BYTES: usize = 256 * 1024;
 /// Bytes moved per probe.
