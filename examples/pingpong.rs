@@ -1,13 +1,17 @@
 //! Ping-pong latency and streamed bandwidth between ranks 0 and 1.
 //!
-//! `fmrun -n 2 target/release/examples/pingpong [--json] [--max-size B] [--runs R]`
+//! `fmrun -n 2 target/release/examples/pingpong [--json] [--max-size B]
+//! [--sizes 0,8,1024] [--pow2] [--runs R] [--scale F] [--no-latency]`
 //!
 //! Latency: rank 0 sends `size` bytes to a handler on rank 1, whose handler
 //! replies with `size` bytes from inside the handler; one-way = RTT / 2.
 //! Per-iteration RTTs give p50/p99; `one_way_ns_mean` is the median over
 //! runs of each run's mean (the method of the MPI anchor).
-//! Bandwidth: rank 0 streams a window of 64 messages, rank 1 acknowledges
-//! the 64th; MB/s = 1e6 bytes/s (as the MPI anchor).
+//! Bandwidth and message rate: rank 0 streams windows of 64 messages, rank
+//! 1 acknowledges each 64th; MB/s = 1e6 bytes/s, `msg_rate_m_s` = 1e6
+//! messages/s; windows per run as the MPI anchor (1000 up to 4 KiB, 200 up
+//! to 64 KiB, 20 above). The receiving handler copies every byte into its
+//! buffer, as `MPI_Recv` does.
 
 use clap::Parser;
 use fastmsg::{EndpointBuilder, Rank};
@@ -20,9 +24,19 @@ struct Args {
     /// One JSON object per line and size.
     #[arg(long)]
     json: bool,
-    /// Largest size (bytes).
+    /// Largest size (bytes); sizes are 0 and powers of 4 (of 2 with
+    /// `--pow2`) up to it.
     #[arg(long, default_value_t = 65536)]
     max_size: usize,
+    /// Sizes in powers of 2 instead of 4.
+    #[arg(long)]
+    pow2: bool,
+    /// Explicit comma-separated sizes (overrides `--max-size`).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Skip the latency measurement (report NaN for it).
+    #[arg(long)]
+    no_latency: bool,
     /// Repetitions of each measurement (median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -37,12 +51,12 @@ struct Args {
 
 const WINDOW: usize = 64;
 
-fn sizes(max: usize) -> Vec<usize> {
+fn sizes(max: usize, step: usize) -> Vec<usize> {
     let mut v = vec![0];
     let mut s = 1;
     while s <= max {
         v.push(s);
-        s *= 4;
+        s *= step;
     }
     if *v.last().unwrap() != max && max > 0 {
         v.push(max);
@@ -59,6 +73,18 @@ fn iters_for(size: usize, scale: f64) -> (usize, usize) {
         (200, 10)
     };
     (((i as f64) * scale).max(10.0) as usize, w)
+}
+
+/// Windows per bandwidth run and warm-up windows (the MPI anchor's counts).
+fn windows_for(size: usize, scale: f64) -> (usize, usize) {
+    let (i, w) = if size <= 4096 {
+        (1000, 10)
+    } else if size <= 65536 {
+        (200, 10)
+    } else {
+        (20, 2)
+    };
+    (((i as f64) * scale).max(4.0) as usize, w)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -153,6 +179,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
     };
+    // The plain-function sink: the bandwidth path with `--handler fn`.
+    let sink_fn = {
+        let (buf, sunk) = (buf.clone(), sunk.clone());
+        b.register_fn("sink_fn", move |ctx, p| {
+            let off = p.offset();
+            buf.borrow_mut()[off..off + p.data().len()].copy_from_slice(p.data());
+            if p.is_last() {
+                sunk.set(sunk.get() + 1);
+                if sunk.get() % WINDOW as u64 == 0 {
+                    ctx.send(p.source(), ack, &[])?;
+                }
+            }
+            Ok(())
+        })
+    };
+    let sink = if use_fn { sink_fn } else { sink };
     let stop_h = {
         let stop = stop.clone();
         b.register("stop", move |_ctx, _m| {
@@ -177,17 +219,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             args.handler
         );
         println!(
-            "{:>9} {:>9} {:>12} {:>12} {:>12} {:>12}",
-            "size", "iters", "p50_ns", "p99_ns", "mean_ns", "MB/s"
+            "{:>9} {:>9} {:>12} {:>12} {:>12} {:>12} {:>10}",
+            "size", "iters", "p50_ns", "p99_ns", "mean_ns", "MB/s", "Mmsg/s"
         );
     }
-    for size in sizes(max) {
+    let list = if args.sizes.is_empty() {
+        sizes(max, if args.pow2 { 2 } else { 4 })
+    } else {
+        args.sizes.clone()
+    };
+    if let Some(&big) = list.iter().find(|&&s| s > max) {
+        return Err(format!("size {big} is larger than --max-size {max}").into());
+    }
+    for size in list {
         let (iters, warm) = iters_for(size, args.scale);
         let mut means = Vec::new();
         let mut samples = Vec::with_capacity(iters);
         // Means: timed runs with no clock read inside the loop (the MPI
         // anchor's method); then one sampled run for the percentiles.
-        for run in 0..=args.runs {
+        let lat_runs = if args.no_latency { 0 } else { args.runs + 1 };
+        for run in 0..lat_runs {
             let sampled = run == args.runs;
             for _ in 0..warm {
                 let want = pongs.get() + 1;
@@ -211,13 +262,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let p50 = percentile(&mut samples, 50.0);
         let p99 = percentile(&mut samples, 99.0);
         let mean = median(&mut means);
-        // Bandwidth.
-        let bw_iters = (iters / WINDOW / 4).clamp(4, 400);
+        // Bandwidth and message rate.
+        let (bw_iters, bw_warm) = windows_for(size, args.scale);
         let mut bws = Vec::new();
+        let mut rates = Vec::new();
         for _ in 0..args.runs {
             let mut t0 = 0;
-            for i in 0..bw_iters + 1 {
-                if i == 1 {
+            for i in 0..bw_iters + bw_warm {
+                if i == bw_warm {
                     t0 = clock.now();
                 }
                 let want = acks.get() + 1;
@@ -228,14 +280,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let secs = clock.ns(clock.now() - t0) / 1e9;
             bws.push((size * WINDOW * bw_iters) as f64 / secs / 1e6);
+            rates.push((WINDOW * bw_iters) as f64 / secs / 1e6);
         }
         let bw = median(&mut bws);
+        let rate = median(&mut rates);
         if args.json {
+            // NaN (latency skipped) is written as null, keeping the line JSON.
+            let j = |x: f64| {
+                if x.is_finite() {
+                    format!("{x:.1}")
+                } else {
+                    "null".to_owned()
+                }
+            };
             println!(
-                "{{\"size\":{size},\"iters\":{iters},\"one_way_ns_p50\":{p50:.1},\"one_way_ns_p99\":{p99:.1},\"one_way_ns_mean\":{mean:.1},\"bandwidth_mb_s\":{bw:.1}}}"
+                "{{\"size\":{size},\"iters\":{iters},\"one_way_ns_p50\":{},\"one_way_ns_p99\":{},\"one_way_ns_mean\":{},\"bandwidth_mb_s\":{bw:.1},\"msg_rate_m_s\":{rate:.3}}}",
+                j(p50),
+                j(p99),
+                j(mean)
             );
         } else {
-            println!("{size:>9} {iters:>9} {p50:>12.1} {p99:>12.1} {mean:>12.1} {bw:>12.1}");
+            println!(
+                "{size:>9} {iters:>9} {p50:>12.1} {p99:>12.1} {mean:>12.1} {bw:>12.1} {rate:>10.3}"
+            );
         }
     }
     ep.send(peer, stop_h, &[])?;

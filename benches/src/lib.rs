@@ -1,1 +1,32 @@
-//! Benchmarks of fastmsg (criterion in benches/).
+//! fastmsg's benchmark suite.
+//!
+//! - `benches/engine.rs` (criterion, `cargo bench -p fastmsg-benches`): the
+//!   engine's building blocks in isolation — the empty `extract`, free-list
+//!   claim + release, receive-queue publish + pop, fragment header check,
+//!   credit return, and the frame copy strategies.
+//! - `fmbench` (`src/bin/fmbench.rs`): the one command that runs the whole
+//!   multi-process suite — fastmsg's `pingpong` example under `fmrun`, the
+//!   Open MPI and raw cache-line anchors from `../shared/anchors/`, the
+//!   empty-extract cost and the copy tuning — interleaved in rounds, and
+//!   writes CSV, SVG plots and a Markdown report with the targets
+//!   under `bench-results/`.
+//!
+//! Modules: [`suite`] (the list of measurements: adding a transport or a
+//! collective is one entry there), [`fastmsg_run`] (runs fastmsg programs),
+//! [`anchor`] (runs and parses the Open MPI / hardware anchors), [`report`]
+//! (aggregation, CSV, Markdown, targets), [`plot`] (SVG), [`machine`],
+//! [`child`] (child processes with a time limit), [`stats`], and [`copy`] —
+//! the very `src/copy.rs` of fastmsg compiled into this crate, so the
+//! tuner and the strategies can be measured and stored from here.
+
+pub mod anchor;
+pub mod child;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../src/copy.rs"]
+pub mod copy;
+pub mod fastmsg_run;
+pub mod machine;
+pub mod plot;
+pub mod report;
+pub mod stats;
+pub mod suite;

@@ -1,0 +1,195 @@
+//! `fmbench`: fastmsg's benchmark suite in one command.
+//!
+//! ```text
+//! cargo run --release -p fastmsg-benches --bin fmbench            # full suite (~5 min idle)
+//! cargo run --release -p fastmsg-benches --bin fmbench -- --quick # about a minute
+//! cargo run --release -p fastmsg-benches --bin fmbench -- tune-copy
+//! ```
+//!
+//! The suite builds `fmrun` and the `pingpong` example (release), tunes the
+//! frame copy, then runs rounds of: fastmsg ping-pong/bandwidth/message
+//! rate, Open MPI's (when `mpirun` and the anchors are installed), the raw
+//! cache-line ping-pong, the empty `extract`, the copy strategies, and the
+//! collectives; it writes `bench-results/<profile>-<time>/` with CSV, SVG
+//! plots, `report.md`, and `latest` pointing at it.
+
+use clap::{Parser, Subcommand};
+use fastmsg_benches::{copy, plot, report::human, suite};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "fastmsg's benchmark suite: fastmsg beside Open MPI, with CSV, SVG plots and a Markdown report"
+)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// The quick profile (one round, fewer sizes and iterations): a check
+    /// that everything runs, not figures to quote.
+    #[arg(long)]
+    quick: bool,
+    /// Rounds (default: 3 full, 1 quick).
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Results directory (a timestamped folder is made inside).
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// Do not build fmrun and pingpong first.
+    #[arg(long)]
+    no_build: bool,
+    /// Do not measure Open MPI even if it is installed.
+    #[arg(long)]
+    no_mpi: bool,
+    /// Skip the copy-strategy tuning and comparison.
+    #[arg(long)]
+    no_copy: bool,
+    /// Also copy the report and the plots into `docs/bench/` (what
+    /// BENCHMARKS.md shows).
+    #[arg(long)]
+    publish: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Measure the frame-copy strategies, store the chosen plan where
+    /// fastmsg reads it, and print the measurements.
+    TuneCopy,
+    /// Measure the empty `extract` for each transport set-up.
+    Extract {
+        /// Calls per run.
+        #[arg(long, default_value_t = 20_000_000)]
+        iters: u64,
+    },
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if let Some(Cmd::TuneCopy) = args.cmd {
+        use std::io::Write as _;
+        let plan = copy::tune::tune();
+        let path = copy::store::plan_path()?;
+        copy::store::store(&path, &plan)?;
+        // Written with `?`, not `println!`, so a closed pipe is an error,
+        // not a panic.
+        let mut o = std::io::stdout().lock();
+        writeln!(
+            o,
+            "{:>8} {:>11} {:>12} {:>12}",
+            "chunk", "plain GB/s", "vector GB/s", "stream GB/s"
+        )?;
+        for r in &plan.samples {
+            writeln!(
+                o,
+                "{:>8} {:>11.2} {:>12.2} {:>12.2}",
+                human(r.chunk),
+                r.plain_gb_s,
+                r.vector_gb_s,
+                r.stream_gb_s
+            )?;
+        }
+        let from = if plan.threshold == usize::MAX {
+            "never".to_owned()
+        } else {
+            human(plan.threshold)
+        };
+        writeln!(
+            o,
+            "plan: {} from {from}\nstored in {}",
+            plan.strategy.name(),
+            path.display()
+        )?;
+        return Ok(());
+    }
+    if let Some(Cmd::Extract { iters }) = args.cmd {
+        for setup in suite::EXTRACT {
+            let ns = fastmsg_benches::fastmsg_run::empty_extract(setup, iters, 5)?;
+            println!(
+                "empty extract, {}: {ns:.2} ns (median of 5 runs of {iters})",
+                setup.name
+            );
+        }
+        return Ok(());
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = repo.canonicalize().unwrap_or(repo);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
+    let profile = if args.quick {
+        suite::Profile::quick()
+    } else {
+        suite::Profile::full()
+    };
+    let stamp = std::process::Command::new("date")
+        .arg("-u")
+        .arg("+%Y%m%d-%H%M%S")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "run".to_owned());
+    let out_root = if args.out.is_absolute() {
+        args.out.clone()
+    } else {
+        repo.join(&args.out)
+    };
+    let out = out_root.join(format!("{}-{stamp}", profile.name));
+    let opts = suite::Options {
+        repo: repo.clone(),
+        target,
+        out: out.clone(),
+        build: !args.no_build,
+        mpi: !args.no_mpi,
+        copy: !args.no_copy,
+        rounds: args.rounds,
+    };
+    eprintln!(
+        "fmbench: {} profile, results in {}",
+        profile.name,
+        out.display()
+    );
+    let res = suite::run(&profile, &opts)?;
+    res.write_csv(&out)?;
+    std::fs::write(
+        out.join("machine.json"),
+        serde_json::to_string_pretty(&res.machine)?,
+    )?;
+    let md = res.markdown();
+    std::fs::write(out.join("report.md"), &md)?;
+    match plot::write_all(&res, &out) {
+        Ok(files) => eprintln!(
+            "plots: {}",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => eprintln!("fmbench: {e}"),
+    }
+    if args.publish {
+        let docs = repo.join("docs/bench");
+        std::fs::create_dir_all(&docs)?;
+        for f in [
+            "report.md",
+            "latency.svg",
+            "bandwidth.svg",
+            "copy.svg",
+            "summary.csv",
+            "scalars.csv",
+        ] {
+            if out.join(f).is_file() {
+                std::fs::copy(out.join(f), docs.join(f))?;
+            }
+        }
+        eprintln!("fmbench: published to {}", docs.display());
+    }
+    let latest = out_root.join("latest");
+    let _ = std::fs::remove_file(&latest);
+    #[cfg(unix)]
+    let _ = std::os::unix::fs::symlink(out.file_name().unwrap_or_default(), &latest);
+    println!("{md}");
+    eprintln!("fmbench: wrote {}", out.display());
+    if !res.failures.is_empty() {
+        return Err(format!("{} step(s) failed; see report.md", res.failures.len()).into());
+    }
+    Ok(())
+}
