@@ -4,8 +4,17 @@
 //! - **start**: every rank sends its handler-name table to rank 0
 //!   ([`OP_TABLE`]); rank 0 compares each with its own and sends every rank
 //!   the verdict ([`OP_VERDICT`]): "ok", or the first differing handler.
-//! - **close**: every rank reports [`OP_CLOSE`] to rank 0; when all have,
-//!   rank 0 sends [`OP_RELEASE`] to all, so no rank leaves while another may
+//! - **close**: a termination barrier (the counting method of Mattern's
+//!   four-counter algorithm). Every rank counts the user messages it has
+//!   sent (a parked one counts as sent) and those that arrived whole. On
+//!   `close` it reports both counts to rank 0 ([`OP_CLOSE`], wave 0). Once
+//!   every rank has reported a wave, rank 0 sums the counts; if sent equals
+//!   received and the sums equal the previous wave's, no user message was
+//!   in flight or parked in between, and no handler could send another, so
+//!   rank 0 sends [`OP_RELEASE`] to all. Otherwise it asks every rank for
+//!   its counts again ([`OP_PROBE`], the next wave). Handlers keep running
+//!   meanwhile, so messages that handlers send while ranks close (answers,
+//!   acknowledgements) are delivered too; no rank leaves while another may
 //!   still be sending to it.
 
 use crate::error::{ProtocolError, StartError};
@@ -18,8 +27,38 @@ pub(crate) const OP_TABLE: u32 = 1;
 pub(crate) const OP_VERDICT: u32 = 2;
 /// A rank has called `close`.
 pub(crate) const OP_CLOSE: u32 = 3;
-/// Everyone has called `close`.
+/// Everyone has called `close` and no user message is left anywhere.
 pub(crate) const OP_RELEASE: u32 = 4;
+/// Rank 0 asks for the counts of close wave `n`.
+pub(crate) const OP_PROBE: u32 = 5;
+
+/// A rank's message counts, reported while closing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CloseCounts {
+    /// User messages sent (parked ones included).
+    pub(crate) sent: u64,
+    /// User messages whose last fragment arrived here.
+    pub(crate) received: u64,
+}
+
+/// Encode a close report: wave, sent, received (little-endian).
+pub(crate) fn encode_report(wave: u32, c: CloseCounts) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20);
+    b.extend_from_slice(&wave.to_le_bytes());
+    b.extend_from_slice(&c.sent.to_le_bytes());
+    b.extend_from_slice(&c.received.to_le_bytes());
+    b
+}
+
+fn decode_report(payload: &[u8]) -> Option<(u32, CloseCounts)> {
+    if payload.len() != 20 {
+        return None;
+    }
+    let wave = u32::from_le_bytes(payload[0..4].try_into().ok()?);
+    let sent = u64::from_le_bytes(payload[4..12].try_into().ok()?);
+    let received = u64::from_le_bytes(payload[12..20].try_into().ok()?);
+    Some((wave, CloseCounts { sent, received }))
+}
 
 /// The verdict of the table comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +164,12 @@ pub(crate) struct Control {
     tables: Vec<Option<Vec<String>>>,
     tables_in: u32,
     pub(crate) verdict: Option<Verdict>,
-    closes: u32,
+    /// Rank 0: the close wave being collected, its reports so far and
+    /// their sums, and the previous complete wave's sums.
+    wave: u32,
+    reports: u32,
+    sums: CloseCounts,
+    last_wave: Option<CloseCounts>,
     pub(crate) released: bool,
 }
 
@@ -140,7 +184,10 @@ impl Control {
             tables: vec![None; size as usize],
             tables_in: 0,
             verdict: None,
-            closes: 0,
+            wave: 0,
+            reports: 0,
+            sums: CloseCounts::default(),
+            last_wave: None,
             released: false,
         }
     }
@@ -150,12 +197,14 @@ impl Control {
         self.own_table = names;
     }
 
-    /// Handle a complete control message from `src`.
+    /// Handle a complete control message from `src`; `counts` are this
+    /// rank's close counts now (reported when rank 0 probes).
     pub(crate) fn on_message(
         &mut self,
         src: Rank,
         op: u32,
         payload: &[u8],
+        counts: CloseCounts,
     ) -> Result<Sends, ProtocolError> {
         let bad = |what| ProtocolError::BadControl { src: src.0, what };
         match op {
@@ -201,17 +250,40 @@ impl Control {
                 Ok(Vec::new())
             }
             OP_CLOSE => {
-                self.closes += 1;
-                if self.closes > self.size {
-                    return Err(bad("more closes than ranks"));
+                let (wave, c) = decode_report(payload).ok_or(bad("malformed close report"))?;
+                if wave != self.wave {
+                    return Err(bad("close report for the wrong wave"));
                 }
-                if self.closes < self.size {
+                self.reports += 1;
+                if self.reports > self.size {
+                    return Err(bad("more close reports than ranks"));
+                }
+                self.sums.sent += c.sent;
+                self.sums.received += c.received;
+                if self.reports < self.size {
                     return Ok(Vec::new());
                 }
-                self.closes = 0;
+                let now = std::mem::take(&mut self.sums);
+                self.reports = 0;
+                let quiet = now.sent == now.received && self.last_wave == Some(now);
+                self.last_wave = Some(now);
+                if quiet {
+                    return Ok((0..self.size)
+                        .map(|r| (Rank(r), OP_RELEASE, Vec::new()))
+                        .collect());
+                }
+                self.wave += 1;
+                let probe = self.wave.to_le_bytes().to_vec();
                 Ok((0..self.size)
-                    .map(|r| (Rank(r), OP_RELEASE, Vec::new()))
+                    .map(|r| (Rank(r), OP_PROBE, probe.clone()))
                     .collect())
+            }
+            OP_PROBE => {
+                let wave = payload
+                    .try_into()
+                    .map(u32::from_le_bytes)
+                    .map_err(|_| bad("malformed close probe"))?;
+                Ok(vec![(Rank(0), OP_CLOSE, encode_report(wave, counts))])
             }
             OP_RELEASE => {
                 self.released = true;
@@ -247,8 +319,13 @@ mod tests {
     fn rank0_names_the_first_difference() {
         let mut c = Control::new(2);
         c.set_own_table(vec!["a".into(), "b".into()]);
-        assert!(c.on_message(Rank(0), OP_TABLE, b"a\0b").unwrap().is_empty());
-        let sends = c.on_message(Rank(1), OP_TABLE, b"a\0c").unwrap();
+        assert!(c
+            .on_message(Rank(0), OP_TABLE, b"a\0b", CloseCounts::default())
+            .unwrap()
+            .is_empty());
+        let sends = c
+            .on_message(Rank(1), OP_TABLE, b"a\0c", CloseCounts::default())
+            .unwrap();
         assert_eq!(sends.len(), 2);
         let v = Verdict::decode(Rank(0), &sends[1].2).unwrap();
         assert_eq!(
@@ -260,5 +337,51 @@ mod tests {
                 theirs: Some("c".into())
             }
         );
+    }
+
+    /// Rank 0's side of one close: feed it reports, get its next sends.
+    fn report(c: &mut Control, src: u32, wave: u32, sent: u64, received: u64) -> Sends {
+        let counts = CloseCounts { sent, received };
+        c.on_message(Rank(src), OP_CLOSE, &encode_report(wave, counts), counts)
+            .unwrap()
+    }
+
+    #[test]
+    fn close_releases_only_after_two_equal_balanced_waves() {
+        let mut c = Control::new(2);
+        // Wave 0: balanced, but nothing to compare with yet: probe.
+        assert!(report(&mut c, 0, 0, 5, 2).is_empty());
+        let sends = report(&mut c, 1, 0, 2, 5);
+        assert!(sends
+            .iter()
+            .all(|s| s.1 == OP_PROBE && s.2 == 1u32.to_le_bytes()));
+        // Wave 1: a handler sent one more message meanwhile: probe again.
+        report(&mut c, 0, 1, 6, 2);
+        let sends = report(&mut c, 1, 1, 2, 5);
+        assert!(sends.iter().all(|s| s.1 == OP_PROBE));
+        // Wave 2: it arrived, balanced, but the sums moved: probe again.
+        report(&mut c, 0, 2, 6, 2);
+        let sends = report(&mut c, 1, 2, 2, 6);
+        assert!(sends.iter().all(|s| s.1 == OP_PROBE));
+        // Wave 3: the same sums again: release everyone.
+        report(&mut c, 0, 3, 6, 2);
+        let sends = report(&mut c, 1, 3, 2, 6);
+        assert_eq!(sends.len(), 2);
+        assert!(sends.iter().all(|s| s.1 == OP_RELEASE));
+    }
+
+    #[test]
+    fn bad_close_reports_are_protocol_errors() {
+        let mut c = Control::new(2);
+        let z = CloseCounts::default();
+        assert!(c.on_message(Rank(1), OP_CLOSE, &[1, 2, 3], z).is_err());
+        assert!(c
+            .on_message(Rank(1), OP_CLOSE, &encode_report(4, z), z)
+            .is_err());
+        assert!(c.on_message(Rank(1), OP_PROBE, &[1], z).is_err());
+        let sends = c
+            .on_message(Rank(0), OP_PROBE, &7u32.to_le_bytes(), z)
+            .unwrap();
+        assert_eq!(sends, vec![(Rank(0), OP_CLOSE, encode_report(7, z))]);
     }
 }

@@ -7,7 +7,7 @@
 //! (borrowing `net`) and read its message (borrowing `streams`) while
 //! `extract` is between fragments.
 
-use super::control::Control;
+use super::control::{CloseCounts, Control};
 use super::net::Net;
 use super::stream::{Accepted, Current, PieceInfo, SourceStream};
 use super::wait::WaitConfig;
@@ -73,6 +73,8 @@ pub(crate) struct Core {
     pub(crate) streams: RefCell<Vec<SourceStream>>,
     pub(crate) registry: RefCell<Registry>,
     pub(crate) control: RefCell<Control>,
+    /// User messages whose last fragment arrived (the close barrier's count).
+    received: Cell<u64>,
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
@@ -129,6 +131,7 @@ impl Core {
             streams: RefCell::new((0..size).map(SourceStream::new).collect()),
             registry: RefCell::new(registry),
             control: RefCell::new(Control::new(size)),
+            received: Cell::new(0),
             deferred: RefCell::new(VecDeque::new()),
             has_deferred: Cell::new(false),
             wait: setup.wait,
@@ -221,10 +224,12 @@ impl Core {
                 let r = match self.fast_kind(&frag) {
                     Fast::Piece => {
                         out.messages += 1;
+                        self.received.set(self.received.get() + 1);
                         self.run_fast_piece(&frag)
                     }
                     Fast::Async => {
                         out.messages += 1;
+                        self.received.set(self.received.get() + 1);
                         self.run_fast_async(frag)
                     }
                     Fast::No => self.deliver(frag, &mut out),
@@ -334,12 +339,20 @@ impl Core {
     #[inline(never)]
     fn deliver(self: &Rc<Self>, frag: RxFragment, out: &mut Extracted) -> Result<(), ExtractError> {
         let src = frag.header.src;
+        // Counted for the close barrier once accepted: a fragment that fails
+        // validation was never a message anyone sent.
+        let flags = frag.header.flags & (FragFlags::LAST.0 | FragFlags::SYSTEM.0);
+        let user_last = flags == FragFlags::LAST.0;
         let accepted = {
             let mut streams = self.streams.borrow_mut();
             streams[src as usize].accept(frag, &self.piecewise, &mut |f| self.release(f))
         };
         let accepted = match accepted {
-            Ok(a) => a,
+            Ok(a) => {
+                self.received
+                    .set(self.received.get() + u64::from(user_last));
+                a
+            }
             Err(e) => {
                 // A broken-off message may have ended: let its handler see
                 // the end, and run whatever waits behind it.
@@ -369,10 +382,12 @@ impl Core {
             }
             Accepted::Resume => self.resume_handler(src),
             Accepted::Control(op, payload) => {
-                let sends = self
-                    .control
-                    .borrow_mut()
-                    .on_message(Rank(src), op, &payload)?;
+                let sends = self.control.borrow_mut().on_message(
+                    Rank(src),
+                    op,
+                    &payload,
+                    self.close_counts(),
+                )?;
                 for (dest, op, payload) in sends {
                     self.send_control(dest, op, &payload);
                 }
@@ -502,6 +517,14 @@ impl Core {
             Ok(true)
         } else {
             Err(e)
+        }
+    }
+
+    /// This rank's message counts for the close barrier.
+    pub(crate) fn close_counts(&self) -> CloseCounts {
+        CloseCounts {
+            sent: self.net.borrow().sent_count(),
+            received: self.received.get(),
         }
     }
 

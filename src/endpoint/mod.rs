@@ -228,15 +228,20 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Leave the job: wait until every rank has called `close`, then handle
-    /// what is still in flight to us. Programs should stop sending before
-    /// closing.
+    /// Leave the job: a termination barrier. Returns once every rank has
+    /// called `close` and no user message is left anywhere — parked for
+    /// credit, in flight, or not yet handled here. Handlers keep running
+    /// while ranks close, and what they send (answers, acknowledgements) is
+    /// delivered too, so a request sent just before `close` still gets its
+    /// answer. (A program whose handlers keep sending to each other for
+    /// ever never closes.) Costs at least two rounds to rank 0 and back.
     ///
     /// # Errors
     /// As [`extract`](Self::extract), including errors deferred earlier.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        core.send_control(Rank(0), control::OP_CLOSE, &[]);
+        let report = control::encode_report(0, core.close_counts());
+        core.send_control(Rank(0), control::OP_CLOSE, &report);
         let mut waiter = Waiter::new();
         while !core.control.borrow().released {
             core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;

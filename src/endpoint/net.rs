@@ -96,6 +96,9 @@ impl OutStream {
             flags |= FragFlags::SYSTEM.0;
         }
         self.first = false;
+        if last && !self.system {
+            net.sent += 1;
+        }
         let header = FragHeader {
             src: self.me,
             handler: self.handler,
@@ -125,6 +128,9 @@ pub(crate) struct Net {
     pub(crate) open: Option<Rank>,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
+    /// User messages whose last fragment went to a transport (the close
+    /// barrier's count; parked ones are added by [`Net::sent_count`]).
+    sent: u64,
     /// Fragments were released since the last `flush` (only tracked when
     /// some transport batches; see `Transport::needs_flush`).
     pub(crate) unflushed: bool,
@@ -143,6 +149,7 @@ impl Net {
             open: None,
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
+            sent: 0,
             unflushed: false,
         }
     }
@@ -185,7 +192,15 @@ impl Net {
             flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
             total,
         };
-        t.try_send_inline(dest, header, pieces)
+        let sent = t.try_send_inline(dest, header, pieces);
+        self.sent += u64::from(sent);
+        sent
+    }
+
+    /// User messages sent so far, parked ones included.
+    pub(crate) fn sent_count(&self) -> u64 {
+        let parked = self.pending.iter().flatten().filter(|p| !p.stream.system);
+        self.sent + parked.count() as u64
     }
 
     /// One-sided put through the transport serving `dest`.
