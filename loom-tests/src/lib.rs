@@ -34,6 +34,8 @@
 pub mod frames;
 #[cfg(loom)]
 pub mod harness;
+#[cfg(loom)]
+pub mod ring_store;
 
 #[cfg(all(loom, test))]
 mod credit;
@@ -45,3 +47,5 @@ mod free_list;
 mod recv_dedicated;
 #[cfg(all(loom, test))]
 mod recv_shared;
+#[cfg(all(loom, test))]
+mod ring;
