@@ -53,10 +53,10 @@ const FRAGMENTS: u64 = 8;
 const WRITER: u32 = 1;
 const WORLD: u32 = 2;
 
-const NOT_FIFO: &str = "fragment out of order, lost or duplicated";
-const STALE: &str = "trailer or payload from another fragment";
-const REJECTED: &str = "the reader rejected a trailer the writer wrote";
-const OVER_WINDOW: &str = "more fragments in flight than the window";
+pub(crate) const NOT_FIFO: &str = "fragment out of order, lost or duplicated";
+pub(crate) const STALE: &str = "trailer or payload from another fragment";
+pub(crate) const REJECTED: &str = "the reader rejected a trailer the writer wrote";
+pub(crate) const OVER_WINDOW: &str = "more fragments in flight than the window";
 
 struct State {
     ring: LoomRing,
@@ -71,13 +71,16 @@ fn len_of(pos: u64) -> u32 {
     1 + (pos % 3) as u32
 }
 
-fn payload(pos: u64) -> Vec<u8> {
+/// The bytes fragment `pos` carries (1 to 3, so that a fragment of
+/// another lap differs in length as well as in value).
+pub(crate) fn payload(pos: u64) -> Vec<u8> {
     vec![0x10 + pos as u8; len_of(pos) as usize]
 }
 
-fn header(pos: u64) -> FragHeader {
+/// The header of fragment `pos` written by rank `src`.
+pub(crate) fn header(src: u32, pos: u64) -> FragHeader {
     FragHeader {
-        src: WRITER,
+        src,
         handler: pos as u32,
         len: len_of(pos),
         flags: (FragFlags::FIRST | FragFlags::LAST).0,
@@ -86,9 +89,9 @@ fn header(pos: u64) -> FragHeader {
 }
 
 /// Take the fragment at the reader's head, waiting for it.
-fn take(rx: &mut RingRx, ring: &LoomRing) -> Taken {
+pub(crate) fn take(rx: &mut RingRx, ring: &LoomRing, world: u32) -> Taken {
     loop {
-        match rx.try_take(ring, WORLD) {
+        match rx.try_take(ring, world) {
             Ok(Some(t)) => return t,
             // Nothing yet: wait on the stamp word alone, as a transport's
             // empty poll does, then take again.
@@ -100,6 +103,15 @@ fn take(rx: &mut RingRx, ring: &LoomRing) -> Taken {
             Err(e) => panic!("{REJECTED}: {e}"),
         }
     }
+}
+
+/// Assert that `t` is fragment `head` of rank `src`, whole: its position,
+/// its trailer's header, and its payload, read through the pointer
+/// `try_take` handed out.
+pub(crate) fn expect_fragment(ring: &LoomRing, t: &Taken, src: u32, head: u64) {
+    assert_eq!(t.pos, head, "{NOT_FIFO}");
+    assert_eq!(t.body.header, header(src, head), "{STALE}");
+    assert_eq!(ring.read_taken(t), payload(head), "{STALE}");
 }
 
 fn run() {
@@ -127,19 +139,16 @@ fn run() {
             assert!(n <= u64::from(SLOTS), "{OVER_WINDOW}");
             // Nothing comes the other way in this model, so nothing to
             // piggyback.
-            let t = tx.trailer(pos, header(pos), 0);
+            let t = tx.trailer(pos, header(WRITER, pos), 0);
             place(&s.ring, pos, &t.body, &payload(pos));
         }
     });
 
     let mut rx = RingRx::new(geometry, WRITER);
     for head in 0..FRAGMENTS {
-        let t = take(&mut rx, &s.ring);
-        assert_eq!(t.pos, head, "{NOT_FIFO}");
-        assert_eq!(u64::from(t.body.header.handler), head, "{STALE}");
-        assert_eq!(t.body.header, header(head), "{STALE}");
+        let t = take(&mut rx, &s.ring, WORLD);
+        expect_fragment(&s.ring, &t, WRITER, head);
         assert_eq!(t.body.credit, 0, "{STALE}");
-        assert_eq!(s.ring.read_taken(&t), payload(head), "{STALE}");
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
         rx.release(t.pos);
         if let Some(total) = rx.credit_due(false) {

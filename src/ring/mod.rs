@@ -32,7 +32,8 @@
 //!
 //! This module knows nothing about sockets or verbs: storage comes through
 //! [`RingStore`] and every atomic through [`crate::sync`], so `loom-tests/`
-//! can run this very logic over ordinary memory.
+//! runs this very logic over ordinary memory (models 4 and 4b,
+//! `loom-tests/src/ring.rs` and `ring_duplex.rs`).
 
 use crate::error::ProtocolError;
 use crate::flow::{CreditReturn, CreditWindow};
