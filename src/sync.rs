@@ -1,8 +1,9 @@
 //! The one synchronisation shim.
 //!
 //! Every atomic, cell, spin hint and futex call of the lock-free code (the
-//! shared-memory queues in [`crate::queue`], the credit counters in
-//! [`crate::flow`], the sleep/wake doorbell in [`crate::wake`]) goes through
+//! shared-memory queues in [`crate::queue`], the network rings in
+//! [`crate::ring`], the credit counters in [`crate::flow`], the sleep/wake
+//! doorbell in [`crate::wake`]) goes through
 //! this module. Under `--cfg loom` it re-exports loom's model-checked types,
 //! otherwise `core`'s, so the loom suite in `loom-tests/` checks the very code
 //! that ships (the tokio `loom` module / crossbeam `primitive` pattern).
@@ -82,7 +83,7 @@ impl<T> UnsafeCell<T> {
 
 /// Seeded mutants: the loom suite's proof that each model can fail.
 ///
-/// A handful of spots in the queue, credit and doorbell code ask
+/// A handful of spots in the queue, ring, credit and doorbell code ask
 /// [`on`](mutant::on) whether one named bug should be planted there (an
 /// ordering weakened, a fence or a check left out). Outside `--cfg loom`
 /// `on` is a `const fn` returning `false` and [`weaken`](mutant::weaken)
@@ -117,6 +118,13 @@ pub mod mutant {
         SleeperNoFence,
         /// `Doorbell::ring`: no SeqCst fence before checking for a sleeper.
         WakerNoFence,
+        /// `ring::publish_trailer`: the stamp store is Relaxed, not Release.
+        RingStampRelaxed,
+        /// `RingRx::try_take`: the stamp load is Relaxed, not Acquire.
+        RingTakeRelaxed,
+        /// `RingRx::try_take`: a slot still holding last lap's fragment is
+        /// taken as holding this one (a flag test without the lap).
+        RingTakesLastLap,
     }
 
     #[cfg(loom)]

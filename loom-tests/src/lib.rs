@@ -1,9 +1,10 @@
 //! Loom models of fastmsg's lock-free code.
 //!
 //! The models drive the very source files that ship — [`fastmsg::queue`],
-//! [`fastmsg::flow`], [`fastmsg::wake`] — compiled against loom's atomics
-//! and cells through `fastmsg`'s `sync` shim; frame bytes live in
-//! [`frames::LoomFrames`], a `FrameStore` whose every byte access loom
+//! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`] — compiled
+//! against loom's atomics and cells through `fastmsg`'s `sync` shim; frame
+//! bytes live in [`frames::LoomFrames`], a `FrameStore`, and ring slots in
+//! [`ring_store::LoomRing`], a `RingStore`, whose every byte access loom
 //! sees. They exist only when the workspace is built with
 //! `RUSTFLAGS="--cfg loom"`; otherwise this crate is empty, so
 //! `cargo test --workspace` is unaffected.
@@ -14,10 +15,9 @@
 //! | 2a shared queue | `recv_shared` | 1–2 producers, 1 consumer | stamps + recycle: no lost, duplicated, stale or torn entry, FIFO per producer, across laps |
 //! | 2b dedicated queue | `recv_dedicated` | 1 producer, 1 consumer | slot and frame reuse ordered by credits alone, three laps |
 //! | 3 credits | `credit` | sender, receiver | never negative, never more in flight than the window, no deadlock (both sides sleep on doorbells) |
+//! | 4 network ring | `ring` | 1 writer, 1 poller | end-of-frame length-flag ring, 4 slots, two laps, credit through the explicit credit word: the poller never sees a trailer without its payload; no lost, duplicated, stale or torn fragment, in order; never more in flight than the window |
+//! | 4b network rings, duplex | `ring_duplex` | 2 ranks, one ring each way | credit piggybacked on the other ring's trailers alone: the same, on both rings, and each writer gets its credit back |
 //! | 5 doorbell | `doorbell` | sleeper, waker | no lost wake-up |
-//!
-//! (Model 4, the network transports' end-of-frame length-flag ring, waits
-//! for `src/ring/`, which is being written on another branch.)
 //!
 //! Each model module has the model passing on the real code and one test
 //! per seeded mutant (`fastmsg::mutant`, see `src/sync.rs`) asserting that
@@ -34,6 +34,8 @@
 pub mod frames;
 #[cfg(loom)]
 pub mod harness;
+#[cfg(loom)]
+pub mod ring_store;
 
 #[cfg(all(loom, test))]
 mod credit;
@@ -45,3 +47,7 @@ mod free_list;
 mod recv_dedicated;
 #[cfg(all(loom, test))]
 mod recv_shared;
+#[cfg(all(loom, test))]
+mod ring;
+#[cfg(all(loom, test))]
+mod ring_duplex;

@@ -32,11 +32,13 @@
 //!
 //! This module knows nothing about sockets or verbs: storage comes through
 //! [`RingStore`] and every atomic through [`crate::sync`], so `loom-tests/`
-//! can run this very logic over ordinary memory.
+//! runs this very logic over ordinary memory (models 4 and 4b,
+//! `loom-tests/src/ring.rs` and `ring_duplex.rs`).
 
 use crate::error::ProtocolError;
 use crate::flow::{CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Bytes of the trailer at the end of every slot.
@@ -186,7 +188,9 @@ pub fn publish_trailer<S: RingStore + ?Sized>(store: &S, slot: u32, trailer: &Tr
     // SYNC POINT ring-stamp (release side): the payload and the body written
     // before are visible to the reader whose Acquire load sees this stamp
     // (`RingRx::try_take`, `RingWatch::ready`).
-    store.stamp(slot).store(trailer.stamp, Ordering::Release);
+    // (MUTANT RingStampRelaxed, loom only: Relaxed.)
+    let order = mutant::weaken(Mutant::RingStampRelaxed, Ordering::Release);
+    store.stamp(slot).store(trailer.stamp, order);
 }
 
 /// Place a whole fragment locally (payload, body, stamp): what a remote
@@ -306,11 +310,19 @@ impl RingRx {
         let slot = self.geometry.slot_of(self.head);
         // SYNC POINT ring-stamp (acquire side): pairs with the Release store
         // in `publish_trailer` (or with the NIC's in-order placement).
-        let stamp = store.stamp(slot).load(Ordering::Acquire);
+        // (MUTANT RingTakeRelaxed, loom only: Relaxed.)
+        let order = mutant::weaken(Mutant::RingTakeRelaxed, Ordering::Acquire);
+        let stamp = store.stamp(slot).load(order);
         let want = self.head + 1;
-        if stamp != want {
+        let last_lap = want.saturating_sub(u64::from(self.geometry.slots));
+        // (MUTANT RingTakesLastLap, loom only: a slot's earlier fragment
+        // counts as this one, as in a length-flag ring that tests "flag
+        // set" without ever clearing it.)
+        let stale = mutant::on(Mutant::RingTakesLastLap) && stamp == last_lap && stamp != 0;
+        let landed = stamp == want || stale;
+        if !landed {
             // Last lap's stamp (0 in a fresh ring): nothing yet.
-            if stamp == want.saturating_sub(u64::from(self.geometry.slots)) {
+            if stamp == last_lap {
                 return Ok(None);
             }
             self.dead = true;
