@@ -234,7 +234,6 @@ fn bits(x: &[f64]) -> Vec<u64> {
 
 fn reductions(ep: &mut Endpoint, coll: &Collectives, traffic: &mut Traffic) {
     let (me, n) = (ep.rank(), ep.size());
-    let all = |f: &dyn Fn(u32) -> Vec<u64>| (0..n).map(f).collect::<Vec<_>>();
     let mut g = rng(SEED, 1, me.0, 11);
     for it in 0..ITERS {
         let cnt = count(SEED, it);
@@ -300,7 +299,7 @@ fn reductions(ep: &mut Endpoint, coll: &Collectives, traffic: &mut Traffic) {
             coll.allreduce(ep, &mut x, op).expect("allreduce i64");
             assert_eq!(x, reference(&is, &op), "allreduce i64 {op:?}");
         }
-        let us = all(&|r| u64s(SEED, it, r, cnt));
+        let us: Vec<Vec<u64>> = (0..n).map(|r| u64s(SEED, it, r, cnt)).collect();
         for op in [Op::And, Op::Or, Op::Xor, Op::Sum] {
             let mut x = us[me.index()].clone();
             coll.allreduce_with(ep, &mut x, op, AllreduceAlgo::ReduceBcast)
