@@ -61,8 +61,10 @@ fn job(per_host: u32, wait: &str) {
     let Some(hosts) = Hosts::create(&tag) else {
         return;
     };
-    let path = std::env::temp_dir().join(format!("fmcoll-{}-{per_host}", std::process::id()));
-    File::create(&path).expect("arrivals file");
+    let file =
+        Removed(std::env::temp_dir().join(format!("fmcoll-{}-{per_host}", std::process::id())));
+    let path = &file.0;
+    File::create(path).expect("arrivals file");
     hosts.run(&Job {
         fmrun: &common::fmrun(),
         rank_test: "net_coll_rank",
@@ -74,14 +76,22 @@ fn job(per_host: u32, wait: &str) {
         ],
         limit: Duration::from_secs(120),
     });
-    let bytes = std::fs::metadata(&path).expect("arrivals").len();
-    let _ = std::fs::remove_file(&path);
+    let bytes = std::fs::metadata(path).expect("arrivals").len();
     // Every rank arrived at every barrier the rank program counts.
     assert_eq!(
         bytes,
         barriers_per_job() * u64::from(2 * per_host),
         "arrivals recorded"
     );
+}
+
+/// A file removed when dropped (also when the job fails).
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 #[test]
