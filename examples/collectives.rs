@@ -8,7 +8,9 @@
 //! the largest over ranks; the median over `runs` runs is reported.
 //! Allreduce is SUM over 1 f64 (8 bytes) and over 128 f64 (1 KiB).
 //! `--json` prints one object per line: `op`, `algo`, `ranks`, `bytes`,
-//! `iters`, `latency_us`, `runs_us`, `wait`.
+//! `iters`, `latency_us`, `runs_us`, `wait`. Across hosts (`fmrun --size
+//! --rank-offset --root …` on each) the flat SMP algorithms, which need
+//! every rank on one host, are left out.
 
 use clap::Parser;
 use fastmsg::{Endpoint, EndpointBuilder};
@@ -123,7 +125,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..args.settle {
         coll.barrier_with(&mut ep, BarrierAlgo::Dissemination)?;
     }
+    // The flat SMP algorithms need every rank on one host.
+    let one_host = ep.local_ranks().len() == n as usize;
     for algo in barriers {
+        if algo == BarrierAlgo::Smp && !one_host {
+            continue;
+        }
         let name = match algo {
             BarrierAlgo::Auto => format!("auto={}", coll.auto_barrier(&mut ep)?.name()),
             a => a.name().to_owned(),
@@ -152,7 +159,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 a => a.name().to_owned(),
             };
-            if algo.is_one_sided() && bytes > SMP_ALLREDUCE_MAX_BYTES {
+            if algo.is_one_sided() && bytes > SMP_ALLREDUCE_MAX_BYTES
+                || algo == AllreduceAlgo::Smp && !one_host
+            {
                 continue;
             }
             let input = vec![f64::from(ep.rank().0 + 1); k];

@@ -1,205 +1,55 @@
 //! Multi-host runs: two network namespaces that this test creates itself
-//! act as two hosts (a veth pair between them, addresses assigned inside
-//! them, nothing else addressed). On each, `fmrun` starts that host's two
-//! ranks of a four-rank job (`--size 4 --rank-offset K --root …`); ranks on
-//! one host talk over shared memory, across hosts over the TCP transport.
-//! Scenarios: the all-to-all storm (checksums, order), ping-pong across
-//! hosts, and a barrier and allreduce written here with handlers and
-//! one-sided puts (the collectives crate is not merged yet).
+//! act as two hosts (`common::netns`: a veth pair between them, addresses
+//! assigned inside them, nothing else addressed). On each, `fmrun` starts
+//! that host's two ranks of a four-rank job (`--size 4 --rank-offset K
+//! --root …`); ranks on one host talk over shared memory, across hosts
+//! over the TCP transport. Scenarios: the all-to-all storm (checksums,
+//! order), ping-pong across hosts, and a barrier and allreduce written
+//! here with bare handlers and one-sided puts (the engine's own check; the
+//! collectives crate runs across the same namespaces in
+//! `handlers/tests/net_collectives.rs`).
 //!
 //! Needs root (to create namespaces); skips with a message otherwise.
 
 mod common;
 
+use common::netns::{Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::{EndpointBuilder, Rank};
 use std::cell::{Cell, RefCell};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Two namespaces joined by a veth pair; removed on drop.
-struct Hosts {
-    ns: [String; 2],
-    addr: [String; 2],
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl Hosts {
-    /// `None` (with a message) where namespaces cannot be created.
-    fn create(tag: &str) -> Option<Hosts> {
-        // SAFETY-free check of the effective user: namespaces need root.
-        if !nix_is_root() {
-            eprintln!("SKIP {tag}: not root, cannot create network namespaces");
-            return None;
-        }
-        static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}{}",
-            std::process::id() % 100_000,
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let ns = [format!("fmh{id}a"), format!("fmh{id}b")];
-        let veth = [format!("fmv{id}a"), format!("fmv{id}b")];
-        // Addresses inside our own namespaces only (a private /24 per pair).
-        let net = 1 + N.load(Ordering::Relaxed) % 250;
-        let addr = [format!("10.251.{net}.1"), format!("10.251.{net}.2")];
-        let hosts = Hosts {
-            ns: ns.clone(),
-            addr: addr.clone(),
-        };
-        let setup = || -> Result<(), String> {
-            for n in &ns {
-                ip(&["netns", "add", n])?;
-            }
-            ip(&[
-                "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
-            ])?;
-            for i in 0..2 {
-                ip(&["link", "set", &veth[i], "netns", &ns[i]])?;
-                ip(&[
-                    "-n",
-                    &ns[i],
-                    "addr",
-                    "add",
-                    &format!("{}/24", addr[i]),
-                    "dev",
-                    &veth[i],
-                ])?;
-                ip(&["-n", &ns[i], "link", "set", &veth[i], "up"])?;
-                ip(&["-n", &ns[i], "link", "set", "lo", "up"])?;
-            }
-            Ok(())
-        };
-        match setup() {
-            Ok(()) => Some(hosts),
-            Err(e) => {
-                if e.contains("Operation not permitted") || e.contains("Permission denied") {
-                    eprintln!("SKIP {tag}: cannot create network namespaces: {e}");
-                    None
-                } else {
-                    panic!("creating test namespaces: {e}");
-                }
-            }
-        }
-    }
-
-    /// Run `scenario` as a 4-rank job, 2 ranks per namespace.
-    fn run_job(&self, scenario: &str) {
-        let exe = std::env::current_exe().unwrap();
-        let job = format!("nh{}-{scenario}", std::process::id());
-        let root = format!("{}:{}", self.addr[0], 17000 + std::process::id() % 20000);
-        let children: Vec<_> = (0..2)
-            .map(|h| {
-                Command::new("ip")
-                    .args(["netns", "exec", &self.ns[h]])
-                    .arg(env!("CARGO_BIN_EXE_fmrun"))
-                    .args([
-                        "-n",
-                        "2",
-                        "--size",
-                        "4",
-                        "--rank-offset",
-                        &(2 * h).to_string(),
-                    ])
-                    .args([
-                        "--root",
-                        &root,
-                        "--secret",
-                        "namespaces-secret",
-                        "--job",
-                        &job,
-                    ])
-                    .args(["--host-id", &format!("host{h}"), "--timeout", "60"])
-                    .arg(&exe)
-                    .args([
-                        "net_rank_program",
-                        "--exact",
-                        "--nocapture",
-                        "--test-threads",
-                        "1",
-                    ])
-                    .env("FASTMSG_TEST_SCENARIO", scenario)
-                    .stdout(Stdio::inherit())
-                    .stderr(Stdio::inherit())
-                    .spawn()
-                    .expect("start fmrun")
-            })
-            .collect();
-        let start = Instant::now();
-        let mut statuses = Vec::new();
-        for mut c in children {
-            let status = loop {
-                if let Some(s) = c.try_wait().unwrap() {
-                    break s;
-                }
-                if start.elapsed() > Duration::from_secs(240) {
-                    let _ = c.kill();
-                    panic!("{scenario}: the job did not finish in 240 s");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            statuses.push(status);
-        }
-        for (h, s) in statuses.iter().enumerate() {
-            assert!(s.success(), "{scenario}: host {h}'s ranks failed: {s}");
-        }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for n in &self.ns {
-            let _ = ip(&["netns", "del", n]);
-        }
-    }
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
+fn run(hosts: &Hosts, scenario: &str) {
+    hosts.run(&Job {
+        fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
+        rank_test: "net_rank_program",
+        per_host: 2,
+        scenario,
+        env: Vec::new(),
+        limit: Duration::from_secs(240),
+    });
 }
 
 #[test]
 fn two_hosts_storm() {
     if let Some(h) = Hosts::create("two_hosts_storm") {
-        h.run_job("storm");
+        run(&h, "storm");
     }
 }
 
 #[test]
 fn two_hosts_pingpong() {
     if let Some(h) = Hosts::create("two_hosts_pingpong") {
-        h.run_job("pingpong");
+        run(&h, "pingpong");
     }
 }
 
 #[test]
 fn two_hosts_barrier_and_allreduce() {
     if let Some(h) = Hosts::create("two_hosts_barrier_and_allreduce") {
-        h.run_job("collective");
+        run(&h, "collective");
     }
 }
 

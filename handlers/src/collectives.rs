@@ -173,6 +173,13 @@ impl Collectives {
         Ok(c)
     }
 
+    /// Whether the world spans more than one host. Every rank answers
+    /// alike without talking: if one host held every rank, each rank
+    /// would see all of them as local.
+    fn spans_hosts(&self, ep: &Endpoint) -> bool {
+        ep.local_ranks().len() != self.eng.size as usize
+    }
+
     // ---- barrier ----
 
     /// Barrier with the configured algorithm ([`CollConfig::barrier`]; a
@@ -199,6 +206,11 @@ impl Collectives {
     pub fn auto_barrier(&self, ep: &mut Endpoint) -> Result<BarrierAlgo, CollError> {
         Ok(if !self.group.is_world() {
             BarrierAlgo::Dissemination
+        } else if self.spans_hosts(ep) {
+            // Only the hosts' masters cross the network: one put per
+            // master per step instead of one per rank, and the network
+            // steps are ⌈log2 hosts⌉ instead of ⌈log2 N⌉ mixed ones.
+            BarrierAlgo::Hierarchical
         } else if self.crowding(ep)? >= 3 {
             BarrierAlgo::Hierarchical
         } else {

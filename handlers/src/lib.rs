@@ -27,6 +27,14 @@
 //! Messages of instances this rank has not started yet are buffered
 //! (bounded, [`CollConfig::max_early_messages`]) and matched by group and
 //! instance number.
+//!
+//! Across hosts nothing changes for the caller: messages and one-sided
+//! puts to a rank on another host travel over fastmsg's network transport
+//! (TCP), and the hierarchical barrier treats each host's ranks
+//! (`Endpoint::local_ranks`) as one SMP domain whose master alone talks
+//! to the other hosts. Only the flat SMP algorithms need every rank on one
+//! host. `tests/net_collectives.rs` runs every collective across two
+//! network namespaces.
 
 mod collectives;
 mod config;

@@ -1,38 +1,12 @@
 //! The collectives with ranks as processes, started by `fmrun`.
 //!
-//! `fmrun` is a binary of the `fastmsg` package, so this crate cannot name
-//! it with `env!("CARGO_BIN_EXE_fmrun")` (Cargo gives that only to the
-//! package's own tests). It is found next to this test's own executable's
-//! directory (`<target>/<profile>/deps/<test>` → `<target>/<profile>/fmrun`):
-//! `cargo test --workspace` and `cargo build --workspace --all-targets`
-//! (what CI runs) build it there, because `fastmsg`'s own tests need it.
-//! `FMRUN=/path/to/fmrun` overrides the search. If it is missing, the test
-//! fails and says how to build it — it does not pass silently.
+//! `fmrun` is found by `common::fmrun` (see there).
 
 mod common;
 
 use common::u64s;
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_handlers::{reference, AllreduceAlgo, BarrierAlgo, CollConfig, Collectives, Op};
-use std::path::PathBuf;
-
-fn fmrun() -> PathBuf {
-    if let Some(p) = std::env::var_os("FMRUN") {
-        return p.into();
-    }
-    let exe = std::env::current_exe().expect("own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("<target>/<profile>/deps/<test>");
-    let p = profile_dir.join("fmrun");
-    assert!(
-        p.exists(),
-        "{} not found: build it with `cargo build -p fastmsg --bin fmrun` (same profile), or set FMRUN",
-        p.display()
-    );
-    p
-}
 
 /// The rank program: does nothing unless started by `fmrun`.
 #[test]
@@ -102,7 +76,7 @@ fn coll_process_rank() {
 
 fn through_fmrun(ranks: &str, extra: &[&str]) {
     let exe = std::env::current_exe().unwrap();
-    let status = std::process::Command::new(fmrun())
+    let status = std::process::Command::new(common::fmrun())
         .args(["-n", ranks, "--timeout", "120"])
         .args(extra)
         .arg(&exe)

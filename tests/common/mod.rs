@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod storm;
 
 /// SplitMix64: a tiny deterministic generator.

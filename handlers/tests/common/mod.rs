@@ -8,6 +8,7 @@ use fastmsg::{EndpointBuilder, Error};
 use fastmsg_handlers::{CollConfig, Collectives};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
 
 /// A generator for (seed, iteration, rank, salt).
 pub fn rng(seed: u64, iter: u64, rank: u32, salt: u64) -> StdRng {
@@ -75,4 +76,31 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The `fmrun` launcher. It is a binary of the `fastmsg` package, so this
+/// crate cannot name it with `env!("CARGO_BIN_EXE_fmrun")` (Cargo gives
+/// that only to the package's own tests). It is found next to this test's
+/// own executable's directory (`<target>/<profile>/deps/<test>` →
+/// `<target>/<profile>/fmrun`): `cargo test --workspace` and `cargo build
+/// --workspace --all-targets` (what CI runs) build it there, because
+/// `fastmsg`'s own tests need it. `FMRUN=/path/to/fmrun` overrides the
+/// search. If it is missing, the test fails and says how to build it — it
+/// does not pass silently.
+pub fn fmrun() -> PathBuf {
+    if let Some(p) = std::env::var_os("FMRUN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("own path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("<target>/<profile>/deps/<test>");
+    let p = profile_dir.join("fmrun");
+    assert!(
+        p.exists(),
+        "{} not found: build it with `cargo build -p fastmsg --bin fmrun` (same profile), or set FMRUN",
+        p.display()
+    );
+    p
 }
