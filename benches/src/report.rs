@@ -397,8 +397,10 @@ impl Results {
         let _ = writeln!(
             m,
             "Suite wall time {:.0} s. Medians over rounds; every round runs every measurement once, interleaved. \
-             fastmsg: `fmrun -n 2 pingpong` (plain-function handlers, one-way = RTT/2, ranks not pinned); \
-             Open MPI: `mpi_bench` from `../shared/anchors` (`mpirun --bind-to core`). MB/s = 1e6 B/s.\n",
+             fastmsg: `fmrun -n 2 pingpong` (plain-function handlers, one-way = RTT/2, rank i pinned to CPU i with `taskset`); \
+             Open MPI: `mpi_bench` from `../shared/anchors` (`mpirun --bind-to core`). \
+             Collectives: `fmrun -n N collectives` with the `auto` algorithm (allreduce of one f64), the slowest rank's mean over the iterations after 100 warm-up, median of runs; \
+             Open MPI's with more than 2 ranks run `--bind-to none --mca mpi_yield_when_idle 1`. MB/s = 1e6 B/s.\n",
             self.elapsed_s
         );
         if !self.notes.is_empty() || !self.failures.is_empty() {

@@ -9,10 +9,10 @@
 //!   [`PT2PT`] (the `fmrun` options / environment that select it);
 //! - a transport for the empty-extract cost: an [`ExtractSetup`] in
 //!   [`EXTRACT`];
-//! - a collective: set `fastmsg_example` of its [`CollEntry`] in
-//!   [`COLLECTIVES`] to an example that, started as `fmrun -n N
-//!   target/release/examples/NAME --json --op OP --iters I --runs R`,
-//!   prints one line `{"op":"barrier","ranks":N,"us":X}` (µs per
+//! - a collective: a [`CollEntry`] in [`COLLECTIVES`] naming the
+//!   `collectives` example's options that select it; started as `fmrun -n
+//!   N target/release/examples/collectives --json --iters I --runs R
+//!   OPTIONS`, the example prints one line with `"latency_us":X` (µs per
 //!   operation, median over runs of the slowest rank's mean).
 
 use crate::anchor::Anchors;
@@ -59,20 +59,21 @@ pub const EXTRACT: &[ExtractSetup] = &[ExtractSetup {
 pub struct CollEntry {
     /// `barrier` or `allreduce` (the names `mpi_bench coll` prints).
     pub op: &'static str,
-    /// The fastmsg example that measures it (contract in the module
-    /// docs); `None` while the collectives are not in this tree.
-    pub fastmsg_example: Option<&'static str>,
+    /// Options of the `collectives` example that measure just this one
+    /// with the default (`auto`) algorithm, like Open MPI's own choice.
+    pub example_args: &'static [&'static str],
 }
 
-/// Collectives (fastmsg's come with the `handlers` crate).
+/// Collectives (fastmsg's from the `handlers` crate, measured by the
+/// `collectives` example; Open MPI's allreduce is of one double).
 pub const COLLECTIVES: &[CollEntry] = &[
     CollEntry {
         op: "barrier",
-        fastmsg_example: None,
+        example_args: &["--barrier", "auto", "--allreduce", ""],
     },
     CollEntry {
         op: "allreduce",
-        fastmsg_example: None,
+        example_args: &["--barrier", "", "--allreduce", "auto", "--elems", "1"],
     },
 ];
 
@@ -212,7 +213,7 @@ enum Step {
 impl Step {
     fn label(&self) -> String {
         match self {
-            Step::Build => "build fmrun + pingpong (release)".into(),
+            Step::Build => "build fmrun, pingpong, collectives (release)".into(),
             Step::TuneCopy => "tune the frame copy".into(),
             Step::Pingpong { setup, round } => {
                 format!("round {round}: {} ping-pong + bandwidth", setup.name)
@@ -280,12 +281,6 @@ fn plan_steps(p: &Profile, o: &Options, anchors: &Anchors, notes: &mut Vec<Strin
             false
         }
     };
-    for e in COLLECTIVES.iter().filter(|e| e.fastmsg_example.is_none()) {
-        notes.push(format!(
-            "fastmsg {} not measured: no collectives in this tree yet (one entry in benches/src/suite.rs COLLECTIVES when they land)",
-            e.op
-        ));
-    }
     let rounds = o.rounds.unwrap_or(p.rounds).max(1);
     for round in 1..=rounds {
         for s in PT2PT {
@@ -311,7 +306,7 @@ fn plan_steps(p: &Profile, o: &Options, anchors: &Anchors, notes: &mut Vec<Strin
             }
         }
         for &n in &p.coll_ranks {
-            for e in COLLECTIVES.iter().filter(|e| e.fastmsg_example.is_some()) {
+            for e in COLLECTIVES {
                 steps.push(Step::Coll {
                     entry: *e,
                     ranks: n,
@@ -431,6 +426,7 @@ fn run_step(
             c.current_dir(&o.repo)
                 .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
                 .args(["-p", "fastmsg-examples", "--example", "pingpong"])
+                .args(["--example", "collectives"])
                 .env("CARGO_TARGET_DIR", &o.target);
             child::run(c, Duration::from_secs(1800), log)?;
         }
@@ -596,26 +592,22 @@ fn run_step(
             ranks,
             round,
         } => {
-            let prog = entry.fastmsg_example.unwrap_or("missing");
+            let prog = "collectives";
             let mut c = Command::new(&progs.fmrun);
             c.args(["-n", &ranks.to_string()])
                 .arg(o.target.join("release/examples").join(prog))
-                .args([
-                    "--json",
-                    "--op",
-                    entry.op,
-                    "--iters",
-                    &p.coll_iters.to_string(),
-                ])
-                .args(["--runs", &p.runs.to_string()]);
+                .args(["--json", "--iters", &p.coll_iters.to_string()])
+                .args(["--runs", &p.runs.to_string(), "--settle", "1000"])
+                .args(entry.example_args);
             let out = child::run(c, Duration::from_secs(600), log)?;
             let us = out
                 .lines()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find_map(|v| v.get("us").and_then(serde_json::Value::as_f64))
+                .filter(|v| v.get("op").and_then(serde_json::Value::as_str) == Some(entry.op))
+                .find_map(|v| v.get("latency_us").and_then(serde_json::Value::as_f64))
                 .ok_or_else(|| ChildRunError::Failed {
                     prog: prog.to_owned(),
-                    status: "no {\"us\":…} line".to_owned(),
+                    status: format!("no {} line with \"latency_us\"", entry.op),
                     log: log.display().to_string(),
                 })?;
             res.scalars.push(Scalar::new(
