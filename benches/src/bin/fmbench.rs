@@ -1,7 +1,7 @@
 //! `fmbench`: fastmsg's benchmark suite in one command.
 //!
 //! ```text
-//! cargo run --release -p fastmsg-benches --bin fmbench            # full suite (~5 min idle)
+//! cargo run --release -p fastmsg-benches --bin fmbench            # full suite (70–100 s here)
 //! cargo run --release -p fastmsg-benches --bin fmbench -- --quick # about a minute
 //! cargo run --release -p fastmsg-benches --bin fmbench -- tune-copy
 //! ```
