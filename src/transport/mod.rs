@@ -74,6 +74,27 @@ pub struct RxFragment {
 }
 
 impl RxFragment {
+    /// The fragment a network transport took from the ring of its peer
+    /// number `peer` (both network transports identify ring fragments
+    /// this way for `release`).
+    ///
+    /// # Safety
+    /// As [`RxFragment::new`]: the slot holding `taken`'s payload must not
+    /// be written again until the transport releases the fragment (the
+    /// peer may not, without the credit that release returns), and the
+    /// ring's memory must outlive the fragment.
+    #[inline]
+    pub(crate) unsafe fn from_ring(peer: usize, taken: &crate::ring::Taken) -> Self {
+        let token = ReleaseToken {
+            a: peer as u32,
+            b: 0,
+            src: 0,
+            pos: taken.pos,
+        };
+        // SAFETY: the caller's promise is the one `new` asks for.
+        unsafe { RxFragment::new(taken.body.header, token, taken.data) }
+    }
+
     /// A fragment whose payload stays in transport memory at `data`.
     ///
     /// # Safety

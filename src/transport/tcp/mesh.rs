@@ -168,24 +168,13 @@ fn accept_higher(
         if want.is_empty() {
             break Ok(std::mem::take(&mut out));
         }
-        if Instant::now() >= deadline {
+        let who = format!("rank {}", job.me);
+        let Some((mut s, from)) = auth::accept_before(listener, deadline, &who) else {
             break Err(ConnectError::Timeout {
                 what: format!("ranks {want:?} to connect to rank {}", job.me),
                 waited: start.elapsed(),
             });
-        }
-        let (mut s, from) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(e) => {
-                eprintln!("fastmsg: rank {}: accept failed: {e}", job.me);
-                continue;
-            }
         };
-        let _ = s.set_nonblocking(false);
         let judged = auth::server(&mut s, job.secret, job.me.0, |h| judge(h, job, &want));
         match judged {
             Ok(h) => {

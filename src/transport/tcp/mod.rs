@@ -278,18 +278,12 @@ impl TcpTransport {
             }
         };
         self.peers[k].tx.returned(taken.body.credit);
-        let token = ReleaseToken {
-            a: k as u32,
-            b: 0,
-            src: 0,
-            pos: taken.pos,
-        };
         // SAFETY: the payload lies in peer k's ring slot, which the peer
         // may not write again before we return its credit, and we return
         // it only after the engine releases this fragment; `try_take`
         // checked the length against the slot; the region outlives the
         // fragment (the engine drops fragments before transports).
-        Ok(unsafe { RxFragment::new(taken.body.header, token, taken.data) })
+        Ok(unsafe { RxFragment::from_ring(k, &taken) })
     }
 }
 

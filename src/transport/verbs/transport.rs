@@ -379,15 +379,9 @@ impl VerbsTransport {
             None => unreachable!("checked landed"),
         };
         self.peers[k].tx.returned(taken.body.credit);
-        let token = ReleaseToken {
-            a: k as u32,
-            b: 0,
-            src: 0,
-            pos: taken.pos,
-        };
         // SAFETY: as in the TCP transport: the slot stays ours until the
         // engine releases the fragment; the region outlives it.
-        Ok(unsafe { RxFragment::new(taken.body.header, token, taken.data) })
+        Ok(unsafe { RxFragment::from_ring(k, &taken) })
     }
 }
 
