@@ -22,8 +22,8 @@ use crate::error::HandshakeError;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 /// "FMNETv01" little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FMNETv01");
@@ -241,6 +241,32 @@ pub(crate) fn server(
     s.write_all(&[V_OK]).map_err(io)?;
     s.set_read_timeout(None).map_err(io)?;
     Ok(hello)
+}
+
+/// The next connection on the non-blocking `listener`, waiting (in 2 ms
+/// naps) until `deadline`; `None` once it has passed. The stream is put
+/// back in blocking mode. A failed `accept` is logged for `who` and
+/// skipped: one bad attempt must not stop the others.
+pub(crate) fn accept_before(
+    listener: &TcpListener,
+    deadline: Instant,
+    who: &str,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        match listener.accept() {
+            Ok((s, from)) => {
+                let _ = s.set_nonblocking(false);
+                return Some((s, from));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => eprintln!("fastmsg: {who}: accept failed: {e}"),
+        }
+    }
 }
 
 #[cfg(test)]

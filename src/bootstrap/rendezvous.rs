@@ -123,27 +123,16 @@ pub fn serve(
             peer: me.addr.to_string(),
             source,
         })?;
+    let deadline = start + job.timeout;
     while (joined.len() as u32) < job.size - 1 {
-        if start.elapsed() > job.timeout {
+        let Some((mut s, from)) = auth::accept_before(listener, deadline, "rendezvous") else {
             let missing: Vec<u32> = (1..job.size).filter(|r| !joined.contains_key(r)).collect();
             let _ = listener.set_nonblocking(false);
             return Err(ConnectError::Timeout {
                 what: format!("ranks {missing:?} to join the rendezvous at {}", me.addr),
                 waited: start.elapsed(),
             });
-        }
-        let (mut s, from) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(e) => {
-                eprintln!("fastmsg: rendezvous: accept failed: {e}");
-                continue;
-            }
         };
-        let _ = s.set_nonblocking(false);
         let judged = auth::server(&mut s, job.secret, 0, |h| {
             if h.purpose != Purpose::Join {
                 return Err(HandshakeError::WrongPeer {
