@@ -184,7 +184,7 @@ impl EndpointBuilder {
         let my_window = shm.own_window();
         let local = shm.local_ranks();
         let mut transports = Vec::new();
-        let mut route = vec![0u8; job.size as usize];
+        let mut route = vec![super::net::SHM; job.size as usize];
         let mut net_peers = Vec::new();
         if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
             let mesh_job = MeshJob {
@@ -237,18 +237,13 @@ impl EndpointBuilder {
             }
         }
         let has_network = !transports.is_empty();
-        let shm_index = transports.len() as u8;
-        for r in &local {
-            route[r.index()] = shm_index;
-        }
-        // Peers reached over the network (other hosts; with FASTMSG_NET
-        // forced, this host's too): the network transport, first in the
-        // list.
+        // Local peers go through shm (route SHM, the default); peers
+        // reached over the network (other hosts; with FASTMSG_NET forced,
+        // this host's too) through the network transport, index 1.
         for r in &net_peers {
-            route[r.index()] = 0;
+            route[r.index()] = 1;
         }
-        transports.push(AnyTransport::Shm(shm));
-        let net = Net::new(transports, route);
+        let net = Net::new(transports, shm, route);
         let mut names = registry.names().to_vec();
         names.extend(windows.describe());
         // A network transport adds a NIC thread per rank: with those, the

@@ -8,11 +8,11 @@
 //! `extract` is between fragments.
 
 use super::control::{CloseCounts, Control};
-use super::net::Net;
+use super::net::{on_transport, Net, SHM};
 use super::stream::{Accepted, Current, PieceInfo, SourceStream};
 use super::wait::WaitConfig;
 use super::{Ctx, Message, Piece};
-use crate::error::{BoxError, ExtractError, PutError};
+use crate::error::{BoxError, ExtractError, ProtocolError, PutError};
 use crate::frame::FragFlags;
 use crate::handler::pool::Run;
 use crate::handler::{HandlerResult, Registry};
@@ -170,7 +170,7 @@ impl Core {
     /// Poll every transport in turn and run handlers: one pass, up to
     /// `BATCH` fragments per transport, stopping once `max_bytes` of payload
     /// were taken.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
         // The empty poll, inline: one borrow, one load per receive queue.
         if !self.net.borrow().needs_attention() {
@@ -197,56 +197,88 @@ impl Core {
         stop_early: bool,
     ) -> Result<Extracted, ExtractError> {
         let mut out = Extracted::default();
-        let (n, chores) = {
+        let (wide, chores) = {
             let net = self.net.borrow();
-            (net.transports.len(), net.has_pending() || net.unflushed)
+            (!net.wide.is_empty(), net.has_pending() || net.unflushed)
         };
         if chores {
             self.net.borrow_mut().drain_pending();
         }
-        // One pass over every transport, up to BATCH fragments from each.
-        // With nothing arrived this is one borrow and one load per queue.
-        let mut result = Ok(());
-        'pass: for t in 0..n {
-            for _ in 0..BATCH {
-                let polled = self.net.borrow_mut().transports[t].poll();
-                let mut frag = match polled {
-                    None => break,
-                    Some(Ok(f)) => f,
-                    Some(Err(e)) => {
-                        result = Err(e.into());
-                        break 'pass;
-                    }
-                };
-                frag.transport = t as u8;
-                out.fragments += 1;
-                out.bytes += frag.header.len as usize;
-                let r = match self.fast_kind(&frag) {
-                    Fast::Piece => {
-                        out.messages += 1;
-                        self.received.set(self.received.get() + 1);
-                        self.run_fast_piece(&frag)
-                    }
-                    Fast::Async => {
-                        out.messages += 1;
-                        self.received.set(self.received.get() + 1);
-                        self.run_fast_async(frag)
-                    }
-                    Fast::No => self.deliver(frag, &mut out),
-                };
-                if let Err(e) = r {
-                    result = Err(e);
-                    break 'pass;
-                }
-                if out.bytes >= max_bytes || (stop_early && out.messages > 0) {
-                    break 'pass;
-                }
-            }
+        // One pass: up to BATCH fragments from shm (polled directly, its
+        // loop inlined here), then from each network transport (out of
+        // line). With nothing arrived this is one borrow and one load per
+        // queue.
+        let mut result = self.batch(SHM, max_bytes, stop_early, &mut out, |net| net.shm.poll());
+        if wide && matches!(result, Ok(true)) {
+            result = self.poll_wide(max_bytes, stop_early, &mut out);
         }
+        let result = result.map(|_| ());
         if chores || self.net.borrow().unflushed {
             self.after_pass();
         }
         result.map(|()| out)
+    }
+
+    /// The network transports' share of a pass (see `progress_busy`).
+    #[inline(never)]
+    fn poll_wide(
+        self: &Rc<Self>,
+        max_bytes: usize,
+        stop_early: bool,
+        out: &mut Extracted,
+    ) -> Result<bool, ExtractError> {
+        let n = self.net.borrow().wide.len();
+        for k in 0..n {
+            let more = self.batch(k as u8 + 1, max_bytes, stop_early, out, |net| {
+                net.wide[k].poll()
+            })?;
+            if !more {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Take up to `BATCH` fragments from transport `index` through `poll`
+    /// and run their handlers. `Ok(false)`: the pass should stop (enough
+    /// bytes, or a message handled when `stop_early`).
+    #[inline(always)]
+    fn batch(
+        self: &Rc<Self>,
+        index: u8,
+        max_bytes: usize,
+        stop_early: bool,
+        out: &mut Extracted,
+        mut poll: impl FnMut(&mut Net) -> Option<Result<RxFragment, ProtocolError>>,
+    ) -> Result<bool, ExtractError> {
+        for _ in 0..BATCH {
+            let polled = poll(&mut self.net.borrow_mut());
+            let mut frag = match polled {
+                None => break,
+                Some(Ok(f)) => f,
+                Some(Err(e)) => return Err(e.into()),
+            };
+            frag.transport = index;
+            out.fragments += 1;
+            out.bytes += frag.header.len as usize;
+            match self.fast_kind(&frag) {
+                Fast::Piece => {
+                    out.messages += 1;
+                    self.received.set(self.received.get() + 1);
+                    self.run_fast_piece(&frag)?;
+                }
+                Fast::Async => {
+                    out.messages += 1;
+                    self.received.set(self.received.get() + 1);
+                    self.run_fast_async(frag)?;
+                }
+                Fast::No => self.deliver(frag, out)?,
+            }
+            if out.bytes >= max_bytes || (stop_early && out.messages > 0) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Publish batched credit and push parked sends after a busy pass.
@@ -333,7 +365,7 @@ impl Core {
     pub(crate) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
         net.unflushed |= net.flush_needed;
-        net.transports[f.transport as usize].release(&f.token);
+        on_transport!(net, f.transport, t => t.release(&f.token));
     }
 
     #[inline(never)]
@@ -541,10 +573,7 @@ impl Core {
                 return Err(ExtractError::Aborted);
             }
         }
-        for t in &mut self.net.borrow_mut().transports {
-            t.check_peers()?;
-        }
-        Ok(())
+        self.net.borrow_mut().for_each(|t| t.check_peers())
     }
 
     /// One-sided put of `data` at `offset` of window `win` on `dest`.

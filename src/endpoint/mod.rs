@@ -40,7 +40,6 @@ use self::net::OutStream;
 use self::wait::Waiter;
 use crate::error::{ConfigError, ExtractError, PutError, SendError};
 use crate::id::{HandlerId, Rank, WindowId};
-use crate::transport::Transport;
 use std::rc::Rc;
 
 /// A rank's endpoint in a started job. Not `Send`: it belongs to the thread
@@ -248,9 +247,9 @@ impl Endpoint {
         }
         // Network transports: wait until what peers sent before closing has
         // landed here (the release may have overtaken it on another path).
-        for t in &mut core.net.borrow_mut().transports {
-            t.quiesce(std::time::Duration::from_secs(60))?;
-        }
+        core.net
+            .borrow_mut()
+            .for_each(|t| t.quiesce(std::time::Duration::from_secs(60)))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
         match core.take_deferred() {
@@ -313,10 +312,10 @@ impl Core {
         dest: Rank,
         waiter: &mut Waiter,
     ) -> Result<(), SendError> {
-        if self.net.borrow().transport_of(dest).is_gone(dest) {
+        if self.net.borrow().is_gone(dest) {
             return Err(SendError::PeerGone { rank: dest });
         }
-        let mut ready = || self.net.borrow().transport_of(dest).has_credit(dest);
+        let mut ready = || self.net.borrow().has_credit(dest);
         match self.progress_round(waiter, &mut ready) {
             Ok(()) => Ok(()),
             Err(ExtractError::PeerDied { rank, .. }) if rank == dest => {

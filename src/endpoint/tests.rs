@@ -8,17 +8,11 @@ use crate::error::{Error, ExtractError, ProtocolError, StartError};
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::Rank;
 use crate::queue::{SlotBody, INLINE_BYTES, NO_FRAME};
-use crate::transport::AnyTransport;
 use std::cell::Cell;
 use std::rc::Rc;
 
 fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
-    let mut net = ep.core.net.borrow_mut();
-    let t = net.transports.iter_mut().find_map(|t| match t {
-        AnyTransport::Shm(t) => Some(t),
-        _ => None,
-    });
-    f(t.expect("an shm transport"))
+    f(&mut ep.core.net.borrow_mut().shm)
 }
 
 fn whole(src: u32, handler: u32, len: u32) -> SlotBody {

@@ -394,7 +394,7 @@ impl ShmTransport {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&mut self, qi: usize, pos: u64, p: Popped) -> Result<RxFragment, ProtocolError> {
         let h = p.header;
         let cap = if p.frame == NO_FRAME {
@@ -461,7 +461,7 @@ impl ShmTransport {
     }
 
     /// Take the published entry at the head of queue `qi`.
-    #[inline]
+    #[inline(always)]
     fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
         let n = self.rx.len();
         let rq = &mut self.rx[qi];
@@ -501,7 +501,7 @@ pub fn default_queues(local: u32) -> u32 {
 }
 
 impl Transport for ShmTransport {
-    #[inline]
+    #[inline(always)]
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
         let n = self.rx.len();
         let mut qi = self.next_rx;
@@ -609,7 +609,7 @@ impl Transport for ShmTransport {
         self.layout.params.frame_size as usize
     }
 
-    #[inline]
+    #[inline(always)]
     fn inline_max(&self) -> usize {
         if self.inline {
             INLINE_BYTES
@@ -618,7 +618,7 @@ impl Transport for ShmTransport {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
         let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
             return false;
