@@ -5,7 +5,7 @@
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
 //! (`PMI_RANK`, `PMI_SIZE`). Jobs spanning hosts meet at a [`rendezvous`]
 //! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
-//! the job secret ([`auth`]). [`threads`] runs several ranks as threads of
+//! the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
 
 pub(crate) mod auth;

@@ -1,6 +1,6 @@
 //! The rendezvous of a multi-host job: rank 0 serves at `FASTMSG_ROOT`
 //! (`host:port`); every other rank connects there, authenticates with the
-//! job secret ([`super::auth`]), and sends who it is — rank, host identity
+//! job secret (`bootstrap::auth`), and sends who it is — rank, host identity
 //! and the address it listens on for its peers. When all have joined, rank
 //! 0 sends everybody the whole table. Ranks with the same host identity
 //! share memory; the others are reached over the network.
