@@ -31,7 +31,7 @@
 //! the sender's credit word ([`RingRx::credit_due`]).
 //!
 //! This module knows nothing about sockets or verbs: storage comes through
-//! [`RingStore`] and every atomic through [`crate::sync`], so `loom-tests/`
+//! [`RingStore`] and every atomic through `crate::sync`, so `loom-tests/`
 //! runs this very logic over ordinary memory (models 4 and 4b,
 //! `loom-tests/src/ring.rs` and `ring_duplex.rs`).
 

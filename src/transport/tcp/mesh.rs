@@ -1,7 +1,7 @@
 //! Connection set-up by rank order (seed 001 §3.1–3.2): between every pair
 //! of network peers the lower rank listens and the higher rank connects,
 //! and the connecting side speaks first (the authentication HELLO of
-//! [`crate::bootstrap::auth`]). A rank connects to its lower peers in
+//! `crate::bootstrap::auth`). A rank connects to its lower peers in
 //! reverse rank order (i−1, i−2, …, as MVAPICH does to spread the load)
 //! while a helper thread accepts its higher peers.
 //!

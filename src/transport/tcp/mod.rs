@@ -4,7 +4,7 @@
 //!
 //! Per network peer this rank owns a ring in a [`RingRegion`] and a credit
 //! word. The peer's writes arrive as *write records* on its TCP connection;
-//! the NIC thread ([`nic`]) places them into the region, trailer last with
+//! the NIC thread (`nic`) places them into the region, trailer last with
 //! Release, and the application polls only memory — the same stamp-word
 //! poll as an RDMA ring, so the empty poll costs one cached load per peer.
 //! Sending is one `sendmsg` per fragment gathering record header, payload
