@@ -36,8 +36,8 @@ pub mod handler_table {
     /// # Errors
     /// What the decoder refuses, as a [`ProtocolError`].
     pub fn decode(src: Rank, bytes: &[u8]) -> Result<Vec<String>, ProtocolError> {
-        let _ = src;
-        Ok(crate::handler::decode_table(bytes))
+        crate::handler::decode_table(bytes)
+            .map_err(|what| ProtocolError::BadControl { src: src.0, what })
     }
 
     /// The first index where two tables differ, with the names there.
@@ -232,12 +232,9 @@ pub mod tcp {
             match link.state.load(Ordering::Acquire) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
-                FAILED => LinkState::Failed(
-                    link.error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .clone(),
-                ),
+                FAILED => {
+                    LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                }
                 s => unreachable!("link state {s}"),
             }
         }

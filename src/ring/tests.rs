@@ -98,6 +98,40 @@ fn a_foreign_stamp_takes_the_ring_out_of_service() {
     );
     assert!(!rx.watch(&ring).ready(), "never fires again");
     assert!(matches!(rx.try_take(&ring, 2), Ok(None)));
+    // Found by the `ring_take` fuzz target: the dead ring's watch waited
+    // for u64::MAX on the writer's own stamp word, so storing it fired.
+    for stamp in [u64::MAX, 1] {
+        ring.stamp(0).store(stamp, Ordering::Release);
+        assert!(!rx.watch(&ring).ready(), "stamp {stamp}: still never fires");
+        assert!(matches!(rx.try_take(&ring, 2), Ok(None)));
+    }
+}
+
+#[test]
+fn check_names_a_foreign_stamp_once_without_taking() {
+    let g = geo();
+    let region = RingRegion::zeroed(g.ring_bytes());
+    let ring = region.ring(0, g);
+    let mut rx = RingRx::new(g, 1);
+    assert_eq!(rx.check(&ring), Ok(()), "fresh ring");
+    place(
+        &ring,
+        0,
+        &TrailerBody {
+            header: header(1, 4),
+            credit: 0,
+        },
+        &[1, 2, 3, 4],
+    );
+    assert_eq!(rx.check(&ring), Ok(()), "landed, not taken");
+    assert_eq!(rx.head(), 0);
+    ring.stamp(0).store(77, Ordering::Release);
+    assert!(matches!(
+        rx.check(&ring),
+        Err(ProtocolError::RingCorrupt { stamp: 77, .. })
+    ));
+    assert_eq!(rx.check(&ring), Ok(()), "reported once");
+    assert!(!rx.watch(&ring).ready());
 }
 
 #[test]
