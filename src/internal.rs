@@ -8,13 +8,13 @@
 //! own — so what a fuzz target exercises is what ships.
 //!
 //! What is here, by the bytes it decodes:
-//! - [`handler_table`]: the handler-name table every rank sends rank 0 at
+//! - `handler_table`: the handler-name table every rank sends rank 0 at
 //!   start;
-//! - [`control`]: the endpoint's control messages (table verdict, the close
+//! - `control`: the endpoint's control messages (table verdict, the close
 //!   barrier's reports and probes) and the state machine that consumes them;
-//! - [`tcp`]: the TCP software NIC's write records and the NIC loop that
+//! - `tcp`: the TCP software NIC's write records and the NIC loop that
 //!   applies them to a rank's memory;
-//! - [`shm`]: where a shared-memory transport's mapping lies, so a target
+//! - `shm`: where a shared-memory transport's mapping lies, so a target
 //!   can check that what it hands out stays inside.
 //!
 //! The fragment header ([`crate::frame`]), the rings ([`crate::ring`]) and

@@ -43,7 +43,12 @@ enum Attack {
         payload: Vec<u8>,
     },
     /// A framed message of `len` bytes of payload (several fragments).
-    Long { seq: u8, step: u8, kind: u8, len: u16 },
+    Long {
+        seq: u8,
+        step: u8,
+        kind: u8,
+        len: u16,
+    },
     /// Any bytes.
     Raw(Vec<u8>),
 }
@@ -72,11 +77,22 @@ fn attack_bytes(a: &Attack) -> Vec<u8> {
             payload,
         } => {
             let kind = KINDS.get(usize::from(*kind % 8)).copied().unwrap_or(*kind);
-            let mut b = emit((group.unwrap_or(0), u32::from(seq % 6), u16::from(*step % 8), kind)).to_vec();
+            let mut b = emit((
+                group.unwrap_or(0),
+                u32::from(seq % 6),
+                u16::from(*step % 8),
+                kind,
+            ))
+            .to_vec();
             b.extend(payload.iter().take(64));
             b
         }
-        Attack::Long { seq, step, kind, len } => {
+        Attack::Long {
+            seq,
+            step,
+            kind,
+            len,
+        } => {
             let kind = KINDS.get(usize::from(*kind % 8)).copied().unwrap_or(*kind);
             let mut b = emit((0, u32::from(seq % 6), u16::from(*step % 8), kind)).to_vec();
             b.extend((0..usize::from(*len % 2048)).map(|i| i as u8));
@@ -105,12 +121,15 @@ fuzz_target!(|input: Input| {
         |cfg| cfg.shm.frame_size = 256,
         |mut b| {
             let me = b.rank();
-            let mut cfg = CollConfig::default();
             // The victim's early buffer is small; the attacker's never
             // fills (it starts nothing, so all the victim sends is early).
-            cfg.max_early_messages = if me == Rank(0) { max_early } else { 1 << 20 };
-            cfg.max_early_bytes = if me == Rank(0) { 512 } else { 1 << 30 };
-            cfg.max_message_bytes = 1024;
+            let victim = me == Rank(0);
+            let cfg = CollConfig {
+                max_early_messages: if victim { max_early } else { 1 << 20 },
+                max_early_bytes: if victim { 512 } else { 1 << 30 },
+                max_message_bytes: 1024,
+                ..CollConfig::default()
+            };
             let coll = Collectives::register(&mut b, cfg);
             let done = Rc::new(Cell::new(false));
             let d = Rc::clone(&done);
@@ -142,7 +161,12 @@ fuzz_target!(|input: Input| {
                         .ibcast(&ep, data(len), Rank(u32::from(*root)))
                         .map(|r| Req::Data(r, usize::from(len % 5))),
                     Start::Reduce { root, len, op } => coll
-                        .ireduce(&ep, data(len), OPS[usize::from(op % 6)], Rank(u32::from(*root)))
+                        .ireduce(
+                            &ep,
+                            data(len),
+                            OPS[usize::from(op % 6)],
+                            Rank(u32::from(*root)),
+                        )
                         .map(|r| Req::Data(r, usize::from(len % 5))),
                     Start::Allreduce { len, op } => coll
                         .iallreduce(&ep, data(len), OPS[usize::from(op % 6)])
@@ -166,7 +190,10 @@ fuzz_target!(|input: Input| {
                         errors.push(e);
                     }
                 }
-                assert!(coll.early_messages() <= max_early, "early buffer past its bound");
+                assert!(
+                    coll.early_messages() <= max_early,
+                    "early buffer past its bound"
+                );
             }
             for r in reqs {
                 match r {
@@ -182,7 +209,10 @@ fuzz_target!(|input: Input| {
                 }
             }
             ep.send(Rank(1), done_h, &[])?;
-            Ok(errors.into_iter().map(|e| e.to_string()).collect::<Vec<String>>())
+            Ok(errors
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<String>>())
         },
     );
     if let Err(e) = out {

@@ -24,15 +24,43 @@ use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Msg {
-    Table { src: u8, names: Vec<String> },
-    RawTable { src: u8, bytes: Vec<u8> },
-    Verdict { src: u8, bytes: Vec<u8> },
-    Close { src: u8, wave: u8, sent: u64, received: u64 },
+    Table {
+        src: u8,
+        names: Vec<String>,
+    },
+    RawTable {
+        src: u8,
+        bytes: Vec<u8>,
+    },
+    Verdict {
+        src: u8,
+        bytes: Vec<u8>,
+    },
+    Close {
+        src: u8,
+        wave: u8,
+        sent: u64,
+        received: u64,
+    },
     /// Close counts that balance (sent = received) when summed.
-    Balanced { src: u8, wave: u8, count: u8 },
-    RawClose { src: u8, bytes: Vec<u8> },
-    Probe { src: u8, wave: u32 },
-    Raw { src: u8, op: u8, bytes: Vec<u8> },
+    Balanced {
+        src: u8,
+        wave: u8,
+        count: u8,
+    },
+    RawClose {
+        src: u8,
+        bytes: Vec<u8>,
+    },
+    Probe {
+        src: u8,
+        wave: u32,
+    },
+    Raw {
+        src: u8,
+        op: u8,
+        bytes: Vec<u8>,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -44,11 +72,14 @@ struct Input {
     msgs: Vec<Msg>,
 }
 
+/// A verdict as the model sees it: ok, or (index, rank, ours, theirs).
+type ModelVerdict = Result<(), (u32, u32, Option<String>, Option<String>)>;
+
 /// The model's view of a rank's control state.
 #[derive(Default)]
 struct Model {
     tables: Vec<Option<Vec<String>>>,
-    verdict: Option<Result<(), (u32, u32, Option<String>, Option<String>)>>,
+    verdict: Option<ModelVerdict>,
     wave: u32,
     reported: Vec<bool>,
     sums: (u64, u64),
@@ -58,7 +89,7 @@ struct Model {
 
 /// The verdict format: 0 (ok) or 1, index, rank, then two names, each a
 /// u32 length (u32::MAX: none) and UTF-8 bytes; nothing after.
-fn decode_verdict(b: &[u8]) -> Option<Result<(), (u32, u32, Option<String>, Option<String>)>> {
+fn decode_verdict(b: &[u8]) -> Option<ModelVerdict> {
     match b.first()? {
         0 if b.len() == 1 => Some(Ok(())),
         1 => {
@@ -82,7 +113,7 @@ fn decode_verdict(b: &[u8]) -> Option<Result<(), (u32, u32, Option<String>, Opti
     }
 }
 
-fn as_start(v: &Result<(), (u32, u32, Option<String>, Option<String>)>) -> String {
+fn as_start(v: &ModelVerdict) -> String {
     match v {
         Ok(()) => "ok".into(),
         Err((index, rank, ours, theirs)) => format!("{index} {rank} {ours:?} {theirs:?}"),
@@ -127,7 +158,11 @@ fuzz_target!(|input: Input| {
                 wave,
                 sent,
                 received,
-            } => (*src, OP_CLOSE, encode_report(u32::from(*wave), *sent, *received)),
+            } => (
+                *src,
+                OP_CLOSE,
+                encode_report(u32::from(*wave), *sent, *received),
+            ),
             Msg::Balanced { src, wave, count } => {
                 let c = u64::from(*count);
                 (*src, OP_CLOSE, encode_report(u32::from(*wave), c, c))
@@ -210,7 +245,9 @@ fuzz_target!(|input: Input| {
                             let quiet = now.0 == now.1 && m.last_wave == Some(now);
                             m.last_wave = Some(now);
                             if quiet {
-                                Ok((0..size).map(|r| (Rank(r), OP_RELEASE, Vec::new())).collect())
+                                Ok((0..size)
+                                    .map(|r| (Rank(r), OP_RELEASE, Vec::new()))
+                                    .collect())
                             } else {
                                 m.wave += 1;
                                 let p = m.wave.to_le_bytes().to_vec();

@@ -23,7 +23,11 @@ struct Input {
 fuzz_target!(|input: Input| {
     let src = Rank(3);
     let enc = encode(&input.names);
-    assert_eq!(decode(src, &enc).as_ref(), Ok(&input.names), "round trip of {enc:?}");
+    assert_eq!(
+        decode(src, &enc).as_ref(),
+        Ok(&input.names),
+        "round trip of {enc:?}"
+    );
     match decode(src, &input.bytes) {
         Ok(t) => assert_eq!(encode(&t), input.bytes, "decoded {t:?}"),
         Err(ProtocolError::BadControl { src: s, what }) => {

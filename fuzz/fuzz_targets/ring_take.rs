@@ -14,7 +14,9 @@
 use arbitrary::Arbitrary;
 use fastmsg::error::ProtocolError;
 use fastmsg::frame::FragHeader;
-use fastmsg::ring::{place, RingGeometry, RingRegion, RingRx, RingStore, TrailerBody, TRAILER_BYTES};
+use fastmsg::ring::{
+    place, RingGeometry, RingRegion, RingRx, RingStore, TrailerBody, TRAILER_BYTES,
+};
 use libfuzzer_sys::fuzz_target;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -143,7 +145,11 @@ fuzz_target!(|input: Input| {
                         assert!(matches!(got, Ok(None)), "nothing landed, got {got:?}");
                     } else {
                         match got {
-                            Err(ProtocolError::RingCorrupt { src, head, stamp: s }) => {
+                            Err(ProtocolError::RingCorrupt {
+                                src,
+                                head,
+                                stamp: s,
+                            }) => {
                                 assert_eq!((src, head, s), (peer, m.head, stamp));
                             }
                             other => panic!("stamp {stamp} at head {}: {other:?}", m.head),
@@ -168,7 +174,8 @@ fuzz_target!(|input: Input| {
                     (Ok(Some(t)), Ok(())) => {
                         assert_eq!((t.pos, t.body), (pos, body));
                         // The payload ends where the slot's trailer begins.
-                        let slot_end = ring.base() as usize + (slot as usize + 1) * slot_bytes as usize;
+                        let slot_end =
+                            ring.base() as usize + (slot as usize + 1) * slot_bytes as usize;
                         assert_eq!(t.data as usize + h.len as usize, slot_end - TRAILER_BYTES);
                         assert!(t.data as usize >= slot_end - slot_bytes as usize);
                         m.held.push_back(pos);

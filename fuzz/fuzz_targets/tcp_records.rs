@@ -39,14 +39,38 @@ enum Record {
         fill: u8,
     },
     /// A ring write at any offset.
-    RingAt { offset: u64, len: u16, fill: u8 },
-    Credit { count: u64, len: u8 },
-    Put { offset: u16, len: u16, fill: u8 },
-    PutU64 { offset: u16, value: u64, len: u8 },
-    Bye { len: u8 },
-    Flush { round: u64, len: u8 },
+    RingAt {
+        offset: u64,
+        len: u16,
+        fill: u8,
+    },
+    Credit {
+        count: u64,
+        len: u8,
+    },
+    Put {
+        offset: u16,
+        len: u16,
+        fill: u8,
+    },
+    PutU64 {
+        offset: u16,
+        value: u64,
+        len: u8,
+    },
+    Bye {
+        len: u8,
+    },
+    Flush {
+        round: u64,
+        len: u8,
+    },
     /// Any header (unknown kinds included), no body.
-    Header { kind: u8, len: u32, offset: u64 },
+    Header {
+        kind: u8,
+        len: u32,
+        offset: u64,
+    },
     /// Any bytes.
     Raw(Vec<u8>),
 }
@@ -84,13 +108,23 @@ fn emit(r: &Record, g: RingGeometry, out: &mut Vec<u8>) {
             t[32..40].copy_from_slice(&(u64::from(pos) + 1).to_le_bytes());
             out.extend(&t[..TRAILER_BYTES.min(len as usize)]);
         }
-        Record::RingAt { offset, len, fill: f } => {
+        Record::RingAt {
+            offset,
+            len,
+            fill: f,
+        } => {
             let len = len % 1024;
             out.extend(encode_header(RING, u32::from(len), offset));
             out.extend(fill(usize::from(len), f));
         }
-        Record::Credit { count, len } => out.extend(encode_header(CREDIT, u32::from(len % 2), count)),
-        Record::Put { offset, len, fill: f } => {
+        Record::Credit { count, len } => {
+            out.extend(encode_header(CREDIT, u32::from(len % 2), count))
+        }
+        Record::Put {
+            offset,
+            len,
+            fill: f,
+        } => {
             let len = len % 1024;
             out.extend(encode_header(PUT, u32::from(len), u64::from(offset)));
             out.extend(fill(usize::from(len), f));
@@ -170,7 +204,10 @@ fn model(bytes: &[u8], g: RingGeometry, window_len: u64) -> PeerModel {
             }
             CREDIT if len == 0 => m.credit = offset,
             PUT => {
-                if offset.checked_add(u64::from(len)).is_none_or(|e| e > window_len) {
+                if offset
+                    .checked_add(u64::from(len))
+                    .is_none_or(|e| e > window_len)
+                {
                     m.end = End::BadRecord;
                     return m;
                 }
@@ -259,7 +296,13 @@ fuzz_target!(|input: Input| {
         let rank = Rank(k as u32 + 1);
         match (mem.link(k), &want.end) {
             (LinkState::Bye, End::Bye) => {}
-            (LinkState::Failed(Some(NetError::Disconnected { rank: r, mid_record })), End::Disconnected { mid_record: m }) => {
+            (
+                LinkState::Failed(Some(NetError::Disconnected {
+                    rank: r,
+                    mid_record,
+                })),
+                End::Disconnected { mid_record: m },
+            ) => {
                 assert_eq!((r, mid_record), (rank, *m));
             }
             (LinkState::Failed(Some(NetError::BadRecord { rank: r, what })), End::BadRecord) => {
@@ -279,7 +322,10 @@ fuzz_target!(|input: Input| {
     // at most one peer wrote; past the window's end nothing, ever.
     let got_window = read_words(mem.window(), 0, mem.window().len());
     if window_writers <= 1 {
-        assert!(got_window == window, "the window area differs from the model");
+        assert!(
+            got_window == window,
+            "the window area differs from the model"
+        );
     }
     assert!(
         got_window[window_len as usize..].iter().all(|&b| b == 0),
@@ -292,7 +338,10 @@ fuzz_target!(|input: Input| {
     for (i, chunk) in rest.chunks(64).enumerate() {
         let expect_word = if i < n { mem.credit(i) } else { 0 };
         assert_eq!(u64_at(chunk, 0), expect_word);
-        assert!(chunk[8..].iter().all(|&b| b == 0), "stray write after the rings");
+        assert!(
+            chunk[8..].iter().all(|&b| b == 0),
+            "stray write after the rings"
+        );
     }
 
     // Read every ring as the transport does.
@@ -305,7 +354,11 @@ fuzz_target!(|input: Input| {
                     // The payload is readable where it is said to be.
                     let len = t.body.header.len as usize;
                     assert!(len <= g.capacity());
-                    assert_eq!(t.data as usize + len + TRAILER_BYTES, view.base() as usize + (g.slot_of(t.pos) as usize + 1) * slot_bytes as usize);
+                    assert_eq!(
+                        t.data as usize + len + TRAILER_BYTES,
+                        view.base() as usize
+                            + (g.slot_of(t.pos) as usize + 1) * slot_bytes as usize
+                    );
                     let _ = view.stamp(g.slot_of(t.pos)).load(Ordering::Acquire);
                     rx.release(t.pos);
                 }

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 /// A connected stream from which a reader gets exactly `bytes`, then end
 /// of stream. A thread writes them (so any length works whatever the
-/// socket buffer); join it once the reader is done.
+/// socket buffer); drop the stream, then join it.
 ///
 /// # Panics
 /// If the socket pair cannot be made.
@@ -38,8 +38,10 @@ pub fn fed_stream(bytes: Vec<u8>) -> (UnixStream, JoinHandle<()>) {
 }
 
 /// As [`fed_stream`], over a loopback TCP connection (for decoders that
-/// take a `TcpStream`). Both ends close with `SO_LINGER` 0, so millions
-/// of runs leave no `TIME_WAIT` sockets behind.
+/// take a `TcpStream`). The reader's end closes with `SO_LINGER` 0 (a
+/// reset) and the writer keeps its end until then, so millions of runs
+/// leave no `TIME_WAIT` sockets behind and no byte is lost to the reset.
+/// Drop the stream before joining the writer.
 ///
 /// # Panics
 /// If loopback TCP is unusable.
@@ -48,12 +50,12 @@ pub fn fed_tcp(bytes: Vec<u8>) -> (TcpStream, JoinHandle<()>) {
     let l = LISTENER.get_or_init(|| TcpListener::bind("127.0.0.1:0").expect("bind loopback"));
     let mut tx = TcpStream::connect(l.local_addr().expect("address")).expect("connect");
     let (rx, _) = l.accept().expect("accept");
-    for s in [&tx, &rx] {
-        linger_zero(s);
-    }
+    linger_zero(&rx);
     let writer = std::thread::spawn(move || {
         let _ = tx.write_all(&bytes);
         let _ = tx.shutdown(Shutdown::Write);
+        // Wait for the reader's close (end of stream or reset).
+        let _ = std::io::copy(&mut tx, &mut std::io::sink());
     });
     (rx, writer)
 }
@@ -98,12 +100,20 @@ mod tests {
         let (mut s, w) = fed_stream(data.clone());
         let mut got = Vec::new();
         s.read_to_end(&mut got).unwrap();
+        drop(s);
         w.join().unwrap();
         assert_eq!(got, data);
-        let (mut s, w) = fed_tcp(data.clone());
-        let mut got = Vec::new();
-        s.read_to_end(&mut got).unwrap();
+        for _ in 0..3 {
+            let (mut s, w) = fed_tcp(data.clone());
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            drop(s);
+            w.join().unwrap();
+            assert_eq!(got, data);
+        }
+        // A reader that stops early does not block the writer.
+        let (s, w) = fed_tcp(data.clone());
+        drop(s);
         w.join().unwrap();
-        assert_eq!(got, data);
     }
 }
