@@ -505,4 +505,18 @@ mod tests {
         assert!(Verdict::decode(Rank(0), &bad).is_err());
         assert!(Verdict::decode(Rank(0), &[0, 0]).is_err());
     }
+
+    proptest::proptest! {
+        /// A verdict decodes to what was encoded, whatever the names.
+        #[test]
+        fn verdicts_round_trip(
+            index in proptest::num::u32::ANY,
+            rank in proptest::num::u32::ANY,
+            ours in proptest::option::of(".{0,12}"),
+            theirs in proptest::option::of(".{0,12}"),
+        ) {
+            let v = Verdict::Mismatch { index, rank: Rank(rank), ours, theirs };
+            proptest::prop_assert_eq!(Verdict::decode(Rank(0), &v.encode()), Ok(v));
+        }
+    }
 }

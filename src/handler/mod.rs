@@ -256,4 +256,18 @@ mod tests {
         );
         assert!(decode_table(&[]).is_err(), "empty");
     }
+
+    proptest::proptest! {
+        /// Every table has its own encoding; accepted bytes are canonical.
+        #[test]
+        fn table_encoding_is_a_bijection(
+            names in proptest::collection::vec(".{0,12}", 0..8),
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            proptest::prop_assert_eq!(decode_table(&encode_table(&names)), Ok(names));
+            if let Ok(t) = decode_table(&bytes) {
+                proptest::prop_assert_eq!(encode_table(&t), bytes);
+            }
+        }
+    }
 }

@@ -182,3 +182,17 @@ fn trailer_wire_form_round_trips() {
     };
     assert_eq!(Trailer::from_bytes(&t.to_bytes()), t);
 }
+
+proptest::proptest! {
+    /// The trailer's wire form round trips both ways.
+    #[test]
+    fn trailer_bytes_round_trip(bytes in proptest::array::uniform32(proptest::num::u8::ANY), stamp in proptest::num::u64::ANY) {
+        let mut b = [0u8; TRAILER_BYTES];
+        b[..32].copy_from_slice(&bytes);
+        b[32..].copy_from_slice(&stamp.to_le_bytes());
+        let t = Trailer::from_bytes(&b);
+        proptest::prop_assert_eq!(t.to_bytes(), b);
+        proptest::prop_assert_eq!(Trailer::from_bytes(&t.to_bytes()), t);
+        proptest::prop_assert_eq!(t.stamp, stamp);
+    }
+}
