@@ -41,6 +41,11 @@ pub mod frame;
 #[cfg(not(loom))]
 pub(crate) mod handler;
 pub mod id;
+/// Crate-private decoders for the fuzz targets; not public API (see the
+/// module docs). Only with the `internal` feature.
+#[cfg(all(feature = "internal", not(loom)))]
+#[doc(hidden)]
+pub mod internal;
 pub mod queue;
 pub mod ring;
 pub(crate) mod sync;

@@ -42,6 +42,11 @@ mod element;
 mod engine;
 mod error;
 mod group;
+/// Crate-private decoders for the fuzz targets; not public API. Only with
+/// the `internal` feature.
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub mod internal;
 mod machine;
 pub mod op;
 mod request;

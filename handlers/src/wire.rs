@@ -109,4 +109,21 @@ mod tests {
             Err(CollError::ShortMessage { len: 5, .. })
         ));
     }
+
+    proptest::proptest! {
+        /// Emit then parse is the identity; parse reads only the header.
+        #[test]
+        fn headers_round_trip(
+            group in proptest::num::u32::ANY,
+            seq in proptest::num::u32::ANY,
+            step in proptest::num::u16::ANY,
+            kind in proptest::num::u8::ANY,
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..16),
+        ) {
+            let h = Header { group, seq, step, kind };
+            let mut b = h.emit().to_vec();
+            b.extend(tail);
+            proptest::prop_assert_eq!(Header::parse(Rank(1), &b).unwrap(), h);
+        }
+    }
 }

@@ -118,11 +118,17 @@ impl Verdict {
                     at += 4;
                     if len != u32::MAX {
                         let s = b
-                            .get(at..at + len as usize)
+                            .get(at..)
+                            .and_then(|rest| rest.get(..len as usize))
                             .ok_or(bad("verdict name runs past the end"))?;
-                        *name = Some(String::from_utf8_lossy(s).into_owned());
+                        let s =
+                            std::str::from_utf8(s).map_err(|_| bad("verdict name is not UTF-8"))?;
+                        *name = Some(s.to_owned());
                         at += len as usize;
                     }
+                }
+                if at != b.len() {
+                    return Err(bad("bytes after the verdict"));
                 }
                 let [ours, theirs] = names;
                 Ok(Verdict::Mismatch {
@@ -164,9 +170,10 @@ pub(crate) struct Control {
     tables: Vec<Option<Vec<String>>>,
     tables_in: u32,
     pub(crate) verdict: Option<Verdict>,
-    /// Rank 0: the close wave being collected, its reports so far and
-    /// their sums, and the previous complete wave's sums.
+    /// Rank 0: the close wave being collected, who has reported in it and
+    /// the sums so far, and the previous complete wave's sums.
     wave: u32,
+    reported: Vec<bool>,
     reports: u32,
     sums: CloseCounts,
     last_wave: Option<CloseCounts>,
@@ -185,6 +192,7 @@ impl Control {
             tables_in: 0,
             verdict: None,
             wave: 0,
+            reported: vec![false; size as usize],
             reports: 0,
             sums: CloseCounts::default(),
             last_wave: None,
@@ -207,6 +215,11 @@ impl Control {
         counts: CloseCounts,
     ) -> Result<Sends, ProtocolError> {
         let bad = |what| ProtocolError::BadControl { src: src.0, what };
+        // Verdicts, probes and the release come from rank 0 alone: another
+        // rank's could end a start or a close early.
+        if matches!(op, OP_VERDICT | OP_PROBE | OP_RELEASE) && src != Rank(0) {
+            return Err(bad("a message only rank 0 sends came from another rank"));
+        }
         match op {
             OP_TABLE => {
                 let slot = self
@@ -216,7 +229,7 @@ impl Control {
                 if slot.is_some() {
                     return Err(bad("table sent twice"));
                 }
-                *slot = Some(decode_table(payload));
+                *slot = Some(decode_table(payload).map_err(bad)?);
                 self.tables_in += 1;
                 if self.tables_in < self.size {
                     return Ok(Vec::new());
@@ -254,17 +267,29 @@ impl Control {
                 if wave != self.wave {
                     return Err(bad("close report for the wrong wave"));
                 }
-                self.reports += 1;
-                if self.reports > self.size {
-                    return Err(bad("more close reports than ranks"));
+                // One report per rank per wave: a wave counted with a
+                // rank twice and another not at all could release early.
+                let seen = self
+                    .reported
+                    .get_mut(src.index())
+                    .ok_or(bad("close report from unknown rank"))?;
+                if *seen {
+                    return Err(bad("close report sent twice in one wave"));
                 }
-                self.sums.sent += c.sent;
-                self.sums.received += c.received;
+                let sent = self.sums.sent.checked_add(c.sent);
+                let received = self.sums.received.checked_add(c.received);
+                let (Some(sent), Some(received)) = (sent, received) else {
+                    return Err(bad("close counts overflow"));
+                };
+                *seen = true;
+                self.sums = CloseCounts { sent, received };
+                self.reports += 1;
                 if self.reports < self.size {
                     return Ok(Vec::new());
                 }
                 let now = std::mem::take(&mut self.sums);
                 self.reports = 0;
+                self.reported.fill(false);
                 let quiet = now.sent == now.received && self.last_wave == Some(now);
                 self.last_wave = Some(now);
                 if quiet {
@@ -286,6 +311,9 @@ impl Control {
                 Ok(vec![(Rank(0), OP_CLOSE, encode_report(wave, counts))])
             }
             OP_RELEASE => {
+                if !payload.is_empty() {
+                    return Err(bad("release with a payload"));
+                }
                 self.released = true;
                 Ok(Vec::new())
             }
@@ -315,16 +343,21 @@ mod tests {
         assert!(Verdict::decode(Rank(0), &[]).is_err());
     }
 
+    fn t(names: &[&str]) -> Vec<u8> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        crate::handler::encode_table(&names)
+    }
+
     #[test]
     fn rank0_names_the_first_difference() {
         let mut c = Control::new(2);
         c.set_own_table(vec!["a".into(), "b".into()]);
         assert!(c
-            .on_message(Rank(0), OP_TABLE, b"a\0b", CloseCounts::default())
+            .on_message(Rank(0), OP_TABLE, &t(&["a", "b"]), CloseCounts::default())
             .unwrap()
             .is_empty());
         let sends = c
-            .on_message(Rank(1), OP_TABLE, b"a\0c", CloseCounts::default())
+            .on_message(Rank(1), OP_TABLE, &t(&["a", "c"]), CloseCounts::default())
             .unwrap();
         assert_eq!(sends.len(), 2);
         let v = Verdict::decode(Rank(0), &sends[1].2).unwrap();
@@ -383,5 +416,107 @@ mod tests {
             .on_message(Rank(0), OP_PROBE, &7u32.to_le_bytes(), z)
             .unwrap();
         assert_eq!(sends, vec![(Rank(0), OP_CLOSE, encode_report(7, z))]);
+    }
+
+    /// The `control` fuzz target's model of the close rule (its first
+    /// crash: a report from a rank outside the job was counted): a rank
+    /// reporting twice in a wave made up for one that never reported, so
+    /// everyone was released while that rank could still send; counts
+    /// near `u64::MAX` overflowed (a panic with overflow checks, a wrong
+    /// sum without).
+    #[test]
+    fn a_wave_counts_each_rank_once_and_sums_without_overflow() {
+        let mut c = Control::new(3);
+        let z = CloseCounts::default();
+        for wave in 0..2 {
+            assert!(report(&mut c, 0, wave, 1, 1).is_empty());
+            let e = c.on_message(Rank(0), OP_CLOSE, &encode_report(wave, z), z);
+            assert!(
+                matches!(e, Err(ProtocolError::BadControl { src: 0, what }) if what.contains("twice")),
+                "{e:?}"
+            );
+            assert!(
+                report(&mut c, 1, wave, 0, 0).is_empty(),
+                "rank 2 is still due"
+            );
+            let sends = report(&mut c, 2, wave, 0, 0);
+            assert_eq!(sends.len(), 3);
+        }
+        let mut c = Control::new(2);
+        assert!(report(&mut c, 0, 0, u64::MAX, 0).is_empty());
+        let big = CloseCounts {
+            sent: 1,
+            received: 0,
+        };
+        let e = c.on_message(Rank(1), OP_CLOSE, &encode_report(0, big), z);
+        assert!(
+            matches!(e, Err(ProtocolError::BadControl { src: 1, what }) if what.contains("overflow"))
+        );
+        let e = c.on_message(Rank(2), OP_CLOSE, &encode_report(0, z), z);
+        assert!(
+            matches!(e, Err(ProtocolError::BadControl { src: 2, .. })),
+            "{e:?}"
+        );
+    }
+
+    /// The `control` fuzz target's model: any rank's release, probe or
+    /// verdict was obeyed, so one rank could end everyone's `close` early.
+    #[test]
+    fn only_rank0_releases_probes_and_judges() {
+        let z = CloseCounts::default();
+        for (op, payload) in [
+            (OP_RELEASE, Vec::new()),
+            (OP_PROBE, 1u32.to_le_bytes().to_vec()),
+            (OP_VERDICT, vec![0]),
+        ] {
+            let mut c = Control::new(2);
+            let e = c.on_message(Rank(1), op, &payload, z);
+            assert!(
+                matches!(e, Err(ProtocolError::BadControl { src: 1, .. })),
+                "op {op}: {e:?}"
+            );
+            assert!(!c.released && c.verdict.is_none());
+            assert!(
+                c.on_message(Rank(0), op, &payload, z).is_ok(),
+                "op {op} from 0"
+            );
+        }
+        let mut c = Control::new(2);
+        assert!(c.on_message(Rank(0), OP_RELEASE, &[1], z).is_err());
+        assert!(!c.released);
+    }
+
+    /// The `control` fuzz target's model (decoding is exact): a verdict
+    /// with bytes after it, or a name that is not UTF-8, was taken (the
+    /// name silently altered).
+    #[test]
+    fn verdicts_are_decoded_strictly() {
+        let v = Verdict::Mismatch {
+            index: 1,
+            rank: Rank(1),
+            ours: Some("a".into()),
+            theirs: None,
+        };
+        let good = v.encode();
+        assert_eq!(Verdict::decode(Rank(0), &good), Ok(v));
+        assert!(Verdict::decode(Rank(0), &[good.as_slice(), &[0]].concat()).is_err());
+        let mut bad = good.clone();
+        bad[13] = 0xff; // the name "a"
+        assert!(Verdict::decode(Rank(0), &bad).is_err());
+        assert!(Verdict::decode(Rank(0), &[0, 0]).is_err());
+    }
+
+    proptest::proptest! {
+        /// A verdict decodes to what was encoded, whatever the names.
+        #[test]
+        fn verdicts_round_trip(
+            index in proptest::num::u32::ANY,
+            rank in proptest::num::u32::ANY,
+            ours in proptest::option::of(".{0,12}"),
+            theirs in proptest::option::of(".{0,12}"),
+        ) {
+            let v = Verdict::Mismatch { index, rank: Rank(rank), ours, theirs };
+            proptest::prop_assert_eq!(Verdict::decode(Rank(0), &v.encode()), Ok(v));
+        }
     }
 }

@@ -20,7 +20,7 @@
 
 mod builder;
 mod config;
-mod control;
+pub(crate) mod control;
 pub(crate) mod core;
 mod message;
 mod net;

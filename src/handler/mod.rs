@@ -133,20 +133,55 @@ impl Registry {
     }
 }
 
-/// Encode a name table for the start-up comparison: names joined by `\0`.
+/// Encode a name table for the start-up comparison: the count, then each
+/// name as its length and its UTF-8 bytes (u32 little-endian lengths).
+/// Length-prefixed so that every table has its own encoding: names may be
+/// empty or hold any character, `\0` included.
 pub(crate) fn encode_table(names: &[String]) -> Vec<u8> {
-    names.join("\0").into_bytes()
+    let mut b = Vec::with_capacity(4 + names.iter().map(|n| 4 + n.len()).sum::<usize>());
+    b.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    for n in names {
+        b.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        b.extend_from_slice(n.as_bytes());
+    }
+    b
 }
 
 /// Decode a table encoded by [`encode_table`].
-pub(crate) fn decode_table(bytes: &[u8]) -> Vec<String> {
-    if bytes.is_empty() {
-        return Vec::new();
+///
+/// # Errors
+/// What is malformed: the table or a name runs past the end, a name is
+/// not UTF-8, or bytes follow the last name.
+pub(crate) fn decode_table(bytes: &[u8]) -> Result<Vec<String>, &'static str> {
+    let mut rest = bytes;
+    let word = |rest: &mut &[u8]| -> Result<usize, &'static str> {
+        let (w, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or("handler table cut short")?;
+        *rest = tail;
+        Ok(u32::from_le_bytes(*w) as usize)
+    };
+    let count = word(&mut rest)?;
+    // Every name takes at least its 4-byte length: a count the bytes
+    // cannot hold is refused before anything is allocated for it.
+    if count > rest.len() / 4 {
+        return Err("handler table counts more names than it holds");
     }
-    String::from_utf8_lossy(bytes)
-        .split('\0')
-        .map(str::to_owned)
-        .collect()
+    let mut names = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = word(&mut rest)?;
+        if len > rest.len() {
+            return Err("handler name runs past the end of the table");
+        }
+        let (name, tail) = rest.split_at(len);
+        rest = tail;
+        let name = std::str::from_utf8(name).map_err(|_| "handler name is not UTF-8")?;
+        names.push(name.to_owned());
+    }
+    if !rest.is_empty() {
+        return Err("bytes after the last handler name");
+    }
+    Ok(names)
 }
 
 /// The first index where two tables differ, with the names there.
@@ -172,8 +207,8 @@ mod tests {
     #[test]
     fn tables_round_trip_and_compare() {
         let a = t(&["ping", "pong"]);
-        assert_eq!(decode_table(&encode_table(&a)), a);
-        assert_eq!(decode_table(&encode_table(&[])), Vec::<String>::new());
+        assert_eq!(decode_table(&encode_table(&a)), Ok(a.clone()));
+        assert_eq!(decode_table(&encode_table(&[])), Ok(Vec::new()));
         assert_eq!(first_difference(&a, &a), None);
         assert_eq!(
             first_difference(&a, &t(&["ping", "pang"])),
@@ -183,5 +218,56 @@ mod tests {
             first_difference(&a, &t(&["ping"])),
             Some((1, Some("pong".into()), None))
         );
+    }
+
+    /// Found by the `handler_table` fuzz target: names joined by `\0`
+    /// gave `[""]` and `[]` one encoding (a false mismatch), and `["a\0b"]`
+    /// the encoding of `["a", "b"]` (a mismatch unseen, ids differing).
+    #[test]
+    fn every_table_has_its_own_encoding() {
+        for v in [
+            t(&[""]),
+            t(&["", ""]),
+            t(&["a\0b"]),
+            t(&["a", "b"]),
+            t(&["é", ""]),
+        ] {
+            assert_eq!(decode_table(&encode_table(&v)), Ok(v.clone()), "{v:?}");
+        }
+        assert_ne!(encode_table(&t(&[""])), encode_table(&[]));
+        assert_ne!(encode_table(&t(&["a\0b"])), encode_table(&t(&["a", "b"])));
+    }
+
+    #[test]
+    fn malformed_tables_are_refused() {
+        let good = encode_table(&t(&["ping"]));
+        assert!(decode_table(&good[..good.len() - 1]).is_err(), "cut short");
+        assert!(
+            decode_table(&[good.as_slice(), &[0]].concat()).is_err(),
+            "trailing"
+        );
+        assert!(
+            decode_table(&[1, 0, 0, 0, 1, 0, 0, 0, 0xff]).is_err(),
+            "not UTF-8"
+        );
+        assert!(
+            decode_table(&[0xff, 0xff, 0xff, 0xff]).is_err(),
+            "huge count"
+        );
+        assert!(decode_table(&[]).is_err(), "empty");
+    }
+
+    proptest::proptest! {
+        /// Every table has its own encoding; accepted bytes are canonical.
+        #[test]
+        fn table_encoding_is_a_bijection(
+            names in proptest::collection::vec(".{0,12}", 0..8),
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            proptest::prop_assert_eq!(decode_table(&encode_table(&names)), Ok(names));
+            if let Ok(t) = decode_table(&bytes) {
+                proptest::prop_assert_eq!(encode_table(&t), bytes);
+            }
+        }
     }
 }

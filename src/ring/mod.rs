@@ -210,10 +210,11 @@ pub fn place<S: RingStore + ?Sized>(store: &S, pos: u64, body: &TrailerBody, pay
 }
 
 /// The stamp a reader at `head` waits for, and the word it reads: an empty
-/// poll is one load and one compare.
+/// poll is one load and one compare. A ring taken out of service has no
+/// word to watch: its watch never fires, whatever the writer stores.
 #[derive(Debug, Clone, Copy)]
 pub struct RingWatch<'a> {
-    stamp: &'a AtomicU64,
+    stamp: Option<&'a AtomicU64>,
     want: u64,
 }
 
@@ -222,7 +223,8 @@ impl RingWatch<'_> {
     #[inline(always)]
     pub fn ready(&self) -> bool {
         // SYNC POINT ring-stamp (acquire side), as in `RingRx::try_take`.
-        self.stamp.load(Ordering::Acquire) == self.want
+        self.stamp
+            .is_some_and(|s| s.load(Ordering::Acquire) == self.want)
     }
 
     /// Whether the watch is for `pos` (so a transport can keep a cached
@@ -284,13 +286,18 @@ impl RingRx {
     #[inline]
     pub fn watch<'a, S: RingStore + ?Sized>(&self, store: &'a S) -> RingWatch<'a> {
         RingWatch {
-            stamp: store.stamp(self.geometry.slot_of(self.head)),
-            want: if self.dead { u64::MAX } else { self.head + 1 },
+            // A dead ring's watch must not fire even if the writer stores
+            // any value (u64::MAX included) in the stamp.
+            stamp: (!self.dead).then(|| store.stamp(self.geometry.slot_of(self.head))),
+            want: self.head + 1,
         }
     }
 
     /// Take the fragment at the head if it has landed, validating its
-    /// trailer against the job (`world` ranks). A fragment that fails
+    /// trailer against the job (`world` ranks). `Ok(None)` even where a
+    /// watch or a load of the stamp said "landed" a moment before: the
+    /// writer may have stored another stamp since, or the ring is out of
+    /// service; callers must treat it as "nothing yet". A fragment that fails
     /// validation is consumed and released at once (its credit returns);
     /// a stamp from neither this lap nor the last takes the ring out of
     /// service.
@@ -362,6 +369,33 @@ impl RingRx {
             body,
             data: store.payload(slot, h.len as usize),
         }))
+    }
+
+    /// Check, without taking anything, that the stamp at the head is from
+    /// this lap or the last (what an idle reader does now and then: the
+    /// empty poll compares with one value only and would wait for ever);
+    /// otherwise take the ring out of service.
+    ///
+    /// # Errors
+    /// [`ProtocolError::RingCorrupt`], once.
+    pub fn check<S: RingStore + ?Sized>(&mut self, store: &S) -> Result<(), ProtocolError> {
+        if self.dead {
+            return Ok(());
+        }
+        // Relaxed: only the value is judged; nothing is read through it.
+        let stamp = store
+            .stamp(self.geometry.slot_of(self.head))
+            .load(Ordering::Relaxed);
+        let want = self.head + 1;
+        if stamp == want || stamp == want.saturating_sub(u64::from(self.geometry.slots)) {
+            return Ok(());
+        }
+        self.dead = true;
+        Err(ProtocolError::RingCorrupt {
+            src: self.peer,
+            head: self.head,
+            stamp,
+        })
     }
 
     /// Give position `pos` back (positions are released in order: the

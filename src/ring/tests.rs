@@ -98,6 +98,40 @@ fn a_foreign_stamp_takes_the_ring_out_of_service() {
     );
     assert!(!rx.watch(&ring).ready(), "never fires again");
     assert!(matches!(rx.try_take(&ring, 2), Ok(None)));
+    // Found by the `ring_take` fuzz target: the dead ring's watch waited
+    // for u64::MAX on the writer's own stamp word, so storing it fired.
+    for stamp in [u64::MAX, 1] {
+        ring.stamp(0).store(stamp, Ordering::Release);
+        assert!(!rx.watch(&ring).ready(), "stamp {stamp}: still never fires");
+        assert!(matches!(rx.try_take(&ring, 2), Ok(None)));
+    }
+}
+
+#[test]
+fn check_names_a_foreign_stamp_once_without_taking() {
+    let g = geo();
+    let region = RingRegion::zeroed(g.ring_bytes());
+    let ring = region.ring(0, g);
+    let mut rx = RingRx::new(g, 1);
+    assert_eq!(rx.check(&ring), Ok(()), "fresh ring");
+    place(
+        &ring,
+        0,
+        &TrailerBody {
+            header: header(1, 4),
+            credit: 0,
+        },
+        &[1, 2, 3, 4],
+    );
+    assert_eq!(rx.check(&ring), Ok(()), "landed, not taken");
+    assert_eq!(rx.head(), 0);
+    ring.stamp(0).store(77, Ordering::Release);
+    assert!(matches!(
+        rx.check(&ring),
+        Err(ProtocolError::RingCorrupt { stamp: 77, .. })
+    ));
+    assert_eq!(rx.check(&ring), Ok(()), "reported once");
+    assert!(!rx.watch(&ring).ready());
 }
 
 #[test]
@@ -147,4 +181,18 @@ fn trailer_wire_form_round_trips() {
         stamp: 99,
     };
     assert_eq!(Trailer::from_bytes(&t.to_bytes()), t);
+}
+
+proptest::proptest! {
+    /// The trailer's wire form round trips both ways.
+    #[test]
+    fn trailer_bytes_round_trip(bytes in proptest::array::uniform32(proptest::num::u8::ANY), stamp in proptest::num::u64::ANY) {
+        let mut b = [0u8; TRAILER_BYTES];
+        b[..32].copy_from_slice(&bytes);
+        b[32..].copy_from_slice(&stamp.to_le_bytes());
+        let t = Trailer::from_bytes(&b);
+        proptest::prop_assert_eq!(t.to_bytes(), b);
+        proptest::prop_assert_eq!(Trailer::from_bytes(&t.to_bytes()), t);
+        proptest::prop_assert_eq!(t.stamp, stamp);
+    }
 }

@@ -255,8 +255,11 @@ impl TcpTransport {
         self.send(k, &[&h]);
     }
 
+    /// Take what landed on peer `k`'s ring; `None` if nothing after all
+    /// (the peer stored another stamp since the watch fired, or its ring
+    /// is out of service).
     #[cold]
-    fn take(&mut self, k: usize) -> Result<RxFragment, ProtocolError> {
+    fn take(&mut self, k: usize) -> Option<Result<RxFragment, ProtocolError>> {
         let ring = self
             .shared
             .region
@@ -269,12 +272,14 @@ impl TcpTransport {
         self.next = if k + 1 == n { 0 } else { k + 1 };
         let taken = match got {
             Ok(Some(t)) => t,
-            Ok(None) => unreachable!("the watch said landed"),
+            Ok(None) => return None,
             Err(e) => {
                 if matches!(e, ProtocolError::RingCorrupt { .. }) {
-                    self.watch[k].want = u64::MAX;
+                    // Out of service: watch a word nobody writes, so that
+                    // no stamp the peer stores can fire it again.
+                    self.watch[k] = Watch::NEVER;
                 }
-                return Err(e);
+                return Some(Err(e));
             }
         };
         self.peers[k].tx.returned(taken.body.credit);
@@ -283,8 +288,21 @@ impl TcpTransport {
         // it only after the engine releases this fragment; `try_take`
         // checked the length against the slot; the region outlives the
         // fragment (the engine drops fragments before transports).
-        Ok(unsafe { RxFragment::from_ring(k, &taken) })
+        Some(Ok(unsafe { RxFragment::from_ring(k, &taken) }))
     }
+}
+
+/// The stamp a dead ring's watch looks at: never written, so never equal
+/// to the `u64::MAX` it waits for.
+static NEVER_WRITTEN: AtomicU64 = AtomicU64::new(0);
+
+impl Watch {
+    /// The watch of a ring out of service: it never fires, whatever the
+    /// peer stores in the ring.
+    const NEVER: Watch = Watch {
+        stamp: &NEVER_WRITTEN,
+        want: u64::MAX,
+    };
 }
 
 impl Transport for TcpTransport {
@@ -296,7 +314,9 @@ impl Transport for TcpTransport {
             // SAFETY: the stamp points into the region, alive while `self`.
             // SYNC POINT ring-stamp (acquire side): see `crate::ring`.
             if unsafe { &*self.watch[k].stamp }.load(Ordering::Acquire) == self.watch[k].want {
-                return Some(self.take(k));
+                if let Some(r) = self.take(k) {
+                    return Some(r);
+                }
             }
             k += 1;
             if k == n {
@@ -428,18 +448,16 @@ impl Transport for TcpTransport {
         }
         // Stamps from neither this lap nor the last (the empty poll
         // compares with one value only and would wait for ever).
-        let laps = u64::from(self.geometry.slots);
+        // (Checked without taking: a fragment taken here could be neither
+        // delivered nor released in order.)
         for k in 0..self.peers.len() {
-            let w = self.watch[k];
-            if w.want == u64::MAX {
-                continue;
-            }
-            // SAFETY: as in `poll`. Relaxed: only the value is judged.
-            let stamp = unsafe { &*w.stamp }.load(Ordering::Relaxed);
-            if stamp != w.want && stamp != w.want.saturating_sub(laps) {
-                if let Err(e) = self.take(k) {
-                    return Err(ExtractError::Protocol(e));
-                }
+            let ring = self
+                .shared
+                .region
+                .ring(self.shared.ring_offset(k), self.geometry);
+            if let Err(e) = self.peers[k].rx.check(&ring) {
+                self.watch[k] = Watch::NEVER;
+                return Err(ExtractError::Protocol(e));
             }
         }
         let alerts = self.shared.alerts.load(Ordering::Acquire);

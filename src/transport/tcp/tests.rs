@@ -247,6 +247,55 @@ fn a_corrupt_stamp_is_a_protocol_error_for_that_ring() {
     still_talking(&mut tr);
 }
 
+/// Found while fuzzing the ring reader (`ring_take`: a dead ring's watch
+/// fired when the writer stored `u64::MAX`): here the watch of a ring
+/// taken out of service waited for `u64::MAX` on the peer's own stamp
+/// word, so a peer that stored it made `poll` hit `unreachable!` — one
+/// remote peer could crash a rank with two ring records.
+#[test]
+fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
+    let mut tr = trio();
+    let ring_write = |stamp: u64| {
+        let mut t = crate::ring::Trailer::default();
+        t.body.header = header(2, 0);
+        t.stamp = stamp;
+        let rec = RecordHeader {
+            kind: wire::RING,
+            len: TRAILER_BYTES as u32,
+            offset: geo().write_start(0, 0),
+        };
+        [rec.encode().as_slice(), &t.to_bytes()].concat()
+    };
+    tr.fake[0].write_all(&ring_write(1000)).unwrap();
+    let e = reported(&mut tr.t[0]);
+    assert!(
+        matches!(
+            e,
+            ExtractError::Protocol(ProtocolError::RingCorrupt { src: 2, .. })
+        ),
+        "{e}"
+    );
+    // Rank 2 is peer 1 of rank 0; its slot 0's stamp is the ring's last word.
+    let stamp_at = tr.t[0].shared.ring_offset(1) + geo().slot_bytes as usize - 8;
+    for stamp in [u64::MAX, 1] {
+        tr.fake[0].write_all(&ring_write(stamp)).unwrap();
+        let start = Instant::now();
+        while tr.t[0].shared.region.word(stamp_at).load(Ordering::Acquire) != stamp {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "record not applied"
+            );
+            std::thread::yield_now();
+        }
+        assert!(
+            tr.t[0].poll().is_none(),
+            "stamp {stamp}: a dead ring delivers nothing"
+        );
+        assert!(!tr.t[0].has_arrivals(), "stamp {stamp}: nor says it has");
+    }
+    still_talking(&mut tr);
+}
+
 #[test]
 fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
     use crate::bootstrap::threads;

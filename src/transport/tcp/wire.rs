@@ -119,3 +119,17 @@ pub(crate) fn write_all_vectored(s: &impl AsRawFd, parts: &[&[u8]]) -> io::Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// A record header decodes to what was encoded.
+        #[test]
+        fn record_headers_round_trip(kind in proptest::num::u8::ANY, len in proptest::num::u32::ANY, offset in proptest::num::u64::ANY) {
+            let h = RecordHeader { kind, len, offset };
+            proptest::prop_assert_eq!(RecordHeader::decode(&h.encode()), h);
+        }
+    }
+}

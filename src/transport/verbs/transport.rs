@@ -369,19 +369,22 @@ impl VerbsTransport {
         );
     }
 
-    fn take(&mut self, k: usize) -> Result<RxFragment, ProtocolError> {
+    /// Take what landed on peer `k`'s ring; `None` if nothing after all
+    /// (the stamp changed since `landed`, or the ring is out of service).
+    fn take(&mut self, k: usize) -> Option<Result<RxFragment, ProtocolError>> {
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
         let got = self.peers[k].rx.try_take(&ring, self.world);
         let n = self.peers.len();
         self.next = if k + 1 == n { 0 } else { k + 1 };
-        let taken = match got? {
-            Some(t) => t,
-            None => unreachable!("checked landed"),
+        let taken = match got {
+            Ok(Some(t)) => t,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
         };
         self.peers[k].tx.returned(taken.body.credit);
         // SAFETY: as in the TCP transport: the slot stays ours until the
         // engine releases the fragment; the region outlives it.
-        Ok(unsafe { RxFragment::from_ring(k, &taken) })
+        Some(Ok(unsafe { RxFragment::from_ring(k, &taken) }))
     }
 }
 
@@ -394,7 +397,9 @@ impl Transport for VerbsTransport {
         let mut k = self.next;
         for _ in 0..n {
             if self.landed(k) {
-                return Some(self.take(k));
+                if let Some(r) = self.take(k) {
+                    return Some(r);
+                }
             }
             k = if k + 1 == n { 0 } else { k + 1 };
         }

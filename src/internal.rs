@@ -1,0 +1,260 @@
+//! Hidden entry points into crate-private code, for the fuzz targets in
+//! `fuzz/` (and, later, for whatever else must drive internals from
+//! outside the crate: loom models, benches — issue 13).
+//!
+//! Compiled only with the `internal` cargo feature and hidden from the
+//! docs: **not** part of the public API, no semver promise. Everything
+//! here is a thin wrapper that forwards to the real code — no logic of its
+//! own — so what a fuzz target exercises is what ships.
+//!
+//! What is here, by the bytes it decodes:
+//! - `handler_table`: the handler-name table every rank sends rank 0 at
+//!   start;
+//! - `control`: the endpoint's control messages (table verdict, the close
+//!   barrier's reports and probes) and the state machine that consumes them;
+//! - `tcp`: the TCP software NIC's write records and the NIC loop that
+//!   applies them to a rank's memory;
+//! - `shm`: where a shared-memory transport's mapping lies, so a target
+//!   can check that what it hands out stays inside.
+//!
+//! The fragment header ([`crate::frame`]), the rings ([`crate::ring`]) and
+//! the shared segment ([`crate::transport::shm`]) are public already and
+//! need nothing here.
+
+/// The handler-name table exchanged at start (see `crate::handler`).
+pub mod handler_table {
+    use crate::error::ProtocolError;
+    use crate::id::Rank;
+
+    /// Encode a name table as a rank sends it to rank 0.
+    pub fn encode(names: &[String]) -> Vec<u8> {
+        crate::handler::encode_table(names)
+    }
+
+    /// Decode a table received from rank `src`.
+    ///
+    /// # Errors
+    /// What the decoder refuses, as a [`ProtocolError`].
+    pub fn decode(src: Rank, bytes: &[u8]) -> Result<Vec<String>, ProtocolError> {
+        crate::handler::decode_table(bytes)
+            .map_err(|what| ProtocolError::BadControl { src: src.0, what })
+    }
+
+    /// The first index where two tables differ, with the names there.
+    pub fn first_difference(
+        a: &[String],
+        b: &[String],
+    ) -> Option<(u32, Option<String>, Option<String>)> {
+        crate::handler::first_difference(a, b)
+    }
+}
+
+/// The endpoint's control messages (see `crate::endpoint::control`).
+pub mod control {
+    use crate::endpoint::control as inner;
+    use crate::error::{ProtocolError, StartError};
+    use crate::id::Rank;
+
+    /// A rank's handler table, to rank 0.
+    pub const OP_TABLE: u32 = inner::OP_TABLE;
+    /// Rank 0's verdict on the tables.
+    pub const OP_VERDICT: u32 = inner::OP_VERDICT;
+    /// A rank's close report (wave, sent, received).
+    pub const OP_CLOSE: u32 = inner::OP_CLOSE;
+    /// Rank 0 releases everyone from `close`.
+    pub const OP_RELEASE: u32 = inner::OP_RELEASE;
+    /// Rank 0 asks for the counts of a close wave.
+    pub const OP_PROBE: u32 = inner::OP_PROBE;
+
+    /// Encode a close report.
+    pub fn encode_report(wave: u32, sent: u64, received: u64) -> Vec<u8> {
+        inner::encode_report(wave, inner::CloseCounts { sent, received })
+    }
+
+    /// Messages a control step sends in reaction: (destination, op, payload).
+    pub type Sends = Vec<(Rank, u32, Vec<u8>)>;
+
+    /// The control state of one rank of a job of `size` ranks.
+    #[derive(Debug)]
+    pub struct Control(inner::Control);
+
+    impl Control {
+        /// Fresh state, as at start.
+        pub fn new(size: u32) -> Control {
+            Control(inner::Control::new(size))
+        }
+
+        /// Rank 0's own handler table.
+        pub fn set_own_table(&mut self, names: Vec<String>) {
+            self.0.set_own_table(names);
+        }
+
+        /// Handle one complete control message from `src`; `sent` and
+        /// `received` are this rank's close counts now.
+        ///
+        /// # Errors
+        /// [`ProtocolError::BadControl`] for a malformed or unexpected message.
+        pub fn on_message(
+            &mut self,
+            src: Rank,
+            op: u32,
+            payload: &[u8],
+            sent: u64,
+            received: u64,
+        ) -> Result<Sends, ProtocolError> {
+            self.0
+                .on_message(src, op, payload, inner::CloseCounts { sent, received })
+        }
+
+        /// The verdict received, as `start` would report it.
+        pub fn verdict(&self) -> Option<Result<(), StartError>> {
+            self.0.verdict.clone().map(inner::Verdict::into_result)
+        }
+
+        /// Whether rank 0 has released this rank from `close`.
+        pub fn released(&self) -> bool {
+            self.0.released
+        }
+    }
+}
+
+/// The TCP transport's write records and software NIC (see
+/// `crate::transport::tcp`).
+pub mod tcp {
+    use crate::error::NetError;
+    use crate::id::Rank;
+    use crate::ring::{RingGeometry, RingRegion};
+    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, UP};
+    use crate::transport::tcp::wire;
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    /// Bytes of a record header.
+    pub const HEADER_BYTES: usize = wire::HEADER_BYTES;
+    /// Record kinds.
+    pub const RING: u8 = wire::RING;
+    /// A credit return.
+    pub const CREDIT: u8 = wire::CREDIT;
+    /// A one-sided put.
+    pub const PUT: u8 = wire::PUT;
+    /// A one-sided word store.
+    pub const PUT_U64: u8 = wire::PUT_U64;
+    /// A clean goodbye.
+    pub const BYE_RECORD: u8 = wire::BYE;
+    /// A flush marker.
+    pub const FLUSH: u8 = wire::FLUSH;
+
+    /// Encode a record header (kind, length, offset).
+    pub fn encode_header(kind: u8, len: u32, offset: u64) -> [u8; HEADER_BYTES] {
+        wire::RecordHeader { kind, len, offset }.encode()
+    }
+
+    /// Decode a record header into (kind, length, offset).
+    pub fn decode_header(b: &[u8; HEADER_BYTES]) -> (u8, u32, u64) {
+        let h = wire::RecordHeader::decode(b);
+        (h.kind, h.len, h.offset)
+    }
+
+    /// What the NIC made of one peer's connection.
+    #[derive(Debug)]
+    pub enum LinkState {
+        /// Still up (its bytes ended on a record boundary or mid-record
+        /// without the connection closing).
+        Up,
+        /// The peer said goodbye.
+        Bye,
+        /// The peer failed with this error.
+        Failed(Option<NetError>),
+    }
+
+    /// The memory a software NIC writes into: one ring and one credit word
+    /// per network peer, and the rank's window area.
+    #[derive(Debug)]
+    pub struct NicMemory {
+        // Dropped first: it points into `window`.
+        shared: Arc<Shared>,
+        window: RingRegion,
+    }
+
+    impl NicMemory {
+        /// Zeroed memory for `peers` network peers (ranks 1 ..= peers) with
+        /// rings of `geometry` and a `window_bytes`-byte window area.
+        pub fn new(geometry: RingGeometry, peers: u32, window_bytes: u64) -> NicMemory {
+            let window = RingRegion::zeroed(window_bytes);
+            let ranks: Vec<Rank> = (1..=peers).map(Rank).collect();
+            let targets = NicTargets {
+                window: window.base(),
+                window_len: window_bytes,
+                bell: std::ptr::null(),
+            };
+            NicMemory {
+                shared: Arc::new(Shared::new(geometry, &ranks, targets)),
+                window,
+            }
+        }
+
+        /// Run the NIC loop over `peers` (peer `k`'s connection, in peer
+        /// order) until every connection has ended or `wake` is readable.
+        pub fn run(&self, peers: &[BorrowedFd<'_>], wake: BorrowedFd<'_>) {
+            let fds = peers.iter().map(AsRawFd::as_raw_fd).collect();
+            nic::run(Arc::clone(&self.shared), fds, wake.as_raw_fd());
+        }
+
+        /// The region holding the rings, then one 64-byte credit line per peer.
+        pub fn region(&self) -> &RingRegion {
+            &self.shared.region
+        }
+
+        /// The window area.
+        pub fn window(&self) -> &RingRegion {
+            &self.window
+        }
+
+        /// The bytes of the window area the NIC may write.
+        pub fn window_len(&self) -> u64 {
+            self.shared.targets.window_len
+        }
+
+        /// Byte offset of peer `k`'s ring in [`region`](Self::region).
+        pub fn ring_offset(&self, k: usize) -> usize {
+            self.shared.ring_offset(k)
+        }
+
+        /// Peer `k`'s credit word (its released count of our sends).
+        pub fn credit(&self, k: usize) -> u64 {
+            self.shared.credit_word(k).load(Ordering::Acquire)
+        }
+
+        /// Peer `k`'s link state.
+        pub fn link(&self, k: usize) -> LinkState {
+            let link = &self.shared.links[k];
+            match link.state.load(Ordering::Acquire) {
+                UP => LinkState::Up,
+                BYE => LinkState::Bye,
+                FAILED => {
+                    LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                }
+                s => unreachable!("link state {s}"),
+            }
+        }
+
+        /// The last flush round peer `k` sent.
+        pub fn flushed(&self, k: usize) -> u64 {
+            self.shared.links[k].flushed.load(Ordering::Acquire)
+        }
+    }
+}
+
+/// The shared-memory transport (see `crate::transport::shm`).
+pub mod shm {
+    use crate::transport::ShmTransport;
+
+    /// Where `t`'s mapping of the segment lies: (base address, length).
+    /// Every fragment it hands out must lie inside.
+    pub fn mapping(t: &ShmTransport) -> (usize, u64) {
+        let l = t.layout();
+        let window = t.own_window().raw().0 as usize;
+        (window - l.window(t.smt_id()) as usize, l.total)
+    }
+}
