@@ -24,6 +24,13 @@ pub(crate) struct StraggleWatch {
     next: Duration,
 }
 
+/// Print one line to stderr in one `write` (lines of several ranks sharing
+/// a terminal or pipe are not interleaved mid-line).
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 fn list(ranks: &[Rank]) -> String {
     let v: Vec<String> = ranks.iter().map(|r| r.0.to_string()).collect();
     v.join(", ")
@@ -42,10 +49,10 @@ impl StraggleWatch {
     pub(crate) fn tick(&mut self, core: &Core) {
         let me = core.rank;
         if let Some(missing) = core.control.borrow_mut().take_stragglers() {
-            eprintln!(
+            say(format!(
                 "fastmsg: rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",
                 list(&missing)
-            );
+            ));
         }
         let waited = self.since.elapsed();
         if waited < self.next {
@@ -53,21 +60,21 @@ impl StraggleWatch {
         }
         self.next = self.next.saturating_mul(2);
         if me != Rank(0) {
-            eprintln!(
+            say(format!(
                 "fastmsg: rank {me} has waited {:.0?} in close for rank 0's release (rank 0 names the ranks that have not called close once it is in close itself)",
                 waited
-            );
+            ));
             return;
         }
         let (missing, closing) = core.control.borrow().close_census();
         if missing.is_empty() {
             return; // everyone is in: the release is a few rounds away
         }
-        eprintln!(
+        say(format!(
             "fastmsg: rank 0 has waited {:.0?} in close for rank(s) {} that have not called close (they are alive: every rank waits for them)",
             waited,
             list(&missing)
-        );
+        ));
         let payload: Vec<u8> = missing.iter().flat_map(|r| r.0.to_le_bytes()).collect();
         for r in closing.into_iter().filter(|&r| r != me) {
             core.send_control(r, OP_STRAGGLERS, &payload);
