@@ -14,6 +14,21 @@
 //! instance, in arrival order, when the program starts it (seed 003 §III.A
 //! and B: unexpected messages, several instances outstanding).
 //!
+//! Every message carries its call's signature ([`crate::sig`]); a message
+//! of another collective or with other arguments fails the instance
+//! ([`CollError::Mismatch`], [`CollError::ArgsMismatch`]), as does a
+//! message of the wrong length. An instance that fails here *aborts* it
+//! everywhere: it sends every other member an abort message ([`Kind::Abort`],
+//! the error in words), which fails the instance there too — whether it
+//! runs, has not started yet (kept in the early buffer) or, on a rank that
+//! finished its part of a rooted collective, has ended (the rank learns it
+//! at its next collective). No member waits for ever on one that gave up.
+//! A failed or aborted instance poisons the engine: the members disagree
+//! about which collective comes next, so later calls fail at once
+//! ([`CollError::Poisoned`]). One-sided collectives take an instance
+//! number too, as a placeholder that no message may match, so a member
+//! calling a message collective against them fails instead of hanging.
+//!
 //! Single-threaded like the endpoint: `RefCell` borrows are never held
 //! across a call into the endpoint that could run handlers (`extract`,
 //! `wait_until`); machines only send through `Ctx`, which never runs
@@ -23,12 +38,36 @@ use crate::config::CollConfig;
 use crate::error::CollError;
 use crate::group::{tag_of, Group};
 use crate::machine::{Io, Machine, Output};
+use crate::sig::Sig;
 use crate::wire::{Header, Kind, HEADER};
 use fastmsg::endpoint::Piece;
 use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
+
+/// The instance a one-sided collective takes: it sends and expects no
+/// message, so any message for it is a mismatch; its end is set by the
+/// one-sided code (`end_one_sided`).
+struct Placeholder(Kind);
+
+impl Machine for Placeholder {
+    fn kind(&self) -> Kind {
+        self.0
+    }
+    fn start(&mut self, _io: &Io<'_>) -> Result<(), CollError> {
+        Ok(())
+    }
+    fn on_message(&mut self, io: &Io<'_>, from: u32, step: u16, _: &[u8]) -> Result<(), CollError> {
+        Err(io.unexpected(from, step, "a one-sided collective takes no messages"))
+    }
+    fn is_done(&self) -> bool {
+        false
+    }
+    fn take_output(&mut self) -> Output {
+        Box::new(())
+    }
+}
 
 /// State of a live instance.
 enum State {
@@ -43,6 +82,8 @@ struct Live {
     state: State,
     /// Its request was dropped: remove it once it ends.
     detached: bool,
+    /// This rank's call signature.
+    sig: Sig,
 }
 
 pub(crate) struct GroupState {
@@ -66,6 +107,7 @@ struct Early {
     group: u32,
     seq: u32,
     kind: u8,
+    sig: u16,
     step: u16,
     src: Rank,
     data: Vec<u8>,
@@ -92,6 +134,24 @@ impl Tables {
             self.others.get_mut(&tag)
         }
     }
+}
+
+/// The longest error text an abort message carries.
+const MAX_WHY: usize = 400;
+
+/// The error an abort message from `by` stands for.
+fn aborted(group: u32, seq: u32, by: Rank, data: &[u8]) -> CollError {
+    CollError::Aborted {
+        group,
+        seq,
+        by,
+        why: String::from_utf8_lossy(&data[..data.len().min(MAX_WHY)]).into_owned(),
+    }
+}
+
+/// Whether a signature is a one-sided call's placeholder.
+fn one_sided(sig: u16) -> bool {
+    (sig >> 14) as u8 == crate::sig::ONE_SIDED
 }
 
 /// Whether instance `a` comes before `b` (wrapping).
@@ -200,7 +260,11 @@ impl Engine {
     fn dispatch(&self, ctx: &Ctx, src: Rank, h: Header, data: &[u8]) -> Result<(), CollError> {
         let mut t = self.t.borrow_mut();
         let handler = self.handler();
-        if let Some(gs) = t.group_mut(h.group) {
+        if h.kind == Kind::Abort as u8 {
+            if self.on_abort(&mut t, src, h, data) {
+                return Ok(());
+            }
+        } else if let Some(gs) = t.group_mut(h.group) {
             let group = &gs.group;
             let Some(from) = group.index(src) else {
                 return Err(CollError::Unexpected {
@@ -223,6 +287,14 @@ impl Engine {
                         theirs: Kind::name_of(h.kind),
                         src,
                     })
+                } else if live.sig.0 != h.sig {
+                    Err(CollError::ArgsMismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: live.sig.describe(kind as u8),
+                        theirs: Sig(h.sig).describe(h.kind),
+                        src,
+                    })
                 } else if !matches!(live.state, State::Running) {
                     Err(CollError::Unexpected {
                         group: h.group,
@@ -239,6 +311,7 @@ impl Engine {
                         group,
                         seq: h.seq,
                         kind,
+                        sig: live.sig,
                         base: 0,
                     };
                     live.machine.on_message(&io, from, h.step, data)
@@ -256,6 +329,11 @@ impl Engine {
                     Err(e) => {
                         if matches!(live.state, State::Running) {
                             live.state = State::Failed(e.duplicate());
+                            let (group, sig) = (Rc::clone(&gs.group), live.sig);
+                            if one_sided(sig.0) || one_sided(h.sig) {
+                                t.poisoned.get_or_insert_with(|| e.to_string());
+                            }
+                            self.abort_peers(ctx, &group, h.seq, sig, &e);
                         }
                         return Err(e);
                     }
@@ -294,11 +372,66 @@ impl Engine {
             group: h.group,
             seq: h.seq,
             kind: h.kind,
+            sig: h.sig,
             step: h.step,
             src,
             data: data.to_vec(),
         });
         Ok(())
+    }
+
+    /// An abort from `src` for instance `h.seq` of `h.group` (its header
+    /// carries the sender's signature): fail the instance if it runs; if
+    /// it has ended here (a rooted collective this rank finished its part
+    /// of, with a right result), nothing to do. A one-sided call on either
+    /// side poisons the engine. False if the instance has not started
+    /// here: the abort is kept as an early message, and fails the instance
+    /// when it starts.
+    fn on_abort(&self, t: &mut Tables, src: Rank, h: Header, data: &[u8]) -> bool {
+        let err = aborted(h.group, h.seq, src, data);
+        let Some(gs) = t.group_mut(h.group) else {
+            return false;
+        };
+        let mut poison = one_sided(h.sig);
+        if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
+            poison |= one_sided(live.sig.0);
+            if matches!(live.state, State::Running) {
+                live.state = State::Failed(err.duplicate());
+            }
+        } else if !before(h.seq, gs.next_seq) {
+            return false;
+        }
+        if poison {
+            t.poisoned.get_or_insert_with(|| err.to_string());
+        }
+        true
+    }
+
+    /// Tell every other member of `group` that instance `seq` failed here
+    /// with `e` (best effort: a member that cannot be reached has failed
+    /// itself, which its peers learn from the endpoint).
+    pub(crate) fn abort_peers(&self, ctx: &Ctx, group: &Group, seq: u32, sig: Sig, e: &CollError) {
+        let mut why = e.to_string();
+        if why.len() > MAX_WHY {
+            let mut cut = MAX_WHY;
+            while !why.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            why.truncate(cut);
+        }
+        let h = Header {
+            group: group.tag,
+            seq,
+            step: 0,
+            kind: Kind::Abort as u8,
+            sig: sig.0,
+        }
+        .emit();
+        for &r in &group.members {
+            if r != self.me {
+                let _ = ctx.send(r, self.handler(), &[&h, why.as_bytes()]);
+            }
+        }
     }
 
     /// Fail if an earlier failure made the engine unusable.
@@ -309,12 +442,14 @@ impl Engine {
         }
     }
 
-    /// Start an instance of `machine` on `group`; returns its number.
+    /// Start an instance of `machine` on `group`, called with signature
+    /// `sig`; returns its number. A failure here aborts it on every member.
     pub(crate) fn start(
         &self,
         ctx: &Ctx,
         group: &Group,
         machine: Box<dyn Machine>,
+        sig: Sig,
     ) -> Result<u32, CollError> {
         self.check_poisoned()?;
         let handler = self.handler();
@@ -333,6 +468,7 @@ impl Engine {
             machine,
             state: State::Running,
             detached: false,
+            sig,
         };
         let kind = live.machine.kind();
         let io = Io {
@@ -341,12 +477,18 @@ impl Engine {
             group: &gs.group,
             seq,
             kind,
+            sig,
             base: 0,
         };
-        live.machine.start(&io)?;
+        if let Err(e) = live.machine.start(&io) {
+            let group = Rc::clone(&gs.group);
+            self.abort_peers(ctx, &group, seq, sig, &e);
+            return Err(e);
+        }
         // Feed the messages that arrived before this call, in order. A bad
         // one fails the instance (its `wait` reports it), not the start.
         let mut result = Ok(());
+        let mut poison = one_sided(sig.0);
         if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
@@ -358,12 +500,23 @@ impl Engine {
                 if result.is_err() {
                     continue;
                 }
-                result = if e.kind != kind as u8 {
+                poison |= one_sided(e.sig);
+                result = if e.kind == Kind::Abort as u8 {
+                    Err(aborted(group.tag, seq, e.src, &e.data))
+                } else if e.kind != kind as u8 {
                     Err(CollError::Mismatch {
                         group: group.tag,
                         seq,
                         ours: kind.name(),
                         theirs: Kind::name_of(e.kind),
+                        src: e.src,
+                    })
+                } else if e.sig != sig.0 {
+                    Err(CollError::ArgsMismatch {
+                        group: group.tag,
+                        seq,
+                        ours: sig.describe(kind as u8),
+                        theirs: Sig(e.sig).describe(e.kind),
                         src: e.src,
                     })
                 } else {
@@ -376,7 +529,15 @@ impl Engine {
             tables.early = kept;
         }
         match result {
-            Err(e) => live.state = State::Failed(e),
+            Err(e) => {
+                if poison {
+                    tables.poisoned.get_or_insert_with(|| e.to_string());
+                }
+                if !matches!(e, CollError::Aborted { .. }) {
+                    self.abort_peers(ctx, &gs.group, seq, sig, &e);
+                }
+                live.state = State::Failed(e);
+            }
             Ok(()) if live.machine.is_done() => live.state = State::Done,
             Ok(()) => {}
         }
@@ -443,6 +604,70 @@ impl Engine {
                 .err()
                 .map_or(CollError::NoInstance { seq }, CollError::from)),
         }
+    }
+
+    /// Take the next world instance number for a one-sided collective of
+    /// `kind` called with `sig` (a placeholder no message may match: a
+    /// member that calls a message collective here fails it).
+    ///
+    /// # Errors
+    /// A poisoned engine; a mismatch with a message that arrived early.
+    pub(crate) fn begin_one_sided(&self, ctx: &Ctx, kind: Kind, sig: Sig) -> Result<u32, CollError> {
+        let world = self.world();
+        let seq = self.start(ctx, &world, Box::new(Placeholder(kind)), sig)?;
+        if let Some(e) = self.one_sided_failure(seq) {
+            self.collect(0, seq);
+            return Err(e);
+        }
+        Ok(seq)
+    }
+
+    /// Why the one-sided call `seq` failed meanwhile (a member aborted
+    /// it, or a message collective met it), if it did.
+    pub(crate) fn one_sided_failure(&self, seq: u32) -> Option<CollError> {
+        let mut t = self.t.borrow_mut();
+        let gs = t.group_mut(0)?;
+        match &gs.live.iter().find(|l| l.seq == seq)?.state {
+            State::Failed(e) => Some(e.duplicate()),
+            _ => None,
+        }
+    }
+
+    /// End the one-sided call `seq` with `r`: a failure here aborts it on
+    /// every member; a failure that came from a member wins.
+    pub(crate) fn end_one_sided(
+        &self,
+        ctx: &Ctx,
+        seq: u32,
+        r: Result<(), CollError>,
+    ) -> Result<(), CollError> {
+        let out = match (self.one_sided_failure(seq), r) {
+            (Some(e), _) => Err(e),
+            (None, Ok(())) => Ok(()),
+            (None, Err(e)) => {
+                self.abort_peers(ctx, &self.world(), seq, self.live_sig(seq), &e);
+                Err(e)
+            }
+        };
+        // A one-sided call failed: the epoch counters may disagree now.
+        if let Err(e) = &out {
+            self.t
+                .borrow_mut()
+                .poisoned
+                .get_or_insert_with(|| e.to_string());
+        }
+        let mut t = self.t.borrow_mut();
+        if let Some(gs) = t.group_mut(0) {
+            gs.live.retain(|l| l.seq != seq);
+        }
+        out
+    }
+
+    fn live_sig(&self, seq: u32) -> Sig {
+        let mut t = self.t.borrow_mut();
+        t.group_mut(0)
+            .and_then(|gs| gs.live.iter().find(|l| l.seq == seq).map(|l| l.sig))
+            .unwrap_or_default()
     }
 
     /// Messages buffered for instances not started yet.

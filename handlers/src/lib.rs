@@ -45,6 +45,7 @@ mod group;
 mod machine;
 pub mod op;
 mod request;
+mod sig;
 mod window;
 mod wire;
 
