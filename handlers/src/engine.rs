@@ -124,6 +124,21 @@ struct Tables {
     /// How many groups with each member list this rank created.
     created: HashMap<Vec<Rank>, u32>,
     poisoned: Option<String>,
+    /// Recently failed instances (group tag, number): their late messages
+    /// are dropped quietly — the failure was reported already.
+    failed: VecDeque<(u32, u32)>,
+}
+
+/// How many failed instances `Tables::failed` remembers.
+const FAILED_KEPT: usize = 64;
+
+impl Tables {
+    fn note_failed(&mut self, tag: u32, seq: u32) {
+        if self.failed.len() == FAILED_KEPT {
+            self.failed.pop_front();
+        }
+        self.failed.push_back((tag, seq));
+    }
 }
 
 impl Tables {
@@ -279,6 +294,11 @@ impl Engine {
             if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
                 let live = &mut gs.live[i];
                 let kind = live.machine.kind();
+                if matches!(live.state, State::Failed(_)) {
+                    // A late message of an instance that failed here: its
+                    // failure was reported already.
+                    return Ok(());
+                }
                 let r = if kind as u8 != h.kind {
                     Err(CollError::Mismatch {
                         group: h.group,
@@ -333,6 +353,7 @@ impl Engine {
                             if one_sided(sig.0) || one_sided(h.sig) {
                                 t.poisoned.get_or_insert_with(|| e.to_string());
                             }
+                            t.note_failed(h.group, h.seq);
                             self.abort_peers(ctx, &group, h.seq, sig, &e);
                         }
                         return Err(e);
@@ -340,6 +361,9 @@ impl Engine {
                 }
             }
             if before(h.seq, gs.next_seq) {
+                if t.failed.contains(&(h.group, h.seq)) {
+                    return Ok(());
+                }
                 return Err(CollError::Unexpected {
                     group: h.group,
                     seq: h.seq,
@@ -397,6 +421,7 @@ impl Engine {
             poison |= one_sided(live.sig.0);
             if matches!(live.state, State::Running) {
                 live.state = State::Failed(err.duplicate());
+                t.note_failed(h.group, h.seq);
             }
         } else if !before(h.seq, gs.next_seq) {
             return false;
@@ -537,6 +562,10 @@ impl Engine {
                     self.abort_peers(ctx, &gs.group, seq, sig, &e);
                 }
                 live.state = State::Failed(e);
+                tables.failed.push_back((group.tag, seq));
+                if tables.failed.len() > FAILED_KEPT {
+                    tables.failed.pop_front();
+                }
             }
             Ok(()) if live.machine.is_done() => live.state = State::Done,
             Ok(()) => {}
@@ -651,10 +680,9 @@ impl Engine {
         };
         // A one-sided call failed: the epoch counters may disagree now.
         if let Err(e) = &out {
-            self.t
-                .borrow_mut()
-                .poisoned
-                .get_or_insert_with(|| e.to_string());
+            let mut t = self.t.borrow_mut();
+            t.poisoned.get_or_insert_with(|| e.to_string());
+            t.note_failed(0, seq);
         }
         let mut t = self.t.borrow_mut();
         if let Some(gs) = t.group_mut(0) {

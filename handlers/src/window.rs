@@ -128,6 +128,9 @@ fn describe24(sig: u32) -> String {
     }
 }
 
+/// How many polls of a waiting flag between two scans of every slot.
+const SCAN_EVERY: u32 = 64;
+
 /// The flags of one one-sided call: its epoch and signature, and the
 /// placeholder instance that a member's abort fails.
 struct Flags {
@@ -158,29 +161,41 @@ impl Flags {
     }
 
     /// Wait for `from`'s flag of this epoch in our window and check its
-    /// signature against ours; stop if a member aborted the call.
+    /// signature against ours; stop if a member aborted the call. While
+    /// waiting, every [`SCAN_EVERY`] polls, look at every writer's slot of
+    /// this epoch: a member that runs another one-sided collective may
+    /// write to us although we wait for someone else (then nobody would
+    /// ever write what anybody waits for).
     fn wait(&self, eng: &Engine, ep: &mut Endpoint, from: Rank) -> Result<(), CollError> {
         let at = flag_at(slot(self.size, from, self.epoch));
         let want = self.epoch << 24;
         // SYNC POINT window-word (acquire side): `read_u64` Acquire-loads
         // the word a peer's `put_u64` Release-stored.
         let mut word = self.ctx.read_u64(self.win, at)?;
+        let mut odd = None;
         if word < want {
             let mut bad = None;
+            let mut polls = 0u32;
             let waited = ep.wait_until(|| {
                 if eng.finished(0, self.seq) {
                     return true;
                 }
                 match self.ctx.read_u64(self.win, at) {
-                    Ok(x) => {
+                    Ok(x) if x >= want => {
                         word = x;
-                        x >= want
+                        return true;
                     }
+                    Ok(_) => {}
                     Err(e) => {
                         bad = Some(e);
-                        true
+                        return true;
                     }
                 }
+                polls = polls.wrapping_add(1);
+                if polls % SCAN_EVERY == 0 {
+                    odd = self.scan();
+                }
+                odd.is_some()
             });
             if let Some(e) = eng.one_sided_failure(self.seq) {
                 return Err(e);
@@ -192,15 +207,28 @@ impl Flags {
         }
         let theirs = (word & 0xff_ffff) as u32;
         if word >> 24 == self.epoch && theirs != self.sig {
-            return Err(CollError::ArgsMismatch {
+            odd = Some((from, theirs));
+        }
+        match odd {
+            Some((src, theirs)) => Err(CollError::ArgsMismatch {
                 group: 0,
                 seq: self.seq,
                 ours: describe24(self.sig),
                 theirs: describe24(theirs),
-                src: from,
-            });
+                src,
+            }),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// A writer whose flag of this epoch says it runs another call.
+    fn scan(&self) -> Option<(Rank, u32)> {
+        (0..self.size).map(Rank).find_map(|w| {
+            let at = flag_at(slot(self.size, w, self.epoch));
+            let word = self.ctx.read_u64(self.win, at).ok()?;
+            let theirs = (word & 0xff_ffff) as u32;
+            (word >> 24 == self.epoch && theirs != self.sig).then_some((w, theirs))
+        })
     }
 
     /// Wait for `from`'s data and flag, then copy the data out.
