@@ -49,10 +49,21 @@ struct RxState {
 }
 
 pub fn storm_rank(
+    b: EndpointBuilder,
+    msgs: usize,
+    max_len: usize,
+    seed: u64,
+) -> Result<usize, Error> {
+    storm_rank_then(b, msgs, max_len, seed, |_| {})
+}
+
+/// As [`storm_rank`], calling `started` once the endpoint has started.
+pub fn storm_rank_then(
     mut b: EndpointBuilder,
     msgs: usize,
     max_len: usize,
     seed: u64,
+    started: impl FnOnce(Rank),
 ) -> Result<usize, Error> {
     let (me, ranks) = (b.rank().0, b.size());
     let expect: usize = (0..ranks)
@@ -124,6 +135,7 @@ pub fn storm_rank(
         Ok(())
     });
     let mut ep = b.start()?;
+    started(ep.rank());
     let mut seqs = vec![0u64; ranks as usize];
     for p in plan(ranks, me, msgs, max_len, seed) {
         let seq = seqs[p.dst as usize];
