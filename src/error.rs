@@ -678,6 +678,18 @@ impl Error {
         Error::Other(e.into())
     }
 
+    /// Whether this error says that another rank failed, left or is
+    /// gone (`PeerDied`, `PeerLeft`, a lost connection, `PeerGone`): in a
+    /// job whose ranks end together, the consequence of that rank's own
+    /// error rather than a cause.
+    pub fn is_peer_failure(&self) -> bool {
+        match self {
+            Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
+            Error::Send(SendError::PeerGone { .. }) | Error::Put(PutError::PeerGone { .. }) => true,
+            _ => false,
+        }
+    }
+
     /// Whether this error only says the job was abandoned because another
     /// rank failed (not a cause in itself).
     pub fn is_abort(&self) -> bool {

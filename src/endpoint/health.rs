@@ -1,35 +1,10 @@
 //! What this rank knows about its peers' failures: a sticky state per
 //! peer, fed by the watchdog's alarm (see [`crate::watch`]).
 //!
-//! # The semantics, for every call
-//!
-//! A peer is *failed* once it died (its lifeline was found owner-dead, its
-//! connection broke), or left without `close` (its endpoint was dropped);
-//! it is *closed* once the close barrier released it and it went. Both are
-//! for good: nothing brings a peer back.
-//!
-//! - [`extract`](super::Endpoint::extract) reports each failure **once**,
-//!   as an error ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`],
-//!   [`ExtractError::Network`]), within [`WATCH_EVERY`](crate::watch::WATCH_EVERY)
-//!   of the failure plus the next call — also in a program that only
-//!   polls. After reporting it, `extract` goes on serving the live peers
-//!   (a fault-tolerant program may carry on without the failed rank).
-//! - Every blocking call that would wait — `wait_until` (hence every
-//!   collective), `close`, start-up — fails with the first failure's error
-//!   **every time** once any peer has failed: what it waits for may depend
-//!   on the failed rank, and nothing can tell. It never spins for ever.
-//! - A send, begin_message or put to a failed or closed peer fails with
-//!   `PeerGone` every time, at once; sends to other peers go on. A send
-//!   waiting for credit from a peer fails when *that* peer fails.
-//! - Sends parked for a failed peer are dropped (their memory freed); a
-//!   message from it that was cut off mid-stream is delivered to its
-//!   handler as *aborted* (see `Message::receive`, `Piece::is_aborted`),
-//!   never padded; its complete messages are still delivered.
-//! - A closed peer is not a failure: polling and waiting go on, only sends
-//!   to it fail.
-//!
-//! [`Endpoint::failed_peers`](super::Endpoint::failed_peers) lists the
-//! failed ranks.
+//! The semantics every call follows are in the endpoint's module docs
+//! ("When a peer fails"); this module keeps the state they read: one
+//! verdict per peer, written once, and the first failed peer (what
+//! blocking waits report).
 
 use crate::error::{ExtractError, NetError};
 use crate::id::Rank;

@@ -17,6 +17,44 @@
 //! `wait_until`, and sends that wait for credit. A sender out of credit
 //! extracts until credit returns, so head-to-head floods and sends from
 //! handlers never deadlock. Delivery is reliable and in order per pair.
+//!
+//! # When a peer fails
+//!
+//! A peer has *failed* once it died (killed, crashed, or ended without
+//! releasing its endpoint — `exit` without `close`, an `exec`), left
+//! without `close` (dropped its endpoint), or lost its network connection;
+//! it has *closed* once the close barrier released it. Both are for good.
+//! Each endpoint has a watchdog thread that looks every 100 ms — at the
+//! local peers' lifelines in the shared segment (a robust mutex each rank
+//! holds for its endpoint's life: the kernel marks it owner-dead when the
+//! holder goes, in any PID namespace; see
+//! [`crate::transport::shm::liveness`]) and at the network links — and
+//! raises a word that the empty `extract` reads beside its queues (the
+//! watchdog only looks; it makes no progress). Then:
+//!
+//! - [`extract`](Endpoint::extract) reports each failure **once**
+//!   ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a network
+//!   error), within about 100 ms of it plus the next call — also in a
+//!   program that only polls — and goes on serving the live peers after
+//!   that;
+//! - every blocking call that would wait — [`wait_until`](Endpoint::wait_until)
+//!   (hence every collective), [`close`](Endpoint::close), start-up —
+//!   fails with the first failure's error **every time** once a peer has
+//!   failed, since what it waits for may depend on that peer: nothing
+//!   spins for ever;
+//! - a send, `begin_message` or put to a failed or closed peer fails at
+//!   once with `PeerGone`, every time; sends parked for it are dropped
+//!   (their memory freed); a send waiting for credit from a peer fails
+//!   when that peer fails, and other sends go on;
+//! - a message the failed peer was still sending is delivered as
+//!   *aborted* (`ReceiveError::Aborted` from [`Message::receive`], a last
+//!   piece flagged [`Piece::is_aborted`]), never padded; its complete
+//!   messages are delivered;
+//! - [`failed_peers`](Endpoint::failed_peers) lists the failed ranks;
+//! - a closed peer is no failure: only sends to it fail.
+//!
+//! A peer that is alive but never calls `close` keeps the others in
+//! `close`; they say whom they wait for (see [`Endpoint::close`]).
 
 mod builder;
 mod config;
