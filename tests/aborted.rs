@@ -85,7 +85,9 @@ fn recorders(b: &mut EndpointBuilder, log: &Log) -> (fastmsg::HandlerId, fastmsg
 }
 
 fn pattern(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ salt | 1).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31) ^ salt | 1)
+        .collect()
 }
 
 /// Rank 1 sends rank 0, to each handler kind: a short message (`end`
@@ -157,7 +159,11 @@ fn short_dropped_and_overflowing_messages_arrive_aborted() {
                             i += 1;
                         }
                     }
-                    assert_eq!(seen[i], Seen::Whole(b"good".to_vec()), "{kind}: then a good one");
+                    assert_eq!(
+                        seen[i],
+                        Seen::Whole(b"good".to_vec()),
+                        "{kind}: then a good one"
+                    );
                 }
             }
             ep.close()?;

@@ -2,7 +2,8 @@
 //! rank, about 0.2 s here) in which a random
 //! rank is killed with SIGKILL at a random moment after start-up, twenty
 //! times. Every survivor must end within a second of the kill — with a
-//! typed error that names a failure, or with success if the job had
+//! typed error that names a failure (after which its `close` must fail at
+//! once too: the failure stays seen), or with success if the job had
 //! already finished its last close barrier — nothing may hang, no byte may
 //! arrive wrong (the storm checks every one), and nothing may be left in
 //! the segment directory (a private `FASTMSG_SHM_DIR` per run).
@@ -37,9 +38,26 @@ fn chaos_rank() {
     };
     let b = EndpointBuilder::from_env().expect("env");
     let msgs = std::env::var("CHAOS_MSGS").map_or(4000, |v| v.parse().unwrap());
-    let r = storm_rank_then(b, msgs, 64 << 10, 0xc4a05, |rank| {
-        std::fs::write(Path::new(&dir).join(format!("started-{rank}")), b"").unwrap();
-    });
+    let r = storm_rank_then(
+        b,
+        msgs,
+        64 << 10,
+        0xc4a05,
+        |rank| {
+            std::fs::write(Path::new(&dir).join(format!("started-{rank}")), b"").unwrap();
+        },
+        |ep, _| {
+            // The failure stays seen: leaving in order fails, at once.
+            let t = Instant::now();
+            let r = ep.close();
+            assert!(r.is_err(), "close after a peer's failure gave Ok");
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "close took {:?}",
+                t.elapsed()
+            );
+        },
+    );
     match r {
         Ok(_) => std::process::exit(0),
         Err(e) => {
@@ -117,7 +135,11 @@ fn one_run(run: usize, seed: u64) -> Result<(), String> {
         let _ = c.wait();
     }
     let left: Vec<String> = std::fs::read_dir(&dir)
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&markers);

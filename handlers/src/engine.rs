@@ -641,7 +641,12 @@ impl Engine {
     ///
     /// # Errors
     /// A poisoned engine; a mismatch with a message that arrived early.
-    pub(crate) fn begin_one_sided(&self, ctx: &Ctx, kind: Kind, sig: Sig) -> Result<u32, CollError> {
+    pub(crate) fn begin_one_sided(
+        &self,
+        ctx: &Ctx,
+        kind: Kind,
+        sig: Sig,
+    ) -> Result<u32, CollError> {
         let world = self.world();
         let seq = self.start(ctx, &world, Box::new(Placeholder(kind)), sig)?;
         if let Some(e) = self.one_sided_failure(seq) {

@@ -93,10 +93,7 @@ impl Sig {
     /// The signature of a call.
     pub(crate) fn new(algo: u8, ty: u8, op: u8, root: Option<u32>) -> Sig {
         let root = root.map_or(0, |r| r & 0x7f) as u16;
-        Sig(u16::from(algo & 3) << 14
-            | u16::from(ty & 15) << 10
-            | u16::from(op & 7) << 7
-            | root)
+        Sig(u16::from(algo & 3) << 14 | u16::from(ty & 15) << 10 | u16::from(op & 7) << 7 | root)
     }
 
     /// In words, for errors.

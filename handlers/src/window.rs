@@ -156,7 +156,12 @@ impl Flags {
 
     /// Put `data` then our flag into `dest`'s slot for us.
     fn send(&self, ep: &mut Endpoint, dest: Rank, me: Rank, data: &[u8]) -> Result<(), CollError> {
-        ep.put(self.win, dest, data_at(slot(self.size, me, self.epoch)), data)?;
+        ep.put(
+            self.win,
+            dest,
+            data_at(slot(self.size, me, self.epoch)),
+            data,
+        )?;
         self.raise(ep, dest, me)
     }
 
@@ -232,7 +237,13 @@ impl Flags {
     }
 
     /// Wait for `from`'s data and flag, then copy the data out.
-    fn recv(&self, eng: &Engine, ep: &mut Endpoint, from: Rank, buf: &mut [u8]) -> Result<(), CollError> {
+    fn recv(
+        &self,
+        eng: &Engine,
+        ep: &mut Endpoint,
+        from: Rank,
+        buf: &mut [u8],
+    ) -> Result<(), CollError> {
         self.wait(eng, ep, from)?;
         ep.read_window(self.win, data_at(slot(self.size, from, self.epoch)), buf)?;
         Ok(())
@@ -417,7 +428,12 @@ impl Engine {
 
     /// Pairwise exchange among the masters by flags (seed 000 §5.1, with
     /// the pre and post steps for a non-power-of-two count).
-    fn masters_exchange(&self, ep: &mut Endpoint, f: &Flags, masters: &[Rank]) -> Result<(), CollError> {
+    fn masters_exchange(
+        &self,
+        ep: &mut Endpoint,
+        f: &Flags,
+        masters: &[Rank],
+    ) -> Result<(), CollError> {
         let h = masters.len() as u32;
         if h <= 1 {
             return Ok(());
@@ -464,7 +480,12 @@ impl Engine {
     ) -> Result<Flags, CollError> {
         let (ty, opc) = (type_code::<T>(), op_code(op));
         let placeholder = Sig::new(ONE_SIDED, ty, opc, None);
-        self.begin_flags(ep, Kind::Allreduce, placeholder, sig24(algo, ty, opc, bytes))
+        self.begin_flags(
+            ep,
+            Kind::Allreduce,
+            placeholder,
+            sig24(algo, ty, opc, bytes),
+        )
     }
 
     /// Flat one-sided allreduce over the world: rank 0 combines in rank
@@ -600,7 +621,11 @@ mod tests {
         assert_ne!(a, sig24(Algo::RdAllreduce, 3, 3, 16), "operator");
         assert_ne!(a, sig24(Algo::RdAllreduce, 2, 1, 16), "type");
         assert_ne!(a, sig24(Algo::SmpAllreduce, 3, 1, 16), "algorithm");
-        assert!(describe24(a).contains("SUM on f64, 16 bytes"), "{}", describe24(a));
+        assert!(
+            describe24(a).contains("SUM on f64, 16 bytes"),
+            "{}",
+            describe24(a)
+        );
         assert_eq!(sig24(Algo::RdAllreduce, 3, 1, 1024) & 0x7ff, 1024);
     }
 }

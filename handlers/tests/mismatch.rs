@@ -155,7 +155,11 @@ fn mismatch_case() {
     // Who must fail: the odd rank (its arguments differ), except in a
     // reduce, where it only hands its data over (and keeps it): there the
     // root, which combines, must.
-    let must = if case.starts_with("reduce") { 0 } else { n as usize - 1 };
+    let must = if case.starts_with("reduce") {
+        0
+    } else {
+        n as usize - 1
+    };
     assert!(
         matches!(out[must], Outcome::Mismatch(_)),
         "{case}: rank {must} gave {:?}",
@@ -172,7 +176,13 @@ fn run_cases(cases: &[&str]) {
     for n in [2u32, 3, 4] {
         for case in cases {
             let mut child = Command::new(&exe)
-                .args(["mismatch_case", "--exact", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "mismatch_case",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("MISMATCH_CASE", case)
                 .env("MISMATCH_RANKS", n.to_string())
                 .stdout(Stdio::null())

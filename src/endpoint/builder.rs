@@ -188,7 +188,8 @@ impl EndpointBuilder {
         // links (added below), the supervisor's abort flag.
         // SAFETY: the watchdog is stopped before the transports are
         // dropped (it is declared before `net` in the engine).
-        let mut probes: Vec<Box<dyn crate::watch::Probe>> = vec![Box::new(unsafe { shm.life_probe() })];
+        let mut probes: Vec<Box<dyn crate::watch::Probe>> =
+            vec![Box::new(unsafe { shm.life_probe() })];
         if let Some(flag) = &config.abort {
             probes.push(Box::new(crate::watch::AbortProbe {
                 flag: Arc::clone(flag),

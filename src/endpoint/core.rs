@@ -512,12 +512,9 @@ impl Core {
                     self.registry
                         .borrow_mut()
                         .call_fn(info.handler, Ctx::from_core(self), &piece);
-                let more = self.streams.borrow_mut()[src as usize].piece_done(
-                    0,
-                    true,
-                    false,
-                    &mut |f| self.release(f),
-                );
+                let more =
+                    self.streams.borrow_mut()[src as usize]
+                        .piece_done(0, true, false, &mut |f| self.release(f));
                 if let Err(source) = result {
                     self.handler_failed(src, info.handler, source, more)?;
                 }

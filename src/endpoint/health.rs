@@ -97,7 +97,12 @@ impl Health {
     /// is).
     #[inline(always)]
     pub(crate) fn is_gone(&self, dest: Rank) -> bool {
-        self.any_gone.get() && self.peers.borrow().get(dest.index()).is_some_and(Option::is_some)
+        self.any_gone.get()
+            && self
+                .peers
+                .borrow()
+                .get(dest.index())
+                .is_some_and(Option::is_some)
     }
 
     /// The error a wait in `scope` must stop with, if any.

@@ -36,14 +36,20 @@ impl Spawner<'_> {
             }
             None => Command::new(&exe),
         };
-        c.args([self.rank_test, "--exact", "--nocapture", "--test-threads", "1"])
-            .env("FASTMSG_RANK", rank.to_string())
-            .env("FASTMSG_SIZE", self.size.to_string())
-            .env("FASTMSG_JOB", &self.job)
-            .env("FASTMSG_TIMEOUT", "20")
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdin(Stdio::null());
+        c.args([
+            self.rank_test,
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("FASTMSG_RANK", rank.to_string())
+        .env("FASTMSG_SIZE", self.size.to_string())
+        .env("FASTMSG_JOB", &self.job)
+        .env("FASTMSG_TIMEOUT", "20")
+        .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null());
         c.spawn().expect("spawn rank")
     }
 }
