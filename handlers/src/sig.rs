@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(t.len(), 6);
         let ops: Vec<u8> = [Op::Sum, Op::Min, Op::Max, Op::And, Op::Or, Op::Xor]
             .iter()
-            .map(|o| op_code::<u64, _>(o))
+            .map(op_code::<u64, _>)
             .collect();
         assert_eq!(ops, vec![1, 2, 3, 4, 5, 6]);
         let custom = crate::op::custom(|a: u64, b: u64| a ^ b);

@@ -18,8 +18,10 @@ use fastmsg_handlers::{AllreduceAlgo, BarrierAlgo, CollConfig, CollError, Collec
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What one rank's call gave.
+/// What one rank's call gave (the texts are read through `Debug`, in
+/// failure messages).
 #[derive(Debug)]
+#[allow(dead_code)]
 enum Outcome {
     /// A typed mismatch error (or the abort of a member that found one).
     Mismatch(String),
