@@ -46,27 +46,14 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-/// The instance a one-sided collective takes: it sends and expects no
-/// message, so any message for it is a mismatch; its end is set by the
-/// one-sided code (`end_one_sided`).
-struct Placeholder(Kind);
-
-impl Machine for Placeholder {
-    fn kind(&self) -> Kind {
-        self.0
-    }
-    fn start(&mut self, _io: &Io<'_>) -> Result<(), CollError> {
-        Ok(())
-    }
-    fn on_message(&mut self, io: &Io<'_>, from: u32, step: u16, _: &[u8]) -> Result<(), CollError> {
-        Err(io.unexpected(from, step, "a one-sided collective takes no messages"))
-    }
-    fn is_done(&self) -> bool {
-        false
-    }
-    fn take_output(&mut self) -> Output {
-        Box::new(())
-    }
+/// The one-sided call in progress on the world group: its instance
+/// number (which no message may match: a member that calls a message
+/// collective here fails it), what it is, and a failure a member reported.
+struct OneSidedCall {
+    seq: u32,
+    kind: Kind,
+    sig: Sig,
+    failed: Option<CollError>,
 }
 
 /// State of a live instance.
@@ -90,6 +77,8 @@ pub(crate) struct GroupState {
     pub(crate) group: Rc<Group>,
     next_seq: u32,
     live: Vec<Live>,
+    /// World group: the one-sided call in progress, if any.
+    one_sided: Option<OneSidedCall>,
 }
 
 impl GroupState {
@@ -98,6 +87,7 @@ impl GroupState {
             group,
             next_seq: 0,
             live: Vec::new(),
+            one_sided: None,
         }
     }
 }
@@ -291,6 +281,36 @@ impl Engine {
                     why: "the sender is not a member of the group",
                 });
             };
+            if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
+                // A message for the instance a one-sided call took: the
+                // sender runs a message collective here.
+                if call.failed.is_some() {
+                    return Ok(());
+                }
+                let e = if call.kind as u8 != h.kind {
+                    CollError::Mismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: call.kind.name(),
+                        theirs: Kind::name_of(h.kind),
+                        src,
+                    }
+                } else {
+                    CollError::ArgsMismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: call.sig.describe(call.kind as u8),
+                        theirs: Sig(h.sig).describe(h.kind),
+                        src,
+                    }
+                };
+                call.failed = Some(e.duplicate());
+                let (group, sig) = (Rc::clone(&gs.group), call.sig);
+                t.poisoned.get_or_insert_with(|| e.to_string());
+                t.note_failed(h.group, h.seq);
+                self.abort_peers(ctx, &group, h.seq, sig, &e);
+                return Err(e);
+            }
             if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
                 let live = &mut gs.live[i];
                 let kind = live.machine.kind();
@@ -417,7 +437,10 @@ impl Engine {
             return false;
         };
         let mut poison = one_sided(h.sig);
-        if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
+        if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
+            poison = true;
+            call.failed.get_or_insert(err.duplicate());
+        } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
             poison |= one_sided(live.sig.0);
             if matches!(live.state, State::Running) {
                 live.state = State::Failed(err.duplicate());
@@ -636,71 +659,122 @@ impl Engine {
     }
 
     /// Take the next world instance number for a one-sided collective of
-    /// `kind` called with `sig` (a placeholder no message may match: a
-    /// member that calls a message collective here fails it).
+    /// `kind` called with `sig` (see [`OneSidedCall`]).
     ///
     /// # Errors
-    /// A poisoned engine; a mismatch with a message that arrived early.
+    /// A poisoned engine; a mismatch with a message that arrived early
+    /// for that instance (then aborted on every member).
     pub(crate) fn begin_one_sided(
         &self,
         ctx: &Ctx,
         kind: Kind,
         sig: Sig,
     ) -> Result<u32, CollError> {
-        let world = self.world();
-        let seq = self.start(ctx, &world, Box::new(Placeholder(kind)), sig)?;
-        if let Some(e) = self.one_sided_failure(seq) {
-            self.collect(0, seq);
-            return Err(e);
+        self.check_poisoned()?;
+        let mut t = self.t.borrow_mut();
+        let tables = &mut *t;
+        let gs = tables.world.as_mut().expect("world group");
+        let seq = gs.next_seq;
+        gs.next_seq = seq.wrapping_add(1);
+        let mut failed = None;
+        if !tables.early.is_empty() {
+            // Messages of this instance came early: each is a mismatch (or
+            // an abort); the first decides.
+            let mut kept = VecDeque::with_capacity(tables.early.len());
+            for e in tables.early.drain(..) {
+                if e.group != 0 || e.seq != seq {
+                    kept.push_back(e);
+                    continue;
+                }
+                tables.early_bytes -= e.data.len();
+                failed.get_or_insert_with(|| {
+                    if e.kind == Kind::Abort as u8 {
+                        aborted(0, seq, e.src, &e.data)
+                    } else if e.kind != kind as u8 {
+                        CollError::Mismatch {
+                            group: 0,
+                            seq,
+                            ours: kind.name(),
+                            theirs: Kind::name_of(e.kind),
+                            src: e.src,
+                        }
+                    } else {
+                        CollError::ArgsMismatch {
+                            group: 0,
+                            seq,
+                            ours: sig.describe(kind as u8),
+                            theirs: Sig(e.sig).describe(e.kind),
+                            src: e.src,
+                        }
+                    }
+                });
+            }
+            tables.early = kept;
         }
-        Ok(seq)
+        match failed {
+            None => {
+                gs.one_sided = Some(OneSidedCall {
+                    seq,
+                    kind,
+                    sig,
+                    failed: None,
+                });
+                Ok(seq)
+            }
+            Some(e) => {
+                let group = Rc::clone(&gs.group);
+                tables.poisoned.get_or_insert_with(|| e.to_string());
+                tables.note_failed(0, seq);
+                drop(t);
+                if !matches!(e, CollError::Aborted { .. }) {
+                    self.abort_peers(ctx, &group, seq, sig, &e);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Why the one-sided call `seq` failed meanwhile (a member aborted
     /// it, or a message collective met it), if it did.
     pub(crate) fn one_sided_failure(&self, seq: u32) -> Option<CollError> {
-        let mut t = self.t.borrow_mut();
-        let gs = t.group_mut(0)?;
-        match &gs.live.iter().find(|l| l.seq == seq)?.state {
-            State::Failed(e) => Some(e.duplicate()),
+        let t = self.t.borrow();
+        let call = t.world.as_ref()?.one_sided.as_ref()?;
+        match &call.failed {
+            Some(e) if call.seq == seq => Some(e.duplicate()),
             _ => None,
         }
     }
 
     /// End the one-sided call `seq` with `r`: a failure here aborts it on
-    /// every member; a failure that came from a member wins.
+    /// every member; a failure that came from a member wins. Any failure
+    /// poisons the engine (the epoch counters may disagree now).
     pub(crate) fn end_one_sided(
         &self,
         ctx: &Ctx,
         seq: u32,
         r: Result<(), CollError>,
     ) -> Result<(), CollError> {
-        let out = match (self.one_sided_failure(seq), r) {
+        let call = {
+            let mut t = self.t.borrow_mut();
+            t.world.as_mut().and_then(|gs| gs.one_sided.take())
+        };
+        let Some(call) = call.filter(|c| c.seq == seq) else {
+            return r;
+        };
+        let out = match (call.failed, r) {
             (Some(e), _) => Err(e),
-            (None, Ok(())) => Ok(()),
+            (None, Ok(())) => return Ok(()),
             (None, Err(e)) => {
-                self.abort_peers(ctx, &self.world(), seq, self.live_sig(seq), &e);
+                self.abort_peers(ctx, &self.world(), seq, call.sig, &e);
                 Err(e)
             }
         };
-        // A one-sided call failed: the epoch counters may disagree now.
         if let Err(e) = &out {
             let mut t = self.t.borrow_mut();
             t.poisoned.get_or_insert_with(|| e.to_string());
             t.note_failed(0, seq);
         }
-        let mut t = self.t.borrow_mut();
-        if let Some(gs) = t.group_mut(0) {
-            gs.live.retain(|l| l.seq != seq);
-        }
         out
-    }
-
-    fn live_sig(&self, seq: u32) -> Sig {
-        let mut t = self.t.borrow_mut();
-        t.group_mut(0)
-            .and_then(|gs| gs.live.iter().find(|l| l.seq == seq).map(|l| l.sig))
-            .unwrap_or_default()
     }
 
     /// Messages buffered for instances not started yet.

@@ -181,10 +181,8 @@ impl Flags {
         if word < want {
             let mut bad = None;
             let mut polls = 0u32;
+            let mut gave_up = false;
             let waited = ep.wait_until(|| {
-                if eng.finished(0, self.seq) {
-                    return true;
-                }
                 match self.ctx.read_u64(self.win, at) {
                     Ok(x) if x >= want => {
                         word = x;
@@ -196,11 +194,14 @@ impl Flags {
                         return true;
                     }
                 }
+                // Now and then (nothing here is latency-critical): did a
+                // member abort the call, does a member run another one?
                 polls = polls.wrapping_add(1);
                 if polls % SCAN_EVERY == 0 {
+                    gave_up = eng.one_sided_failure(self.seq).is_some();
                     odd = self.scan();
                 }
-                odd.is_some()
+                gave_up || odd.is_some()
             });
             if let Some(e) = eng.one_sided_failure(self.seq) {
                 return Err(e);
