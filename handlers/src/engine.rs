@@ -53,7 +53,9 @@ struct OneSidedCall {
     seq: u32,
     kind: Kind,
     sig: Sig,
-    failed: Option<CollError>,
+    /// Boxed: the call is set up and ended in a few nanoseconds, and a
+    /// large inline error slows every move of it.
+    failed: Option<Box<CollError>>,
 }
 
 /// State of a live instance.
@@ -304,7 +306,7 @@ impl Engine {
                         src,
                     }
                 };
-                call.failed = Some(e.duplicate());
+                call.failed = Some(Box::new(e.duplicate()));
                 let (group, sig) = (Rc::clone(&gs.group), call.sig);
                 t.poisoned.get_or_insert_with(|| e.to_string());
                 t.note_failed(h.group, h.seq);
@@ -439,7 +441,7 @@ impl Engine {
         let mut poison = one_sided(h.sig);
         if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
             poison = true;
-            call.failed.get_or_insert(err.duplicate());
+            call.failed.get_or_insert_with(|| Box::new(err.duplicate()));
         } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
             poison |= one_sided(live.sig.0);
             if matches!(live.state, State::Running) {
@@ -664,6 +666,7 @@ impl Engine {
     /// # Errors
     /// A poisoned engine; a mismatch with a message that arrived early
     /// for that instance (then aborted on every member).
+    #[inline]
     pub(crate) fn begin_one_sided(
         &self,
         ctx: &Ctx,
@@ -745,9 +748,20 @@ impl Engine {
         }
     }
 
+    /// Whether the one-sided call `seq` failed meanwhile (cheap).
+    #[inline]
+    pub(crate) fn one_sided_failed(&self, seq: u32) -> bool {
+        let t = self.t.borrow();
+        t.world
+            .as_ref()
+            .and_then(|gs| gs.one_sided.as_ref())
+            .is_some_and(|c| c.seq == seq && c.failed.is_some())
+    }
+
     /// End the one-sided call `seq` with `r`: a failure here aborts it on
     /// every member; a failure that came from a member wins. Any failure
     /// poisons the engine (the epoch counters may disagree now).
+    #[inline]
     pub(crate) fn end_one_sided(
         &self,
         ctx: &Ctx,
@@ -761,8 +775,23 @@ impl Engine {
         let Some(call) = call.filter(|c| c.seq == seq) else {
             return r;
         };
+        if call.failed.is_none() && r.is_ok() {
+            return Ok(());
+        }
+        self.one_sided_failed_end(ctx, seq, call, r)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn one_sided_failed_end(
+        &self,
+        ctx: &Ctx,
+        seq: u32,
+        call: OneSidedCall,
+        r: Result<(), CollError>,
+    ) -> Result<(), CollError> {
         let out = match (call.failed, r) {
-            (Some(e), _) => Err(e),
+            (Some(e), _) => Err(*e),
             (None, Ok(())) => return Ok(()),
             (None, Err(e)) => {
                 self.abort_peers(ctx, &self.world(), seq, call.sig, &e);

@@ -198,7 +198,7 @@ impl Flags {
                 // member abort the call, does a member run another one?
                 polls = polls.wrapping_add(1);
                 if polls % SCAN_EVERY == 0 {
-                    gave_up = eng.one_sided_failure(self.seq).is_some();
+                    gave_up = eng.one_sided_failed(self.seq);
                     odd = self.scan();
                 }
                 gave_up || odd.is_some()
@@ -371,6 +371,7 @@ impl Engine {
 
     /// Begin a one-sided call: the next epoch, and a placeholder instance
     /// (world group) for the abort path.
+    #[inline]
     fn begin_flags(
         self: &Rc<Self>,
         ep: &Endpoint,
