@@ -330,17 +330,20 @@ pub enum SendError {
         /// Registry size.
         registered: u32,
     },
-    /// More bytes were sent than `begin_message` declared.
-    #[error("message declared {declared} bytes, piece would make it {attempted}")]
+    /// A piece would pass the length `begin_message` declared: nothing of
+    /// it was sent and the message was aborted (its handler is told).
+    #[error("message declared {declared} bytes, piece would make it {attempted}; the message was aborted")]
     Overflow {
         /// Declared length.
         declared: u64,
         /// Length the piece would reach.
         attempted: u64,
     },
-    /// `end` was called before `declared` bytes were sent; the message was
-    /// completed with zero bytes so the receiver stays in step.
-    #[error("message declared {declared} bytes but only {written} were sent; padded with zeros")]
+    /// `end` was called (or the writer dropped) before `declared` bytes
+    /// were sent: the message was aborted — its handler sees the bytes sent
+    /// and then the abort ([`ReceiveError::Aborted`], or a piece flagged
+    /// aborted), never padding.
+    #[error("message declared {declared} bytes but only {written} were sent; it was aborted")]
     Short {
         /// Declared length.
         declared: u64,
@@ -352,6 +355,13 @@ pub enum SendError {
     PeerGone {
         /// The dead rank.
         rank: Rank,
+    },
+    /// The message was aborted by an earlier error of this writer; start
+    /// a new one.
+    #[error("the message to rank {dest} was already aborted by an earlier error")]
+    MessageAborted {
+        /// Its destination.
+        dest: Rank,
     },
     /// The job's supervisor asked every rank to give up while this send
     /// waited for credit.
@@ -412,6 +422,19 @@ pub enum ReceiveError {
     /// The `Message` was used after its handler finished.
     #[error("message handle used after its handler returned")]
     Stale,
+    /// The message ended short: its sender aborted it (sent fewer or more
+    /// bytes than it declared, or dropped its writer), died while sending
+    /// it, or broke it off. The bytes received before are what it sent;
+    /// nothing was padded.
+    #[error("message from rank {src} was aborted after {received} of its {declared} declared bytes (the sender aborted it or failed mid-stream)")]
+    Aborted {
+        /// The sender.
+        src: Rank,
+        /// The length it declared.
+        declared: u64,
+        /// Bytes that arrived before the abort.
+        received: u64,
+    },
 }
 
 /// `extract` (progress) reported a problem. The engine stays usable.
@@ -431,13 +454,22 @@ pub enum ExtractError {
         /// The handler's error.
         source: BoxError,
     },
-    /// A peer process died.
-    #[error("rank {rank} (pid {pid}) has died")]
+    /// A peer process died, or ended without leaving in order (killed,
+    /// crashed, `exit` without dropping its endpoint). Sticky: every later
+    /// blocking call (and every send to that rank) fails too.
+    #[error("rank {rank} (pid {pid} in its own PID namespace) died or exited without closing its endpoint")]
     PeerDied {
         /// The dead rank.
         rank: Rank,
-        /// Its pid.
+        /// Its pid, as it recorded it (meaningful in its PID namespace).
         pid: u32,
+    },
+    /// A peer dropped its endpoint without calling `close` (the process
+    /// may live on). Sticky, like [`PeerDied`](Self::PeerDied).
+    #[error("rank {rank} left the job without calling close (its endpoint was dropped)")]
+    PeerLeft {
+        /// The rank that left.
+        rank: Rank,
     },
     /// A network peer failed or broke the wire protocol.
     #[error(transparent)]
@@ -445,6 +477,22 @@ pub enum ExtractError {
     /// The job's supervisor asked every rank to give up (another rank failed).
     #[error("aborted: another rank of the job failed")]
     Aborted,
+}
+
+impl ExtractError {
+    /// The peer this error says has failed (died, left without closing,
+    /// lost its connection), if it is such an error.
+    pub fn failed_peer(&self) -> Option<Rank> {
+        match self {
+            ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
+            ExtractError::Network(
+                NetError::Disconnected { rank, .. }
+                | NetError::BadRecord { rank, .. }
+                | NetError::Io { rank, .. },
+            ) => Some(*rank),
+            _ => None,
+        }
+    }
 }
 
 /// A network peer failed after start-up. The peer is marked gone; other
@@ -628,6 +676,18 @@ impl Error {
     /// own error type.
     pub fn other(e: impl Into<BoxError>) -> Error {
         Error::Other(e.into())
+    }
+
+    /// Whether this error says that another rank failed, left or is
+    /// gone (`PeerDied`, `PeerLeft`, a lost connection, `PeerGone`): in a
+    /// job whose ranks end together, the consequence of that rank's own
+    /// error rather than a cause.
+    pub fn is_peer_failure(&self) -> bool {
+        match self {
+            Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
+            Error::Send(SendError::PeerGone { .. }) | Error::Put(PutError::PeerGone { .. }) => true,
+            _ => false,
+        }
     }
 
     /// Whether this error only says the job was abandoned because another

@@ -24,7 +24,11 @@ impl FragFlags {
     pub const LAST: FragFlags = FragFlags(2);
     /// Internal control traffic of the endpoint (not a user handler).
     pub const SYSTEM: FragFlags = FragFlags(4);
-    const KNOWN: u32 = 7;
+    /// With `LAST`: the sender aborted the message, which ends here with
+    /// fewer bytes than declared (or with more attempted); its handler is
+    /// told, the message is never padded.
+    pub const ABORT: FragFlags = FragFlags(8);
+    const KNOWN: u32 = 15;
 
     /// Whether every bit of `other` is set.
     #[inline]

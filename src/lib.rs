@@ -53,6 +53,8 @@ pub(crate) mod sync;
 pub mod transport;
 pub mod wake;
 #[cfg(not(loom))]
+pub(crate) mod watch;
+#[cfg(not(loom))]
 pub(crate) mod window;
 
 #[cfg(not(loom))]

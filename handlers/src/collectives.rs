@@ -14,6 +14,7 @@ use crate::machine::reduce::ReduceMachine;
 use crate::machine::{Machine, Output};
 use crate::op::Reduce;
 use crate::request::Request;
+use crate::sig::{op_code, type_code, Sig};
 use crate::window::{window_bytes, Layout};
 use fastmsg::{Endpoint, EndpointBuilder, Rank};
 use std::cell::Cell;
@@ -136,12 +137,12 @@ impl Collectives {
         })
     }
 
-    fn begin(&self, ep: &Endpoint, m: Box<dyn Machine>) -> Result<u32, CollError> {
-        self.eng.start(&ep.ctx(), &self.group, m)
+    fn begin(&self, ep: &Endpoint, m: Box<dyn Machine>, sig: Sig) -> Result<u32, CollError> {
+        self.eng.start(&ep.ctx(), &self.group, m, sig)
     }
 
-    fn run(&self, ep: &mut Endpoint, m: Box<dyn Machine>) -> Result<Output, CollError> {
-        let seq = self.begin(ep, m)?;
+    fn run(&self, ep: &mut Endpoint, m: Box<dyn Machine>, sig: Sig) -> Result<Output, CollError> {
+        let seq = self.begin(ep, m, sig)?;
         self.eng.wait(ep, self.group.tag, seq)
     }
 
@@ -149,8 +150,9 @@ impl Collectives {
         &self,
         ep: &Endpoint,
         m: Box<dyn Machine>,
+        sig: Sig,
     ) -> Result<Request<T>, CollError> {
-        let seq = self.begin(ep, m)?;
+        let seq = self.begin(ep, m, sig)?;
         Ok(Request::new(Rc::clone(&self.eng), self.group.tag, seq))
     }
 
@@ -165,8 +167,10 @@ impl Collectives {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mine = ep.local_ranks().len().div_ceil(cores).max(1) as u64;
         let world = self.eng.world();
-        let m = RecursiveDoubling::new(world.n(), world.me, vec![mine], crate::op::Op::Max);
-        let seq = self.eng.start(&ep.ctx(), &world, Box::new(m))?;
+        let op = crate::op::Op::Max;
+        let sig = Sig::new(0, type_code::<u64>(), op_code::<u64, _>(&op), None);
+        let m = RecursiveDoubling::new(world.n(), world.me, vec![mine], op);
+        let seq = self.eng.start(&ep.ctx(), &world, Box::new(m), sig)?;
         let out = self.eng.wait(ep, 0, seq)?;
         let c = downcast::<Vec<u64>>(out)[0];
         self.crowded.set(Some(c));
@@ -242,15 +246,17 @@ impl Collectives {
             };
             return self.eng.window_barrier(ep, layout);
         }
-        let m = self.barrier_machine(algo);
-        self.run(ep, m).map(|_| ())
+        let (m, sig) = self.barrier_machine(algo);
+        self.run(ep, m, sig).map(|_| ())
     }
 
-    fn barrier_machine(&self, algo: BarrierAlgo) -> Box<dyn Machine> {
+    fn barrier_machine(&self, algo: BarrierAlgo) -> (Box<dyn Machine>, Sig) {
         let (n, me) = (self.group.n(), self.group.me);
         match algo {
-            BarrierAlgo::PairwiseExchange => Box::new(Pairwise::new(n, me)),
-            _ => Box::new(Dissemination::new(n, me)),
+            BarrierAlgo::PairwiseExchange => {
+                (Box::new(Pairwise::new(n, me)), Sig::new(1, 0, 0, None))
+            }
+            _ => (Box::new(Dissemination::new(n, me)), Sig::new(0, 0, 0, None)),
         }
     }
 
@@ -270,7 +276,8 @@ impl Collectives {
             }
             a => a,
         };
-        self.request(ep, self.barrier_machine(algo))
+        let (m, sig) = self.barrier_machine(algo);
+        self.request(ep, m, sig)
     }
 
     // ---- broadcast ----
@@ -288,13 +295,10 @@ impl Collectives {
         data: &mut [T],
         root: Rank,
     ) -> Result<(), CollError> {
-        let m = Bcast::new(
-            self.group.n(),
-            self.group.me,
-            self.index_of(root)?,
-            data.to_vec(),
-        );
-        let out = downcast::<Vec<T>>(self.run(ep, Box::new(m))?);
+        let root = self.index_of(root)?;
+        let m = Bcast::new(self.group.n(), self.group.me, root, data.to_vec());
+        let sig = Sig::new(0, type_code::<T>(), 0, Some(root));
+        let out = downcast::<Vec<T>>(self.run(ep, Box::new(m), sig)?);
         data.copy_from_slice(&out);
         Ok(())
     }
@@ -310,8 +314,10 @@ impl Collectives {
         data: Vec<T>,
         root: Rank,
     ) -> Result<Request<Vec<T>>, CollError> {
-        let m = Bcast::new(self.group.n(), self.group.me, self.index_of(root)?, data);
-        self.request(ep, Box::new(m))
+        let root = self.index_of(root)?;
+        let m = Bcast::new(self.group.n(), self.group.me, root, data);
+        let sig = Sig::new(0, type_code::<T>(), 0, Some(root));
+        self.request(ep, Box::new(m), sig)
     }
 
     // ---- reduce ----
@@ -331,14 +337,10 @@ impl Collectives {
         root: Rank,
     ) -> Result<(), CollError> {
         op.check()?;
-        let m = ReduceMachine::new(
-            self.group.n(),
-            self.group.me,
-            self.index_of(root)?,
-            data.to_vec(),
-            op,
-        );
-        let out = downcast::<Vec<T>>(self.run(ep, Box::new(m))?);
+        let root = self.index_of(root)?;
+        let sig = Sig::new(0, type_code::<T>(), op_code(&op), Some(root));
+        let m = ReduceMachine::new(self.group.n(), self.group.me, root, data.to_vec(), op);
+        let out = downcast::<Vec<T>>(self.run(ep, Box::new(m), sig)?);
         data.copy_from_slice(&out);
         Ok(())
     }
@@ -358,14 +360,10 @@ impl Collectives {
         root: Rank,
     ) -> Result<Request<Vec<T>>, CollError> {
         op.check()?;
-        let m = ReduceMachine::new(
-            self.group.n(),
-            self.group.me,
-            self.index_of(root)?,
-            data,
-            op,
-        );
-        self.request(ep, Box::new(m))
+        let root = self.index_of(root)?;
+        let sig = Sig::new(0, type_code::<T>(), op_code(&op), Some(root));
+        let m = ReduceMachine::new(self.group.n(), self.group.me, root, data, op);
+        self.request(ep, Box::new(m), sig)
     }
 
     // ---- allreduce ----
@@ -448,8 +446,8 @@ impl Collectives {
                 self.eng.onesided_allreduce(ep, data, &op)
             };
         }
-        let m = self.allreduce_machine(algo, data.to_vec(), op);
-        let out = downcast::<Vec<T>>(self.run(ep, m)?);
+        let (m, sig) = self.allreduce_machine(algo, data.to_vec(), op);
+        let out = downcast::<Vec<T>>(self.run(ep, m, sig)?);
         data.copy_from_slice(&out);
         Ok(())
     }
@@ -459,11 +457,18 @@ impl Collectives {
         algo: AllreduceAlgo,
         data: Vec<T>,
         op: R,
-    ) -> Box<dyn Machine> {
+    ) -> (Box<dyn Machine>, Sig) {
         let (n, me) = (self.group.n(), self.group.me);
+        let (ty, opc) = (type_code::<T>(), op_code(&op));
         match algo {
-            AllreduceAlgo::ReduceBcast => Box::new(ReduceBcast::new(n, me, data, op)),
-            _ => Box::new(RecursiveDoubling::new(n, me, data, op)),
+            AllreduceAlgo::ReduceBcast => (
+                Box::new(ReduceBcast::new(n, me, data, op)),
+                Sig::new(1, ty, opc, None),
+            ),
+            _ => (
+                Box::new(RecursiveDoubling::new(n, me, data, op)),
+                Sig::new(0, ty, opc, None),
+            ),
         }
     }
 
@@ -484,8 +489,8 @@ impl Collectives {
             AllreduceAlgo::ReduceBcast => AllreduceAlgo::ReduceBcast,
             _ => AllreduceAlgo::RecursiveDoubling,
         };
-        let m = self.allreduce_machine(algo, data, op);
-        self.request(ep, m)
+        let (m, sig) = self.allreduce_machine(algo, data, op);
+        self.request(ep, m, sig)
     }
 
     // ---- allgather ----
@@ -502,7 +507,8 @@ impl Collectives {
         mine: &[T],
     ) -> Result<Vec<T>, CollError> {
         let m = Allgather::new(self.group.n(), self.group.me, mine);
-        Ok(downcast::<Vec<T>>(self.run(ep, Box::new(m))?))
+        let sig = Sig::new(0, type_code::<T>(), 0, None);
+        Ok(downcast::<Vec<T>>(self.run(ep, Box::new(m), sig)?))
     }
 
     /// Non-blocking allgather.
@@ -515,7 +521,8 @@ impl Collectives {
         mine: &[T],
     ) -> Result<Request<Vec<T>>, CollError> {
         let m = Allgather::new(self.group.n(), self.group.me, mine);
-        self.request(ep, Box::new(m))
+        let sig = Sig::new(0, type_code::<T>(), 0, None);
+        self.request(ep, Box::new(m), sig)
     }
 }
 
@@ -528,7 +535,8 @@ impl Engine {
     ) -> Result<Vec<u32>, CollError> {
         let world = self.world();
         let m = Allgather::new(world.n(), world.me, mine);
-        let seq = self.start(&ep.ctx(), &world, Box::new(m))?;
+        let sig = Sig::new(0, type_code::<u32>(), 0, None);
+        let seq = self.start(&ep.ctx(), &world, Box::new(m), sig)?;
         Ok(downcast::<Vec<u32>>(self.wait(ep, 0, seq)?))
     }
 }

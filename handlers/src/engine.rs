@@ -14,6 +14,21 @@
 //! instance, in arrival order, when the program starts it (seed 003 §III.A
 //! and B: unexpected messages, several instances outstanding).
 //!
+//! Every message carries its call's signature ([`crate::sig`]); a message
+//! of another collective or with other arguments fails the instance
+//! ([`CollError::Mismatch`], [`CollError::ArgsMismatch`]), as does a
+//! message of the wrong length. An instance that fails here *aborts* it
+//! everywhere: it sends every other member an abort message ([`Kind::Abort`],
+//! the error in words), which fails the instance there too — whether it
+//! runs, has not started yet (kept in the early buffer) or, on a rank that
+//! finished its part of a rooted collective, has ended (the rank learns it
+//! at its next collective). No member waits for ever on one that gave up.
+//! A failed or aborted instance poisons the engine: the members disagree
+//! about which collective comes next, so later calls fail at once
+//! ([`CollError::Poisoned`]). One-sided collectives take an instance
+//! number too, as a placeholder that no message may match, so a member
+//! calling a message collective against them fails instead of hanging.
+//!
 //! Single-threaded like the endpoint: `RefCell` borrows are never held
 //! across a call into the endpoint that could run handlers (`extract`,
 //! `wait_until`); machines only send through `Ctx`, which never runs
@@ -23,12 +38,25 @@ use crate::config::CollConfig;
 use crate::error::CollError;
 use crate::group::{tag_of, Group};
 use crate::machine::{Io, Machine, Output};
+use crate::sig::Sig;
 use crate::wire::{Header, Kind, HEADER};
 use fastmsg::endpoint::Piece;
 use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
+
+/// The one-sided call in progress on the world group: its instance
+/// number (which no message may match: a member that calls a message
+/// collective here fails it), what it is, and a failure a member reported.
+struct OneSidedCall {
+    seq: u32,
+    kind: Kind,
+    sig: Sig,
+    /// Boxed: the call is set up and ended in a few nanoseconds, and a
+    /// large inline error slows every move of it.
+    failed: Option<Box<CollError>>,
+}
 
 /// State of a live instance.
 enum State {
@@ -43,12 +71,16 @@ struct Live {
     state: State,
     /// Its request was dropped: remove it once it ends.
     detached: bool,
+    /// This rank's call signature.
+    sig: Sig,
 }
 
 pub(crate) struct GroupState {
     pub(crate) group: Rc<Group>,
     next_seq: u32,
     live: Vec<Live>,
+    /// World group: the one-sided call in progress, if any.
+    one_sided: Option<OneSidedCall>,
 }
 
 impl GroupState {
@@ -57,6 +89,7 @@ impl GroupState {
             group,
             next_seq: 0,
             live: Vec::new(),
+            one_sided: None,
         }
     }
 }
@@ -66,6 +99,7 @@ struct Early {
     group: u32,
     seq: u32,
     kind: u8,
+    sig: u16,
     step: u16,
     src: Rank,
     data: Vec<u8>,
@@ -82,6 +116,21 @@ struct Tables {
     /// How many groups with each member list this rank created.
     created: HashMap<Vec<Rank>, u32>,
     poisoned: Option<String>,
+    /// Recently failed instances (group tag, number): their late messages
+    /// are dropped quietly — the failure was reported already.
+    failed: VecDeque<(u32, u32)>,
+}
+
+/// How many failed instances `Tables::failed` remembers.
+const FAILED_KEPT: usize = 64;
+
+impl Tables {
+    fn note_failed(&mut self, tag: u32, seq: u32) {
+        if self.failed.len() == FAILED_KEPT {
+            self.failed.pop_front();
+        }
+        self.failed.push_back((tag, seq));
+    }
 }
 
 impl Tables {
@@ -92,6 +141,24 @@ impl Tables {
             self.others.get_mut(&tag)
         }
     }
+}
+
+/// The longest error text an abort message carries.
+const MAX_WHY: usize = 400;
+
+/// The error an abort message from `by` stands for.
+fn aborted(group: u32, seq: u32, by: Rank, data: &[u8]) -> CollError {
+    CollError::Aborted {
+        group,
+        seq,
+        by,
+        why: String::from_utf8_lossy(&data[..data.len().min(MAX_WHY)]).into_owned(),
+    }
+}
+
+/// Whether a signature is a one-sided call's placeholder.
+fn one_sided(sig: u16) -> bool {
+    (sig >> 14) as u8 == crate::sig::ONE_SIDED
 }
 
 /// Whether instance `a` comes before `b` (wrapping).
@@ -200,7 +267,11 @@ impl Engine {
     fn dispatch(&self, ctx: &Ctx, src: Rank, h: Header, data: &[u8]) -> Result<(), CollError> {
         let mut t = self.t.borrow_mut();
         let handler = self.handler();
-        if let Some(gs) = t.group_mut(h.group) {
+        if h.kind == Kind::Abort as u8 {
+            if self.on_abort(&mut t, src, h, data) {
+                return Ok(());
+            }
+        } else if let Some(gs) = t.group_mut(h.group) {
             let group = &gs.group;
             let Some(from) = group.index(src) else {
                 return Err(CollError::Unexpected {
@@ -212,15 +283,58 @@ impl Engine {
                     why: "the sender is not a member of the group",
                 });
             };
+            if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
+                // A message for the instance a one-sided call took: the
+                // sender runs a message collective here.
+                if call.failed.is_some() {
+                    return Ok(());
+                }
+                let e = if call.kind as u8 != h.kind {
+                    CollError::Mismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: call.kind.name(),
+                        theirs: Kind::name_of(h.kind),
+                        src,
+                    }
+                } else {
+                    CollError::ArgsMismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: call.sig.describe(call.kind as u8),
+                        theirs: Sig(h.sig).describe(h.kind),
+                        src,
+                    }
+                };
+                call.failed = Some(Box::new(e.duplicate()));
+                let (group, sig) = (Rc::clone(&gs.group), call.sig);
+                t.poisoned.get_or_insert_with(|| e.to_string());
+                t.note_failed(h.group, h.seq);
+                self.abort_peers(ctx, &group, h.seq, sig, &e);
+                return Err(e);
+            }
             if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
                 let live = &mut gs.live[i];
                 let kind = live.machine.kind();
+                if matches!(live.state, State::Failed(_)) {
+                    // A late message of an instance that failed here: its
+                    // failure was reported already.
+                    return Ok(());
+                }
                 let r = if kind as u8 != h.kind {
                     Err(CollError::Mismatch {
                         group: h.group,
                         seq: h.seq,
                         ours: kind.name(),
                         theirs: Kind::name_of(h.kind),
+                        src,
+                    })
+                } else if live.sig.0 != h.sig {
+                    Err(CollError::ArgsMismatch {
+                        group: h.group,
+                        seq: h.seq,
+                        ours: live.sig.describe(kind as u8),
+                        theirs: Sig(h.sig).describe(h.kind),
                         src,
                     })
                 } else if !matches!(live.state, State::Running) {
@@ -239,6 +353,7 @@ impl Engine {
                         group,
                         seq: h.seq,
                         kind,
+                        sig: live.sig,
                         base: 0,
                     };
                     live.machine.on_message(&io, from, h.step, data)
@@ -256,12 +371,21 @@ impl Engine {
                     Err(e) => {
                         if matches!(live.state, State::Running) {
                             live.state = State::Failed(e.duplicate());
+                            let (group, sig) = (Rc::clone(&gs.group), live.sig);
+                            if one_sided(sig.0) || one_sided(h.sig) {
+                                t.poisoned.get_or_insert_with(|| e.to_string());
+                            }
+                            t.note_failed(h.group, h.seq);
+                            self.abort_peers(ctx, &group, h.seq, sig, &e);
                         }
                         return Err(e);
                     }
                 }
             }
             if before(h.seq, gs.next_seq) {
+                if t.failed.contains(&(h.group, h.seq)) {
+                    return Ok(());
+                }
                 return Err(CollError::Unexpected {
                     group: h.group,
                     seq: h.seq,
@@ -294,11 +418,70 @@ impl Engine {
             group: h.group,
             seq: h.seq,
             kind: h.kind,
+            sig: h.sig,
             step: h.step,
             src,
             data: data.to_vec(),
         });
         Ok(())
+    }
+
+    /// An abort from `src` for instance `h.seq` of `h.group` (its header
+    /// carries the sender's signature): fail the instance if it runs; if
+    /// it has ended here (a rooted collective this rank finished its part
+    /// of, with a right result), nothing to do. A one-sided call on either
+    /// side poisons the engine. False if the instance has not started
+    /// here: the abort is kept as an early message, and fails the instance
+    /// when it starts.
+    fn on_abort(&self, t: &mut Tables, src: Rank, h: Header, data: &[u8]) -> bool {
+        let err = aborted(h.group, h.seq, src, data);
+        let Some(gs) = t.group_mut(h.group) else {
+            return false;
+        };
+        let mut poison = one_sided(h.sig);
+        if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
+            poison = true;
+            call.failed.get_or_insert_with(|| Box::new(err.duplicate()));
+        } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
+            poison |= one_sided(live.sig.0);
+            if matches!(live.state, State::Running) {
+                live.state = State::Failed(err.duplicate());
+                t.note_failed(h.group, h.seq);
+            }
+        } else if !before(h.seq, gs.next_seq) {
+            return false;
+        }
+        if poison {
+            t.poisoned.get_or_insert_with(|| err.to_string());
+        }
+        true
+    }
+
+    /// Tell every other member of `group` that instance `seq` failed here
+    /// with `e` (best effort: a member that cannot be reached has failed
+    /// itself, which its peers learn from the endpoint).
+    pub(crate) fn abort_peers(&self, ctx: &Ctx, group: &Group, seq: u32, sig: Sig, e: &CollError) {
+        let mut why = e.to_string();
+        if why.len() > MAX_WHY {
+            let mut cut = MAX_WHY;
+            while !why.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            why.truncate(cut);
+        }
+        let h = Header {
+            group: group.tag,
+            seq,
+            step: 0,
+            kind: Kind::Abort as u8,
+            sig: sig.0,
+        }
+        .emit();
+        for &r in &group.members {
+            if r != self.me {
+                let _ = ctx.send(r, self.handler(), &[&h, why.as_bytes()]);
+            }
+        }
     }
 
     /// Fail if an earlier failure made the engine unusable.
@@ -309,12 +492,14 @@ impl Engine {
         }
     }
 
-    /// Start an instance of `machine` on `group`; returns its number.
+    /// Start an instance of `machine` on `group`, called with signature
+    /// `sig`; returns its number. A failure here aborts it on every member.
     pub(crate) fn start(
         &self,
         ctx: &Ctx,
         group: &Group,
         machine: Box<dyn Machine>,
+        sig: Sig,
     ) -> Result<u32, CollError> {
         self.check_poisoned()?;
         let handler = self.handler();
@@ -333,6 +518,7 @@ impl Engine {
             machine,
             state: State::Running,
             detached: false,
+            sig,
         };
         let kind = live.machine.kind();
         let io = Io {
@@ -341,12 +527,18 @@ impl Engine {
             group: &gs.group,
             seq,
             kind,
+            sig,
             base: 0,
         };
-        live.machine.start(&io)?;
+        if let Err(e) = live.machine.start(&io) {
+            let group = Rc::clone(&gs.group);
+            self.abort_peers(ctx, &group, seq, sig, &e);
+            return Err(e);
+        }
         // Feed the messages that arrived before this call, in order. A bad
         // one fails the instance (its `wait` reports it), not the start.
         let mut result = Ok(());
+        let mut poison = one_sided(sig.0);
         if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
@@ -358,12 +550,23 @@ impl Engine {
                 if result.is_err() {
                     continue;
                 }
-                result = if e.kind != kind as u8 {
+                poison |= one_sided(e.sig);
+                result = if e.kind == Kind::Abort as u8 {
+                    Err(aborted(group.tag, seq, e.src, &e.data))
+                } else if e.kind != kind as u8 {
                     Err(CollError::Mismatch {
                         group: group.tag,
                         seq,
                         ours: kind.name(),
                         theirs: Kind::name_of(e.kind),
+                        src: e.src,
+                    })
+                } else if e.sig != sig.0 {
+                    Err(CollError::ArgsMismatch {
+                        group: group.tag,
+                        seq,
+                        ours: sig.describe(kind as u8),
+                        theirs: Sig(e.sig).describe(e.kind),
                         src: e.src,
                     })
                 } else {
@@ -376,7 +579,19 @@ impl Engine {
             tables.early = kept;
         }
         match result {
-            Err(e) => live.state = State::Failed(e),
+            Err(e) => {
+                if poison {
+                    tables.poisoned.get_or_insert_with(|| e.to_string());
+                }
+                if !matches!(e, CollError::Aborted { .. }) {
+                    self.abort_peers(ctx, &gs.group, seq, sig, &e);
+                }
+                live.state = State::Failed(e);
+                tables.failed.push_back((group.tag, seq));
+                if tables.failed.len() > FAILED_KEPT {
+                    tables.failed.pop_front();
+                }
+            }
             Ok(()) if live.machine.is_done() => live.state = State::Done,
             Ok(()) => {}
         }
@@ -443,6 +658,152 @@ impl Engine {
                 .err()
                 .map_or(CollError::NoInstance { seq }, CollError::from)),
         }
+    }
+
+    /// Take the next world instance number for a one-sided collective of
+    /// `kind` called with `sig` (see [`OneSidedCall`]).
+    ///
+    /// # Errors
+    /// A poisoned engine; a mismatch with a message that arrived early
+    /// for that instance (then aborted on every member).
+    #[inline]
+    pub(crate) fn begin_one_sided(
+        &self,
+        ctx: &Ctx,
+        kind: Kind,
+        sig: Sig,
+    ) -> Result<u32, CollError> {
+        self.check_poisoned()?;
+        let mut t = self.t.borrow_mut();
+        let tables = &mut *t;
+        let gs = tables.world.as_mut().expect("world group");
+        let seq = gs.next_seq;
+        gs.next_seq = seq.wrapping_add(1);
+        let mut failed = None;
+        if !tables.early.is_empty() {
+            // Messages of this instance came early: each is a mismatch (or
+            // an abort); the first decides.
+            let mut kept = VecDeque::with_capacity(tables.early.len());
+            for e in tables.early.drain(..) {
+                if e.group != 0 || e.seq != seq {
+                    kept.push_back(e);
+                    continue;
+                }
+                tables.early_bytes -= e.data.len();
+                failed.get_or_insert_with(|| {
+                    if e.kind == Kind::Abort as u8 {
+                        aborted(0, seq, e.src, &e.data)
+                    } else if e.kind != kind as u8 {
+                        CollError::Mismatch {
+                            group: 0,
+                            seq,
+                            ours: kind.name(),
+                            theirs: Kind::name_of(e.kind),
+                            src: e.src,
+                        }
+                    } else {
+                        CollError::ArgsMismatch {
+                            group: 0,
+                            seq,
+                            ours: sig.describe(kind as u8),
+                            theirs: Sig(e.sig).describe(e.kind),
+                            src: e.src,
+                        }
+                    }
+                });
+            }
+            tables.early = kept;
+        }
+        match failed {
+            None => {
+                gs.one_sided = Some(OneSidedCall {
+                    seq,
+                    kind,
+                    sig,
+                    failed: None,
+                });
+                Ok(seq)
+            }
+            Some(e) => {
+                let group = Rc::clone(&gs.group);
+                tables.poisoned.get_or_insert_with(|| e.to_string());
+                tables.note_failed(0, seq);
+                drop(t);
+                if !matches!(e, CollError::Aborted { .. }) {
+                    self.abort_peers(ctx, &group, seq, sig, &e);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Why the one-sided call `seq` failed meanwhile (a member aborted
+    /// it, or a message collective met it), if it did.
+    pub(crate) fn one_sided_failure(&self, seq: u32) -> Option<CollError> {
+        let t = self.t.borrow();
+        let call = t.world.as_ref()?.one_sided.as_ref()?;
+        match &call.failed {
+            Some(e) if call.seq == seq => Some(e.duplicate()),
+            _ => None,
+        }
+    }
+
+    /// Whether the one-sided call `seq` failed meanwhile (cheap).
+    #[inline]
+    pub(crate) fn one_sided_failed(&self, seq: u32) -> bool {
+        let t = self.t.borrow();
+        t.world
+            .as_ref()
+            .and_then(|gs| gs.one_sided.as_ref())
+            .is_some_and(|c| c.seq == seq && c.failed.is_some())
+    }
+
+    /// End the one-sided call `seq` with `r`: a failure here aborts it on
+    /// every member; a failure that came from a member wins. Any failure
+    /// poisons the engine (the epoch counters may disagree now).
+    #[inline]
+    pub(crate) fn end_one_sided(
+        &self,
+        ctx: &Ctx,
+        seq: u32,
+        r: Result<(), CollError>,
+    ) -> Result<(), CollError> {
+        let call = {
+            let mut t = self.t.borrow_mut();
+            t.world.as_mut().and_then(|gs| gs.one_sided.take())
+        };
+        let Some(call) = call.filter(|c| c.seq == seq) else {
+            return r;
+        };
+        if call.failed.is_none() && r.is_ok() {
+            return Ok(());
+        }
+        self.one_sided_failed_end(ctx, seq, call, r)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn one_sided_failed_end(
+        &self,
+        ctx: &Ctx,
+        seq: u32,
+        call: OneSidedCall,
+        r: Result<(), CollError>,
+    ) -> Result<(), CollError> {
+        let out = match (call.failed, r) {
+            (Some(e), _) => Err(*e),
+            (None, Ok(())) => return Ok(()),
+            (None, Err(e)) => {
+                self.abort_peers(ctx, &self.world(), seq, call.sig, &e);
+                Err(e)
+            }
+        };
+        if let Err(e) = &out {
+            let mut t = self.t.borrow_mut();
+            t.poisoned.get_or_insert_with(|| e.to_string());
+            t.note_failed(0, seq);
+        }
+        out
     }
 
     /// Messages buffered for instances not started yet.

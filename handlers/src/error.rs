@@ -59,6 +59,35 @@ pub enum CollError {
         /// Sender.
         src: Rank,
     },
+    /// The ranks called the same collective as one instance with different
+    /// arguments: operator, element type, root, algorithm, or (one-sided
+    /// algorithms) length.
+    #[error("collective #{seq} of group {group:#x}: this rank called {ours}, rank {src} called {theirs}; every member must pass the same operator, element type, length, root and algorithm")]
+    ArgsMismatch {
+        /// Group tag.
+        group: u32,
+        /// Instance number in the group.
+        seq: u32,
+        /// This rank's call, in words.
+        ours: String,
+        /// The other rank's call, in words.
+        theirs: String,
+        /// The other rank.
+        src: Rank,
+    },
+    /// Another member found this collective broken (a mismatch, a bad
+    /// message, a failed send) and abandoned it; every member fails.
+    #[error("collective #{seq} of group {group:#x} was abandoned: it failed on rank {by}: {why}")]
+    Aborted {
+        /// Group tag.
+        group: u32,
+        /// Instance number.
+        seq: u32,
+        /// The rank where it failed.
+        by: Rank,
+        /// Its error, in words.
+        why: String,
+    },
     /// A message the algorithm does not expect (wrong step, wrong sender,
     /// a duplicate, or for an instance already finished).
     #[error("collective #{seq} ({kind}) of group {group:#x}: unexpected message from rank {src} for step {step}: {why}")]
@@ -227,6 +256,30 @@ impl CollError {
                 bytes: *bytes,
                 max_messages: *max_messages,
                 max_bytes: *max_bytes,
+            },
+            CollError::ArgsMismatch {
+                group,
+                seq,
+                ours,
+                theirs,
+                src,
+            } => CollError::ArgsMismatch {
+                group: *group,
+                seq: *seq,
+                ours: ours.clone(),
+                theirs: theirs.clone(),
+                src: *src,
+            },
+            CollError::Aborted {
+                group,
+                seq,
+                by,
+                why,
+            } => CollError::Aborted {
+                group: *group,
+                seq: *seq,
+                by: *by,
+                why: why.clone(),
             },
             CollError::Put(e) => CollError::Put(e.clone()),
             other => CollError::Poisoned(other.to_string()),

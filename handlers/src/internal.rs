@@ -20,24 +20,25 @@ pub mod wire {
         crate::wire::Kind::Allgather as u8,
     ];
 
-    /// A parsed header: (group tag, instance, step, kind byte).
-    pub type Fields = (u32, u32, u16, u8);
+    /// A parsed header: (group tag, instance, step, kind byte, call signature).
+    pub type Fields = (u32, u32, u16, u8, u16);
 
     /// Parse the header of a message from `src`.
     ///
     /// # Errors
     /// [`CollError::ShortMessage`] if `b` is shorter than the header.
     pub fn parse(src: Rank, b: &[u8]) -> Result<Fields, CollError> {
-        crate::wire::Header::parse(src, b).map(|h| (h.group, h.seq, h.step, h.kind))
+        crate::wire::Header::parse(src, b).map(|h| (h.group, h.seq, h.step, h.kind, h.sig))
     }
 
     /// Emit a header.
-    pub fn emit((group, seq, step, kind): Fields) -> [u8; HEADER] {
+    pub fn emit((group, seq, step, kind, sig): Fields) -> [u8; HEADER] {
         crate::wire::Header {
             group,
             seq,
             step,
             kind,
+            sig,
         }
         .emit()
     }

@@ -50,6 +50,7 @@ pub mod internal;
 mod machine;
 pub mod op;
 mod request;
+mod sig;
 mod window;
 mod wire;
 

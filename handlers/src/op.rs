@@ -63,6 +63,15 @@ pub trait Reduce<T: Element>: 'static {
         Ok(())
     }
 
+    /// A small number naming the operator to the check that every member
+    /// passed the same one (ranks passing operators with different ids get
+    /// [`CollError::ArgsMismatch`]): the built-in operators are 1 to 6,
+    /// every custom operator 7 unless it says otherwise (only 0 to 7 are
+    /// told apart).
+    fn id(&self) -> u8 {
+        7
+    }
+
     /// `acc[i] = acc[i] ⊕ other[i]` (`acc_left`) or `other[i] ⊕ acc[i]`,
     /// with `other` the native bytes of `acc.len()` elements, unaligned.
     fn fold(&self, acc: &mut [T], other: &[u8], acc_left: bool) {
@@ -105,6 +114,17 @@ impl<T: Element> Reduce<T> for Op {
 
     fn commutative(&self) -> bool {
         true
+    }
+
+    fn id(&self) -> u8 {
+        match self {
+            Op::Sum => 1,
+            Op::Min => 2,
+            Op::Max => 3,
+            Op::And => 4,
+            Op::Or => 5,
+            Op::Xor => 6,
+        }
     }
 
     fn check(&self) -> Result<(), CollError> {

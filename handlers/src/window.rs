@@ -3,32 +3,35 @@
 //! `put_u64` (seed 000), and two allreduces for small data: flat (rank 0
 //! combines) and recursive doubling, both by puts of data then a flag.
 //!
-//! Window layout (per rank; `N` ranks in the job):
+//! Window layout (per rank; `N` ranks in the job): one *slot* per writer
+//! and epoch parity,
 //!
 //! ```text
-//!  0                  RELEASE   word: the master's release (SMP phase)
-//!  64 + 64·r          ARRIVE(r) word, own cache line: rank r arrived (in its master's window)
-//!  64·(N+1) + 8·w     PEER(w)   word: writer w's barrier number (inter-master exchange)
-//!  then, if N <= 64:  IN(r)     slot of 64 + 1 KiB: a flag word, then rank r's allreduce data
-//!                     OUT       slot: flag, then the allreduce result
-//!                     RD(s, p)  slots: recursive-doubling step s, calls of parity p
+//!  SLOT(w, p) at (2·w + p) · S     w: the writing rank, p: epoch mod 2
+//!     +0   flag word: epoch << 24 | signature (24 bits, below)
+//!     +8   data (allreduce; only if N <= 64, where S = 64 + 1 KiB; else S = 64)
 //! ```
 //!
-//! Every word only grows: it holds the number (epoch) of the last
-//! one-sided collective its writer reached, counted alike on every rank,
-//! and readers test `>= epoch`, so consecutive collectives never confuse
-//! each other and nothing is ever reset (seed 000 §6.4). The data of a
-//! slot is put before its flag; the flag's `put_u64` is a Release store
-//! and `read_u64` an Acquire load (the endpoint's SYNC POINT window-word),
-//! so whoever sees the flag sees the data. A slot is rewritten only after
-//! its reader has moved on: rank r writes IN(r) for epoch e+1 only after
-//! reading the result of e, which the master publishes only after reading
-//! every IN of e; the master writes OUT of e+1 only after rank r arrived at
-//! e+1, i.e. after r read OUT of e. Recursive doubling alternates two
-//! slot sets by call parity: a rank writes a peer's slot of parity p again
-//! only two calls later, after finishing the call in between, which needed
-//! every rank's input to it — given only after that peer finished (and so
-//! read) the call of parity p.
+//! Every algorithm here writes a given reader at most once per collective
+//! (epoch), so one slot per writer suffices; the reader knows whom it
+//! waits for at each step. The data of a slot is put before its flag; the
+//! flag's `put_u64` is a Release store and `read_u64` an Acquire load (the
+//! endpoint's SYNC POINT window-word), so whoever sees the flag sees the
+//! data. Slots alternate by epoch parity: a writer writes a reader's slot
+//! of parity `p` again only two collectives later, having finished the one
+//! in between — which needed every rank to take part in it, hence the
+//! reader to have finished (and read) the earlier one. So a flag word only
+//! grows, is never reset, and the reader of epoch `e` finds exactly `e`
+//! in it once written (seed 000 §6.4's growing barrier numbers).
+//!
+//! The 24 signature bits say what the writer is doing — which one-sided
+//! algorithm, element type, operator and byte length — and the reader
+//! compares them with its own call: a difference is
+//! [`CollError::ArgsMismatch`], never a silent wrong answer. Each call
+//! also takes a placeholder instance number in the engine (no message may
+//! match it, so a member calling a message collective at the same point
+//! fails), and a failure aborts the instance on every member by message
+//! (see [`crate::engine`]), which ends their waits too.
 //!
 //! These collectives run inside the blocking call only: no handler runs
 //! when a word is written, so they cannot progress inside `extract`. They
@@ -40,6 +43,8 @@ use crate::engine::Engine;
 use crate::error::CollError;
 use crate::group::pow2_floor;
 use crate::op::Reduce;
+use crate::sig::{op_code, type_code, Sig, ONE_SIDED};
+use crate::wire::Kind;
 use fastmsg::{Ctx, Endpoint, Rank, WindowId};
 use std::rc::Rc;
 
@@ -50,43 +55,22 @@ pub const SMP_ALLREDUCE_MAX_BYTES: usize = 1024;
 const SMP_ALLREDUCE_MAX_RANKS: u32 = 64;
 
 const LINE: usize = 64;
-const RELEASE: usize = 0;
-/// A data slot: up to `SMP_ALLREDUCE_MAX_BYTES` of data, then its flag.
-const SLOT: usize = SMP_ALLREDUCE_MAX_BYTES + LINE;
 
-fn arrive(r: Rank) -> usize {
-    LINE + LINE * r.index()
+/// Bytes of one slot.
+fn slot_bytes(size: u32) -> usize {
+    if size <= SMP_ALLREDUCE_MAX_RANKS {
+        SMP_ALLREDUCE_MAX_BYTES + LINE
+    } else {
+        LINE
+    }
 }
 
-fn peer(size: u32, w: Rank) -> usize {
-    LINE * (size as usize + 1) + 8 * w.index()
+/// Writer `w`'s slot for epoch `e`, in the reader's window.
+fn slot(size: u32, w: Rank, e: u64) -> usize {
+    (2 * w.index() + (e & 1) as usize) * slot_bytes(size)
 }
 
-fn slots_at(size: u32) -> usize {
-    (LINE * (size as usize + 1) + 8 * size as usize).div_ceil(LINE) * LINE
-}
-
-fn in_slot(size: u32, r: Rank) -> usize {
-    slots_at(size) + SLOT * r.index()
-}
-
-fn out_slot(size: u32) -> usize {
-    slots_at(size) + SLOT * size as usize
-}
-
-/// Steps of the one-sided recursive doubling: pre, log2 M exchanges, post.
-fn rd_steps(size: u32) -> usize {
-    pow2_floor(size).trailing_zeros() as usize + 2
-}
-
-/// The slot of recursive-doubling step `s` for calls of parity `par`.
-fn rd_slot(size: u32, s: u32, par: u64) -> usize {
-    out_slot(size) + SLOT * (1 + 2 * s as usize + par as usize)
-}
-
-/// A slot's flag: its first word, always (a flag placed after the data
-/// would sit, for another length, inside an earlier call's data — not a
-/// growing word). Small data follows on the same cache line.
+/// A slot's flag: its first word (small data follows on the same line).
 fn flag_at(slot: usize) -> usize {
     slot
 }
@@ -98,11 +82,172 @@ fn data_at(slot: usize) -> usize {
 
 /// Bytes of the window for a job of `size` ranks.
 pub(crate) fn window_bytes(size: u32) -> usize {
-    let base = slots_at(size);
-    if size <= SMP_ALLREDUCE_MAX_RANKS {
-        base + SLOT * (size as usize + 1 + 2 * rd_steps(size))
+    2 * size as usize * slot_bytes(size)
+}
+
+/// Which one-sided algorithm a flag comes from (3 bits of its signature).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Algo {
+    SmpBarrier = 1,
+    HierarchicalBarrier = 2,
+    OneSidedBarrier = 3,
+    SmpAllreduce = 4,
+    RdAllreduce = 5,
+}
+
+/// The 24 signature bits of a one-sided call: algorithm (3 bits), element
+/// type (4), operator (3), byte length (11, up to 1 KiB).
+fn sig24(algo: Algo, ty: u8, op: u8, bytes: usize) -> u32 {
+    u32::from(algo as u8) << 18
+        | u32::from(ty & 15) << 14
+        | u32::from(op & 7) << 11
+        | (bytes.min(0x7ff) as u32)
+}
+
+/// A one-sided call's signature in words (for errors).
+fn describe24(sig: u32) -> String {
+    let algo = match sig >> 18 {
+        1 => "the SMP barrier",
+        2 => "the hierarchical barrier",
+        3 => "the one-sided barrier",
+        4 => "the SMP allreduce",
+        5 => "the one-sided allreduce",
+        _ => "an unknown one-sided collective",
+    };
+    if sig >> 18 >= 4 {
+        let ty = ((sig >> 14) & 15) as u16;
+        let op = ((sig >> 11) & 7) as u16;
+        let detail = Sig(ty << 10 | op << 7).describe(Kind::Allreduce as u8);
+        let detail = detail
+            .split_once(", ")
+            .map_or(String::new(), |(_, d)| format!(", {d}"));
+        format!("{algo}{detail}, {} bytes", sig & 0x7ff)
     } else {
-        base
+        algo.to_owned()
+    }
+}
+
+/// How many polls of a waiting flag between two scans of every slot.
+const SCAN_EVERY: u32 = 64;
+
+/// The flags of one one-sided call: its epoch and signature, and the
+/// placeholder instance that a member's abort fails.
+struct Flags {
+    win: WindowId,
+    ctx: Ctx,
+    size: u32,
+    epoch: u64,
+    sig: u32,
+    seq: u32,
+}
+
+impl Flags {
+    fn word(&self) -> u64 {
+        self.epoch << 24 | u64::from(self.sig)
+    }
+
+    /// Put our flag into `dest`'s slot for us (after any data).
+    fn raise(&self, ep: &mut Endpoint, dest: Rank, me: Rank) -> Result<(), CollError> {
+        let at = flag_at(slot(self.size, me, self.epoch));
+        ep.put_u64(self.win, dest, at, self.word())?;
+        Ok(())
+    }
+
+    /// Put `data` then our flag into `dest`'s slot for us.
+    fn send(&self, ep: &mut Endpoint, dest: Rank, me: Rank, data: &[u8]) -> Result<(), CollError> {
+        ep.put(
+            self.win,
+            dest,
+            data_at(slot(self.size, me, self.epoch)),
+            data,
+        )?;
+        self.raise(ep, dest, me)
+    }
+
+    /// Wait for `from`'s flag of this epoch in our window and check its
+    /// signature against ours; stop if a member aborted the call. While
+    /// waiting, every [`SCAN_EVERY`] polls, look at every writer's slot of
+    /// this epoch: a member that runs another one-sided collective may
+    /// write to us although we wait for someone else (then nobody would
+    /// ever write what anybody waits for).
+    fn wait(&self, eng: &Engine, ep: &mut Endpoint, from: Rank) -> Result<(), CollError> {
+        let at = flag_at(slot(self.size, from, self.epoch));
+        let want = self.epoch << 24;
+        // SYNC POINT window-word (acquire side): `read_u64` Acquire-loads
+        // the word a peer's `put_u64` Release-stored.
+        let mut word = self.ctx.read_u64(self.win, at)?;
+        let mut odd = None;
+        if word < want {
+            let mut bad = None;
+            let mut polls = 0u32;
+            let mut gave_up = false;
+            let waited = ep.wait_until(|| {
+                match self.ctx.read_u64(self.win, at) {
+                    Ok(x) if x >= want => {
+                        word = x;
+                        return true;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        bad = Some(e);
+                        return true;
+                    }
+                }
+                // Now and then (nothing here is latency-critical): did a
+                // member abort the call, does a member run another one?
+                polls = polls.wrapping_add(1);
+                if polls % SCAN_EVERY == 0 {
+                    gave_up = eng.one_sided_failed(self.seq);
+                    odd = self.scan();
+                }
+                gave_up || odd.is_some()
+            });
+            if let Some(e) = eng.one_sided_failure(self.seq) {
+                return Err(e);
+            }
+            waited?;
+            if let Some(e) = bad {
+                return Err(e.into());
+            }
+        }
+        let theirs = (word & 0xff_ffff) as u32;
+        if word >> 24 == self.epoch && theirs != self.sig {
+            odd = Some((from, theirs));
+        }
+        match odd {
+            Some((src, theirs)) => Err(CollError::ArgsMismatch {
+                group: 0,
+                seq: self.seq,
+                ours: describe24(self.sig),
+                theirs: describe24(theirs),
+                src,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A writer whose flag of this epoch says it runs another call.
+    fn scan(&self) -> Option<(Rank, u32)> {
+        (0..self.size).map(Rank).find_map(|w| {
+            let at = flag_at(slot(self.size, w, self.epoch));
+            let word = self.ctx.read_u64(self.win, at).ok()?;
+            let theirs = (word & 0xff_ffff) as u32;
+            (word >> 24 == self.epoch && theirs != self.sig).then_some((w, theirs))
+        })
+    }
+
+    /// Wait for `from`'s data and flag, then copy the data out.
+    fn recv(
+        &self,
+        eng: &Engine,
+        ep: &mut Endpoint,
+        from: Rank,
+        buf: &mut [u8],
+    ) -> Result<(), CollError> {
+        self.wait(eng, ep, from)?;
+        ep.read_window(self.win, data_at(slot(self.size, from, self.epoch)), buf)?;
+        Ok(())
     }
 }
 
@@ -120,8 +265,6 @@ pub(crate) struct Domains {
 pub(crate) struct OneSided {
     /// One-sided collectives reached so far (the same count on every rank).
     epoch: u64,
-    /// One-sided recursive-doubling allreduces so far (slot parity).
-    rd_calls: u64,
     /// Domains per kind: SMP (the host), hierarchical, one rank each.
     smp: Option<Rc<Domains>>,
     hier: Option<Rc<Domains>>,
@@ -138,33 +281,6 @@ pub(crate) enum Layout {
     Hierarchical,
     /// Every rank its own domain.
     Single,
-}
-
-/// Wait until word `off` of our own window is `>= v`.
-fn wait_word(
-    ep: &mut Endpoint,
-    ctx: &Ctx,
-    win: WindowId,
-    off: usize,
-    v: u64,
-) -> Result<(), CollError> {
-    // SYNC POINT window-word (acquire side): `read_u64` Acquire-loads the
-    // word a peer's `put_u64` Release-stored.
-    if ctx.read_u64(win, off)? >= v {
-        return Ok(());
-    }
-    let mut bad = None;
-    ep.wait_until(|| match ctx.read_u64(win, off) {
-        Ok(x) => x >= v,
-        Err(e) => {
-            bad = Some(e);
-            true
-        }
-    })?;
-    match bad {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
 }
 
 impl Engine {
@@ -253,10 +369,27 @@ impl Engine {
         Ok(d)
     }
 
-    fn next_epoch(&self) -> u64 {
+    /// Begin a one-sided call: the next epoch, and a placeholder instance
+    /// (world group) for the abort path.
+    #[inline]
+    fn begin_flags(
+        self: &Rc<Self>,
+        ep: &Endpoint,
+        kind: Kind,
+        placeholder: Sig,
+        sig: u32,
+    ) -> Result<Flags, CollError> {
+        let seq = self.begin_one_sided(&ep.ctx(), kind, placeholder)?;
         let mut os = self.one_sided.borrow_mut();
         os.epoch += 1;
-        os.epoch
+        Ok(Flags {
+            win: self.window,
+            ctx: ep.ctx(),
+            size: self.size,
+            epoch: os.epoch,
+            sig,
+            seq,
+        })
     }
 
     /// A one-sided barrier over the world (seed 000 §5).
@@ -266,39 +399,47 @@ impl Engine {
         layout: Layout,
     ) -> Result<(), CollError> {
         let d = self.domains(ep, layout)?;
-        let e = self.next_epoch();
-        let (win, ctx) = (self.window, ep.ctx());
+        let algo = match layout {
+            Layout::Smp => Algo::SmpBarrier,
+            Layout::Hierarchical => Algo::HierarchicalBarrier,
+            Layout::Single => Algo::OneSidedBarrier,
+        };
+        let placeholder = Sig::new(ONE_SIDED, 0, 0, None);
+        let f = self.begin_flags(ep, Kind::Barrier, placeholder, sig24(algo, 0, 0, 0))?;
+        let r = self.barrier_steps(ep, &f, &d);
+        self.end_one_sided(&f.ctx, f.seq, r)
+    }
+
+    fn barrier_steps(&self, ep: &mut Endpoint, f: &Flags, d: &Domains) -> Result<(), CollError> {
+        let me = self.me;
         let master = d.mine[0];
-        if master != self.me {
+        if master != me {
             // Raise our flag in the master's window, wait to be released.
-            ep.put_u64(win, master, arrive(self.me), e)?;
-            return wait_word(ep, &ctx, win, RELEASE, e);
+            f.raise(ep, master, me)?;
+            return f.wait(self, ep, master);
         }
         for &r in &d.mine[1..] {
-            wait_word(ep, &ctx, win, arrive(r), e)?;
+            f.wait(self, ep, r)?;
         }
-        self.masters_exchange(ep, &ctx, &d.masters, e)?;
+        self.masters_exchange(ep, f, &d.masters)?;
         for &r in &d.mine[1..] {
-            ep.put_u64(win, r, RELEASE, e)?;
+            f.raise(ep, r, me)?;
         }
         Ok(())
     }
 
-    /// Pairwise exchange among the masters by `put_u64` of the epoch into
-    /// `PEER(writer)` (seed 000 §5.1, with the pre and post steps for a
-    /// non-power-of-two count).
+    /// Pairwise exchange among the masters by flags (seed 000 §5.1, with
+    /// the pre and post steps for a non-power-of-two count).
     fn masters_exchange(
         &self,
         ep: &mut Endpoint,
-        ctx: &Ctx,
+        f: &Flags,
         masters: &[Rank],
-        e: u64,
     ) -> Result<(), CollError> {
         let h = masters.len() as u32;
         if h <= 1 {
             return Ok(());
         }
-        let win = self.window;
         let me = masters
             .iter()
             .position(|&r| r == self.me)
@@ -306,21 +447,21 @@ impl Engine {
         let m = pow2_floor(h);
         let at = |i: u32| masters[i as usize];
         if me >= m {
-            ep.put_u64(win, at(me - m), peer(self.size, self.me), e)?;
-            return wait_word(ep, ctx, win, peer(self.size, at(me - m)), e);
+            f.raise(ep, at(me - m), self.me)?;
+            return f.wait(self, ep, at(me - m));
         }
         if me + m < h {
-            wait_word(ep, ctx, win, peer(self.size, at(me + m)), e)?;
+            f.wait(self, ep, at(me + m))?;
         }
         let mut bit = 1;
         while bit < m {
             let p = at(me ^ bit);
-            ep.put_u64(win, p, peer(self.size, self.me), e)?;
-            wait_word(ep, ctx, win, peer(self.size, p), e)?;
+            f.raise(ep, p, self.me)?;
+            f.wait(self, ep, p)?;
             bit <<= 1;
         }
         if me + m < h {
-            ep.put_u64(win, at(me + m), peer(self.size, self.me), e)?;
+            f.raise(ep, at(me + m), self.me)?;
         }
         Ok(())
     }
@@ -330,6 +471,23 @@ impl Engine {
         bytes <= SMP_ALLREDUCE_MAX_BYTES
             && self.size <= SMP_ALLREDUCE_MAX_RANKS
             && ep.local_ranks().len() == self.size as usize
+    }
+
+    fn allreduce_flags<T: Element, R: Reduce<T>>(
+        self: &Rc<Self>,
+        ep: &Endpoint,
+        algo: Algo,
+        op: &R,
+        bytes: usize,
+    ) -> Result<Flags, CollError> {
+        let (ty, opc) = (type_code::<T>(), op_code(op));
+        let placeholder = Sig::new(ONE_SIDED, ty, opc, None);
+        self.begin_flags(
+            ep,
+            Kind::Allreduce,
+            placeholder,
+            sig24(algo, ty, opc, bytes),
+        )
     }
 
     /// Flat one-sided allreduce over the world: rank 0 combines in rank
@@ -349,29 +507,37 @@ impl Engine {
                 ),
             });
         }
-        let e = self.next_epoch();
-        let (win, ctx, n) = (self.window, ep.ctx(), self.size);
-        let out = out_slot(n);
-        if self.me != Rank(0) {
-            let slot = in_slot(n, self.me);
-            ep.put(win, Rank(0), data_at(slot), as_bytes(data))?;
-            ep.put_u64(win, Rank(0), flag_at(slot), e)?;
-            wait_word(ep, &ctx, win, flag_at(out), e)?;
-            ep.read_window(win, data_at(out), as_bytes_mut(data))?;
-            return Ok(());
+        let f = self.allreduce_flags(ep, Algo::SmpAllreduce, op, bytes)?;
+        let r = self.smp_allreduce_steps(ep, &f, data, op);
+        self.end_one_sided(&f.ctx, f.seq, r)
+    }
+
+    fn smp_allreduce_steps<T: Element, R: Reduce<T>>(
+        &self,
+        ep: &mut Endpoint,
+        f: &Flags,
+        data: &mut [T],
+        op: &R,
+    ) -> Result<(), CollError> {
+        let (n, me) = (self.size, self.me);
+        if me != Rank(0) {
+            f.send(ep, Rank(0), me, as_bytes(data))?;
+            return f.recv(self, ep, Rank(0), as_bytes_mut(data));
         }
         let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
-        scratch.resize(bytes, 0);
+        scratch.resize(std::mem::size_of_val(data), 0);
+        let mut result = Ok(());
         for r in 1..n {
-            let slot = in_slot(n, Rank(r));
-            wait_word(ep, &ctx, win, flag_at(slot), e)?;
-            ep.read_window(win, data_at(slot), &mut scratch)?;
+            result = f.recv(self, ep, Rank(r), &mut scratch);
+            if result.is_err() {
+                break;
+            }
             op.fold(data, &scratch, true);
         }
         self.one_sided.borrow_mut().scratch = scratch;
+        result?;
         for r in 1..n {
-            ep.put(win, Rank(r), data_at(out), as_bytes(data))?;
-            ep.put_u64(win, Rank(r), flag_at(out), e)?;
+            f.send(ep, Rank(r), me, as_bytes(data))?;
         }
         Ok(())
     }
@@ -395,57 +561,73 @@ impl Engine {
                 ),
             });
         }
-        let (e, par) = {
-            let mut os = self.one_sided.borrow_mut();
-            os.epoch += 1;
-            os.rd_calls += 1;
-            (os.epoch, os.rd_calls & 1)
-        };
-        let (win, ctx, n, me) = (self.window, ep.ctx(), self.size, self.me.0);
+        let f = self.allreduce_flags(ep, Algo::RdAllreduce, op, bytes)?;
+        let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
+        scratch.resize(bytes, 0);
+        let r = self.rd_steps(ep, &f, data, op, &mut scratch);
+        self.one_sided.borrow_mut().scratch = scratch;
+        self.end_one_sided(&f.ctx, f.seq, r)
+    }
+
+    fn rd_steps<T: Element, R: Reduce<T>>(
+        &self,
+        ep: &mut Endpoint,
+        f: &Flags,
+        data: &mut [T],
+        op: &R,
+        scratch: &mut [u8],
+    ) -> Result<(), CollError> {
+        let (n, me) = (self.size, self.me.0);
         let m = pow2_floor(n);
         let r = n - m;
         let log_m = m.trailing_zeros();
-        let post = log_m + 1;
-        let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
-        scratch.resize(bytes, 0);
-        let send = |ep: &mut Endpoint, to: u32, s: u32, d: &[T]| -> Result<(), CollError> {
-            let slot = rd_slot(n, s, par);
-            ep.put(win, Rank(to), data_at(slot), as_bytes(d))?;
-            ep.put_u64(win, Rank(to), flag_at(slot), e)?;
-            Ok(())
-        };
-        let recv = |ep: &mut Endpoint, s: u32, buf: &mut [u8]| -> Result<(), CollError> {
-            let slot = rd_slot(n, s, par);
-            wait_word(ep, &ctx, win, flag_at(slot), e)?;
-            ep.read_window(win, data_at(slot), buf)?;
-            Ok(())
-        };
-        let result = (|| {
-            let j = if me < 2 * r {
-                if me % 2 == 0 {
-                    send(ep, me + 1, 0, data)?;
-                    recv(ep, post, as_bytes_mut(data))?;
-                    return Ok(());
-                }
-                recv(ep, 0, &mut scratch)?;
-                op.fold(data, &scratch, false);
-                me / 2
-            } else {
-                me - r
-            };
-            let old = |p: u32| if p < r { 2 * p + 1 } else { p + r };
-            for k in 1..=log_m {
-                let p = j ^ (1 << (k - 1));
-                send(ep, old(p), k, data)?;
-                recv(ep, k, &mut scratch)?;
-                op.fold(data, &scratch, p > j);
+        let j = if me < 2 * r {
+            if me % 2 == 0 {
+                f.send(ep, Rank(me + 1), self.me, as_bytes(data))?;
+                return f.recv(self, ep, Rank(me + 1), as_bytes_mut(data));
             }
-            if me < 2 * r {
-                send(ep, me - 1, post, data)?;
-            }
-            Ok(())
-        })();
-        self.one_sided.borrow_mut().scratch = scratch;
-        result
+            f.recv(self, ep, Rank(me - 1), scratch)?;
+            op.fold(data, scratch, false);
+            me / 2
+        } else {
+            me - r
+        };
+        let old = |p: u32| if p < r { 2 * p + 1 } else { p + r };
+        for k in 1..=log_m {
+            let p = j ^ (1 << (k - 1));
+            f.send(ep, Rank(old(p)), self.me, as_bytes(data))?;
+            f.recv(self, ep, Rank(old(p)), scratch)?;
+            op.fold(data, scratch, p > j);
+        }
+        if me < 2 * r {
+            f.send(ep, Rank(me - 1), self.me, as_bytes(data))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_do_not_overlap_and_signatures_tell_calls_apart() {
+        for size in [1, 2, 3, 64, 65, 200] {
+            let s = slot_bytes(size);
+            assert_eq!(s % LINE, 0);
+            assert_eq!(slot(size, Rank(size - 1), 1) + s, window_bytes(size));
+            assert_eq!(slot(size, Rank(0), 1), s);
+        }
+        let a = sig24(Algo::RdAllreduce, 3, 1, 16);
+        assert_ne!(a, sig24(Algo::RdAllreduce, 3, 1, 8), "length");
+        assert_ne!(a, sig24(Algo::RdAllreduce, 3, 3, 16), "operator");
+        assert_ne!(a, sig24(Algo::RdAllreduce, 2, 1, 16), "type");
+        assert_ne!(a, sig24(Algo::SmpAllreduce, 3, 1, 16), "algorithm");
+        assert!(
+            describe24(a).contains("SUM on f64, 16 bytes"),
+            "{}",
+            describe24(a)
+        );
+        assert_eq!(sig24(Algo::RdAllreduce, 3, 1, 1024) & 0x7ff, 1024);
     }
 }

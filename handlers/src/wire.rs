@@ -3,10 +3,14 @@
 //! ```text
 //!  0..4   group tag   (u32 LE; 0 = world)
 //!  4..8   instance    (u32 LE; per group, in call order)
-//!  8..10  step        (u16 LE; the algorithm's round)
-//!  10     kind        (which collective)
-//!  11     reserved    (0)
+//!  8      step        (the algorithm's round; every algorithm has < 256)
+//!  9      kind        (which collective, or an abort)
+//!  10..12 signature   (u16 LE: algorithm, element type, operator, root;
+//!                      see `crate::sig`)
 //! ```
+//!
+//! An [`Kind::Abort`] message says the instance failed on its sender; its
+//! payload is the error, in words.
 //!
 //! Header plus 16 bytes of payload fit a shared-memory queue slot inline
 //! (28 bytes), so a barrier or a 1–2 element reduction step is one cache
@@ -27,6 +31,8 @@ pub(crate) enum Kind {
     Reduce = 3,
     Allreduce = 4,
     Allgather = 5,
+    /// The instance failed on the sender (payload: why, UTF-8).
+    Abort = 6,
 }
 
 impl Kind {
@@ -37,6 +43,7 @@ impl Kind {
             Kind::Reduce => "reduce",
             Kind::Allreduce => "allreduce",
             Kind::Allgather => "allgather",
+            Kind::Abort => "an abort",
         }
     }
 
@@ -47,6 +54,7 @@ impl Kind {
             3 => "reduce",
             4 => "allreduce",
             5 => "allgather",
+            6 => "an abort",
             _ => "an unknown collective",
         }
     }
@@ -59,6 +67,7 @@ pub(crate) struct Header {
     pub(crate) seq: u32,
     pub(crate) step: u16,
     pub(crate) kind: u8,
+    pub(crate) sig: u16,
 }
 
 impl Header {
@@ -67,8 +76,10 @@ impl Header {
         let mut b = [0u8; HEADER];
         b[0..4].copy_from_slice(&self.group.to_le_bytes());
         b[4..8].copy_from_slice(&self.seq.to_le_bytes());
-        b[8..10].copy_from_slice(&self.step.to_le_bytes());
-        b[10] = self.kind;
+        debug_assert!(self.step < 256, "every algorithm has fewer than 256 steps");
+        b[8] = self.step as u8;
+        b[9] = self.kind;
+        b[10..12].copy_from_slice(&self.sig.to_le_bytes());
         b
     }
 
@@ -85,8 +96,9 @@ impl Header {
         Ok(Header {
             group: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
             seq: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
-            step: u16::from_le_bytes([h[8], h[9]]),
-            kind: h[10],
+            step: u16::from(h[8]),
+            kind: h[9],
+            sig: u16::from_le_bytes([h[10], h[11]]),
         })
     }
 }
@@ -102,6 +114,7 @@ mod tests {
             seq: 7,
             step: 3,
             kind: Kind::Reduce as u8,
+            sig: 0xbeef,
         };
         assert_eq!(Header::parse(Rank(1), &h.emit()).unwrap(), h);
         assert!(matches!(
@@ -116,11 +129,12 @@ mod tests {
         fn headers_round_trip(
             group in proptest::num::u32::ANY,
             seq in proptest::num::u32::ANY,
-            step in proptest::num::u16::ANY,
+            step in 0u16..256,
             kind in proptest::num::u8::ANY,
+            sig in proptest::num::u16::ANY,
             tail in proptest::collection::vec(proptest::num::u8::ANY, 0..16),
         ) {
-            let h = Header { group, seq, step, kind };
+            let h = Header { group, seq, step, kind, sig };
             let mut b = h.emit().to_vec();
             b.extend(tail);
             proptest::prop_assert_eq!(Header::parse(Rank(1), &b).unwrap(), h);

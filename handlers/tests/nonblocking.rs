@@ -204,11 +204,12 @@ fn bad_messages_from_a_peer_are_typed_errors() {
             // Longer than allowed (spans several frames).
             ep.send(Rank(0), h, &[&vec![0u8; 20_000]])?;
             ep.wait_until(|| go.get())?;
-            // World instance 0, a barrier, step 9: dissemination on 2
-            // ranks has one step.
+            // World instance 0, a barrier (kind 1, byte 9) by
+            // dissemination (signature 0), step 9 (byte 8): dissemination
+            // on 2 ranks has one step.
             let mut hdr = [0u8; 12];
             hdr[8] = 9;
-            hdr[10] = 1;
+            hdr[9] = 1;
             ep.send(Rank(0), h, &[&hdr])?;
         } else {
             let e = next_error(&mut ep);

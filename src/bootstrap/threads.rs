@@ -109,10 +109,16 @@ where
         match res {
             Ok(Ok(v)) => out.push(v),
             Ok(Err(error)) => {
-                // Prefer a root cause over the aborts it triggered.
+                // Prefer a root cause over what it triggered: the aborts,
+                // and the other ranks' reports of the failed rank leaving.
+                let rank_of = |e: &Error| match (e.is_abort(), e.is_peer_failure()) {
+                    (false, false) => 0,
+                    (false, true) => 1,
+                    (true, _) => 2,
+                };
                 if first_err
                     .as_ref()
-                    .is_none_or(|e| e.error.is_abort() && !error.is_abort())
+                    .is_none_or(|e| rank_of(&e.error) > rank_of(&error))
                 {
                     first_err = Some(RankError {
                         rank: Rank(r as u32),

@@ -27,6 +27,7 @@ use crate::transport::{AnyTransport, Transport};
 use crate::window::WindowTable;
 use std::future::Future;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Registers handlers, then joins the job with [`start`](Self::start).
@@ -183,6 +184,18 @@ impl EndpointBuilder {
         )?;
         let my_window = shm.own_window();
         let local = shm.local_ranks();
+        // The watchdog's probes: local peers' lifelines, the network's
+        // links (added below), the supervisor's abort flag.
+        // SAFETY: the watchdog is stopped before the transports are
+        // dropped (it is declared before `net` in the engine).
+        let mut probes: Vec<Box<dyn crate::watch::Probe>> =
+            vec![Box::new(unsafe { shm.life_probe() })];
+        if let Some(flag) = &config.abort {
+            probes.push(Box::new(crate::watch::AbortProbe {
+                flag: Arc::clone(flag),
+                seen: false,
+            }));
+        }
         let mut transports = Vec::new();
         let mut route = vec![super::net::SHM; job.size as usize];
         let mut net_peers = Vec::new();
@@ -233,6 +246,7 @@ impl EndpointBuilder {
                             source,
                         })?;
                 net_peers = tcp.peers();
+                probes.push(Box::new(tcp.link_probe()));
                 transports.push(AnyTransport::Tcp(tcp));
             }
         }
@@ -251,12 +265,20 @@ impl EndpointBuilder {
         // spins would keep its NIC thread from running.
         let nic_threads = if has_network { job.local_size } else { 0 };
         let wait = WaitConfig::resolve(config.wait, job.local_size + nic_threads);
+        let watchdog = crate::watch::Watchdog::start(format!("fastmsg-watch-{}", job.rank), probes)
+            .map_err(|source| crate::error::ConnectError::Io {
+                op: "start the watchdog thread for",
+                peer: format!("rank {}", job.rank),
+                source,
+            })?;
         let setup = CoreSetup {
             wait,
             abort: config.abort.clone(),
             windows,
             my_window,
             local,
+            watchdog,
+            close_warn: config.close_warn,
         };
         let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
         let ep = Endpoint { core };

@@ -33,6 +33,9 @@ pub struct Config {
     /// Set by a supervisor to make blocking calls give up
     /// (`ExtractError::Aborted`); used by [`crate::bootstrap::threads`].
     pub abort: Option<Arc<AtomicBool>>,
+    /// How long `close` waits before saying which ranks have not called
+    /// it (then again at each doubling; `FASTMSG_CLOSE_WARN`, seconds).
+    pub close_warn: Duration,
 }
 
 /// Which transport carries traffic between ranks (`FASTMSG_NET`).
@@ -114,6 +117,7 @@ impl Config {
             timeout: Duration::from_secs(60),
             shm_dir: PathBuf::from("/dev/shm"),
             abort: None,
+            close_warn: Duration::from_secs(10),
         }
     }
 
@@ -127,7 +131,8 @@ impl Config {
 
     /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
-    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, and the network's
+    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`, and the
+    /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET`,
     /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`) that are set.
     ///
@@ -174,6 +179,9 @@ impl Config {
         }
         if let Some(n) = env_num("FASTMSG_NET_SLOT_SIZE")? {
             self.net.rings.slot_bytes = fits("FASTMSG_NET_SLOT_SIZE", n)?;
+        }
+        if let Some(t) = env_num("FASTMSG_CLOSE_WARN")? {
+            self.close_warn = Duration::from_secs(t.max(1));
         }
         if let Ok(d) = std::env::var("FASTMSG_SHM_DIR") {
             if !d.is_empty() {

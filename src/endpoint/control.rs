@@ -15,7 +15,9 @@
 //!   its counts again ([`OP_PROBE`], the next wave). Handlers keep running
 //!   meanwhile, so messages that handlers send while ranks close (answers,
 //!   acknowledgements) are delivered too; no rank leaves while another may
-//!   still be sending to it.
+//!   still be sending to it. Rank 0 remembers who has reported, so that a
+//!   close held up by a rank that never calls it can name that rank
+//!   ([`OP_STRAGGLERS`], see `super::straggle`).
 
 use crate::error::{ProtocolError, StartError};
 use crate::handler::{decode_table, first_difference};
@@ -31,6 +33,9 @@ pub(crate) const OP_CLOSE: u32 = 3;
 pub(crate) const OP_RELEASE: u32 = 4;
 /// Rank 0 asks for the counts of close wave `n`.
 pub(crate) const OP_PROBE: u32 = 5;
+/// Rank 0 tells a closing rank which ranks have not called `close` yet
+/// (a list of u32 LE ranks).
+pub(crate) const OP_STRAGGLERS: u32 = 6;
 
 /// A rank's message counts, reported while closing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -178,6 +183,10 @@ pub(crate) struct Control {
     sums: CloseCounts,
     last_wave: Option<CloseCounts>,
     pub(crate) released: bool,
+    /// Rank 0: which ranks have called `close` (reported wave 0).
+    closing: Vec<bool>,
+    /// A straggler list from rank 0, not yet shown.
+    stragglers: Option<Vec<Rank>>,
 }
 
 /// Messages to send in reaction: (destination, op, payload).
@@ -197,7 +206,23 @@ impl Control {
             sums: CloseCounts::default(),
             last_wave: None,
             released: false,
+            closing: vec![false; size as usize],
+            stragglers: None,
         }
+    }
+
+    /// Rank 0: the ranks that have not called `close`, and those that have.
+    pub(crate) fn close_census(&self) -> (Vec<Rank>, Vec<Rank>) {
+        let (mut missing, mut closing) = (Vec::new(), Vec::new());
+        for (r, &c) in self.closing.iter().enumerate() {
+            if c { &mut closing } else { &mut missing }.push(Rank(r as u32));
+        }
+        (missing, closing)
+    }
+
+    /// A straggler list rank 0 sent, once.
+    pub(crate) fn take_stragglers(&mut self) -> Option<Vec<Rank>> {
+        self.stragglers.take()
     }
 
     /// Rank 0's own table, to compare the others with.
@@ -276,6 +301,9 @@ impl Control {
                 if *seen {
                     return Err(bad("close report sent twice in one wave"));
                 }
+                if let Some(c) = self.closing.get_mut(src.index()) {
+                    *c = true;
+                }
                 let sent = self.sums.sent.checked_add(c.sent);
                 let received = self.sums.received.checked_add(c.received);
                 let (Some(sent), Some(received)) = (sent, received) else {
@@ -315,6 +343,18 @@ impl Control {
                     return Err(bad("release with a payload"));
                 }
                 self.released = true;
+                Ok(Vec::new())
+            }
+            OP_STRAGGLERS => {
+                if payload.len() % 4 != 0 || payload.len() / 4 > self.size as usize {
+                    return Err(bad("malformed straggler list"));
+                }
+                self.stragglers = Some(
+                    payload
+                        .chunks_exact(4)
+                        .map(|w| Rank(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+                        .collect(),
+                );
                 Ok(Vec::new())
             }
             _ => Err(bad("unknown control operation")),

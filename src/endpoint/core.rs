@@ -8,8 +8,9 @@
 //! `extract` is between fragments.
 
 use super::control::{CloseCounts, Control};
+use super::health::{Failure, Health, Scope};
 use super::net::{on_transport, Net, SHM};
-use super::stream::{Accepted, Current, PieceInfo, SourceStream};
+use super::stream::{Accepted, Current, Cut, PieceInfo, SourceStream};
 use super::wait::WaitConfig;
 use super::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError, ProtocolError, PutError};
@@ -18,7 +19,9 @@ use crate::handler::pool::Run;
 use crate::handler::{HandlerResult, Registry};
 use crate::id::Rank;
 use crate::id::WindowId;
+use crate::transport::shm::liveness::Life;
 use crate::transport::{RxFragment, Transport};
+use crate::watch::Watchdog;
 use crate::window;
 use crate::window::{WindowArea, WindowTable};
 use std::cell::{Cell, RefCell};
@@ -69,6 +72,13 @@ pub(crate) struct Core {
     pub(crate) handler_count: Cell<u32>,
     /// Per handler id: whether it is a plain function.
     piecewise: Vec<bool>,
+    /// The watchdog thread and its alarm word. Declared before `net`, so
+    /// it is stopped before the transports (whose memory it reads) go.
+    pub(crate) watchdog: Watchdog,
+    /// What is known of peers' failures (sticky).
+    pub(crate) health: Health,
+    /// The supervisor's abort was reported by `extract`.
+    abort_reported: Cell<bool>,
     pub(crate) net: RefCell<Net>,
     pub(crate) streams: RefCell<Vec<SourceStream>>,
     pub(crate) registry: RefCell<Registry>,
@@ -87,6 +97,8 @@ pub(crate) struct Core {
     pub(crate) local: Vec<Rank>,
     /// The doorbell this rank sleeps on (sleep policy), if any.
     pub(crate) bell: Option<super::wait::BellRef>,
+    /// How long `close` waits before saying whom it waits for.
+    pub(crate) close_warn: std::time::Duration,
 }
 
 /// What the builder hands the engine besides transports and handlers.
@@ -96,6 +108,8 @@ pub(crate) struct CoreSetup {
     pub(crate) windows: WindowTable,
     pub(crate) my_window: WindowArea,
     pub(crate) local: Vec<Rank>,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) close_warn: std::time::Duration,
 }
 
 impl std::fmt::Debug for Core {
@@ -127,6 +141,9 @@ impl Core {
             size,
             handler_count: Cell::new(registry.len()),
             piecewise: registry.fn_kinds(),
+            watchdog: setup.watchdog,
+            health: Health::new(size),
+            abort_reported: Cell::new(false),
             net: RefCell::new(net),
             streams: RefCell::new((0..size).map(SourceStream::new).collect()),
             registry: RefCell::new(registry),
@@ -140,6 +157,7 @@ impl Core {
             my_window: setup.my_window,
             local: setup.local,
             bell,
+            close_warn: setup.close_warn,
         }
     }
 
@@ -172,8 +190,9 @@ impl Core {
     /// were taken.
     #[inline(always)]
     pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
-        // The empty poll, inline: one borrow, one load per receive queue.
-        if !self.net.borrow().needs_attention() {
+        // The empty poll, inline: one borrow, one load per receive queue,
+        // and the watchdog's alarm word.
+        if !self.net.borrow().needs_attention() && !self.watchdog.alarm().raised() {
             return Ok(Extracted::default());
         }
         self.progress_busy(max_bytes, false)
@@ -184,7 +203,7 @@ impl Core {
     /// in a handler and should be checked before polling again.
     #[inline]
     pub(crate) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
-        if !self.net.borrow().needs_attention() {
+        if !self.net.borrow().needs_attention() && !self.watchdog.alarm().raised() {
             return Ok(Extracted::default());
         }
         self.progress_busy(usize::MAX, true)
@@ -196,6 +215,14 @@ impl Core {
         max_bytes: usize,
         stop_early: bool,
     ) -> Result<Extracted, ExtractError> {
+        if self.watchdog.alarm().raised() {
+            // A peer failed (or the job was aborted): record it, then
+            // report the first news now.
+            self.absorb_alarm();
+            if let Some(e) = self.take_deferred() {
+                return Err(e);
+            }
+        }
         let mut out = Extracted::default();
         let (wide, chores) = {
             let net = self.net.borrow();
@@ -316,7 +343,7 @@ impl Core {
     #[inline(always)]
     fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
         let h = &frag.header;
-        match self.call_piece(frag, 0, h.total) {
+        match self.call_piece(frag, 0, h.total, false) {
             Ok(()) => Ok(()),
             Err(source) => self
                 .handler_failed(h.src, h.handler, source, false)
@@ -325,9 +352,16 @@ impl Core {
     }
 
     /// Call the plain-function handler of `frag` on it (a piece at `offset`
-    /// of a message of `total` bytes), then release it.
+    /// of a message of `total` bytes, its aborted end if `aborted`), then
+    /// release it.
     #[inline(always)]
-    fn call_piece(self: &Rc<Self>, frag: &RxFragment, offset: u64, total: u64) -> HandlerResult {
+    fn call_piece(
+        self: &Rc<Self>,
+        frag: &RxFragment,
+        offset: u64,
+        total: u64,
+        aborted: bool,
+    ) -> HandlerResult {
         let h = &frag.header;
         let piece = Piece {
             source: Rank(h.src),
@@ -335,6 +369,7 @@ impl Core {
             total,
             handler: h.handler,
             data: frag.bytes(),
+            aborted,
         };
         let result = self
             .registry
@@ -386,12 +421,9 @@ impl Core {
                 a
             }
             Err(e) => {
-                // A broken-off message may have ended: let its handler see
-                // the end, and run whatever waits behind it.
-                if let Err(e2) = self
-                    .resume_handler(src)
-                    .and_then(|()| self.run_current(src))
-                {
+                // A broken-off message may have ended, aborted: let its
+                // handler see the end, and run whatever waits behind it.
+                if let Err(e2) = self.finish_cut(src) {
                     self.defer(e2);
                 }
                 return Err(e.into());
@@ -437,7 +469,7 @@ impl Core {
         frag: &RxFragment,
         info: PieceInfo,
     ) -> Result<bool, ExtractError> {
-        let result = self.call_piece(frag, info.offset, info.total);
+        let result = self.call_piece(frag, info.offset, info.total, info.aborted);
         let more = info.tracked
             && self.streams.borrow_mut()[src as usize].piece_done(
                 frag.header.len,
@@ -448,6 +480,51 @@ impl Core {
         match result {
             Ok(()) => Ok(more),
             Err(source) => self.handler_failed(src, info.handler, source, more),
+        }
+    }
+
+    /// `src` will send nothing more (it failed): the message it was
+    /// sending ends as aborted, and its handler is told.
+    fn abort_stream(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
+        match self.streams.borrow_mut().get_mut(src as usize) {
+            Some(s) => s.cut_open(),
+            None => return Ok(()),
+        }
+        self.finish_cut(src)
+    }
+
+    /// After `src`'s open message was cut off: tell its handler (an empty
+    /// aborted piece, or a resume whose read reports the abort), then run
+    /// whatever is current.
+    fn finish_cut(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
+        let need = self.streams.borrow()[src as usize].cut_need();
+        match need {
+            Cut::Piece(info) => {
+                let piece = Piece {
+                    source: Rank(src),
+                    offset: info.offset,
+                    total: info.total,
+                    handler: info.handler,
+                    data: &[],
+                    aborted: true,
+                };
+                let result =
+                    self.registry
+                        .borrow_mut()
+                        .call_fn(info.handler, Ctx::from_core(self), &piece);
+                let more =
+                    self.streams.borrow_mut()[src as usize]
+                        .piece_done(0, true, false, &mut |f| self.release(f));
+                if let Err(source) = result {
+                    self.handler_failed(src, info.handler, source, more)?;
+                }
+                if more {
+                    self.run_current(src)?;
+                }
+                Ok(())
+            }
+            Cut::Resume => self.resume_handler(src),
+            Cut::Nothing => self.run_current(src),
         }
     }
 
@@ -566,14 +643,104 @@ impl Core {
         self.net.borrow_mut().send_or_park(stream, &[payload]);
     }
 
-    /// Check peers' liveness and the abort flag.
-    pub(crate) fn check_health(&self) -> Result<(), ExtractError> {
+    /// Read what the watchdog found (the alarm was raised): record every
+    /// peer that failed, left or closed since, and defer the reports (one
+    /// error per failure, for `extract`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn absorb_alarm(self: &Rc<Self>) {
+        self.watchdog.alarm().clear();
+        if let Some(a) = &self.abort {
+            if !self.abort_reported.get() && a.load(std::sync::atomic::Ordering::Relaxed) {
+                self.abort_reported.set(true);
+                self.defer(ExtractError::Aborted);
+            }
+        }
+        let local: Vec<(Rank, Failure)> = self
+            .net
+            .borrow()
+            .shm
+            .peer_lives()
+            .filter_map(|(rank, life, pid)| match life {
+                Life::Closed => Some((rank, Failure::Closed)),
+                Life::Left => Some((rank, Failure::Left)),
+                Life::Dead => Some((rank, Failure::Died { pid })),
+                Life::Alive | Life::Unarmed => None,
+            })
+            .collect();
+        for (rank, how) in local {
+            self.peer_failed(rank, how);
+        }
+        // Network transports report their failures (one per call).
+        for _ in 0..=self.size {
+            let r = self.net.borrow_mut().check_wide();
+            match r {
+                Ok(()) => break,
+                Err(e) => self.note_error(e),
+            }
+        }
+    }
+
+    /// An error from a transport check: a peer's failure is recorded (and
+    /// reported once), anything else reported as it is.
+    fn note_error(self: &Rc<Self>, e: ExtractError) {
+        match Failure::of_error(&e) {
+            Some((rank, how)) => self.peer_failed(rank, how),
+            None => self.defer(e),
+        }
+    }
+
+    /// `rank` failed, left or closed: record it for good; on a failure,
+    /// drop what is parked for it, end its cut-off message as aborted and
+    /// report it once.
+    pub(crate) fn peer_failed(self: &Rc<Self>, rank: Rank, how: Failure) {
+        if rank == self.rank || !self.health.record(rank, how.clone()) {
+            return;
+        }
+        {
+            let mut net = self.net.borrow_mut();
+            net.shm.mark_gone(rank);
+            net.drop_pending_to(rank);
+        }
+        if let Some(e) = how.error(rank) {
+            self.defer(e);
+            if let Err(e) = self.abort_stream(rank.0) {
+                self.defer(e);
+            }
+        }
+    }
+
+    /// The failure a blocking wait in `scope` must stop with, after the
+    /// abort flag and whatever the watchdog found. Cheap when nothing
+    /// happened: called at every idle round of a wait.
+    pub(crate) fn check_failures(self: &Rc<Self>, scope: Scope) -> Result<(), ExtractError> {
         if let Some(a) = &self.abort {
             if a.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(ExtractError::Aborted);
             }
         }
-        self.net.borrow_mut().for_each(|t| t.check_peers())
+        if self.watchdog.alarm().raised() {
+            self.absorb_alarm();
+        }
+        match self.health.stop_for(scope) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The transports' own periodic checks (corrupt queues and rings, the
+    /// network's credit backstop and link states), for an idle waiter.
+    /// Peer failures found are recorded; other errors returned.
+    pub(crate) fn check_transports(self: &Rc<Self>) -> Result<(), ExtractError> {
+        for _ in 0..=self.size {
+            let r = self.net.borrow_mut().for_each(|t| t.check_peers());
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) if e.failed_peer().is_some() => self.note_error(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// One-sided put of `data` at `offset` of window `win` on `dest`.
@@ -586,6 +753,9 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate(win, offset, data.len())?;
+        if self.health.is_gone(dest) {
+            return Err(PutError::PeerGone { rank: dest });
+        }
         self.net.borrow_mut().put(dest, at, data)
     }
 
@@ -599,6 +769,9 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate_word(win, offset)?;
+        if self.health.is_gone(dest) {
+            return Err(PutError::PeerGone { rank: dest });
+        }
         self.net.borrow_mut().put_u64(dest, at, value)
     }
 

@@ -78,13 +78,18 @@ impl Message {
     /// waiting. Returns how many were copied.
     ///
     /// # Errors
-    /// [`ReceiveError::Stale`] if used after the handler returned.
+    /// [`ReceiveError::Stale`] if used after the handler returned;
+    /// [`ReceiveError::Aborted`] once every byte that arrived before an
+    /// abort has been received.
     pub fn try_receive(&mut self, buf: &mut [u8]) -> Result<usize, ReceiveError> {
         let core = &self.core;
         let r = core.streams.borrow_mut()[self.src.index()]
             .read(self.seq, buf, &mut |f| core.release(f))
             .ok_or(ReceiveError::Stale)?;
         self.read += r.n as u64;
+        if r.aborted && r.n == 0 {
+            return Err(self.aborted());
+        }
         Ok(r.n)
     }
 
@@ -99,6 +104,11 @@ impl Message {
     /// arrive; stops early only at the end of the message. Resolves to the
     /// number of bytes copied.
     ///
+    /// A message that ends short — its sender aborted it, or failed while
+    /// sending it — resolves to [`ReceiveError::Aborted`] once the bytes
+    /// that did arrive have been received (those may have been copied into
+    /// `buf` by this call); it is never padded.
+    ///
     /// ```no_run
     /// # async fn h(mut msg: fastmsg::Message) -> fastmsg::HandlerResult {
     /// let mut header = [0u8; 8];
@@ -107,7 +117,8 @@ impl Message {
     /// ```
     ///
     /// # Errors
-    /// [`ReceiveError::Stale`] if used after the handler returned.
+    /// [`ReceiveError::Stale`] if used after the handler returned;
+    /// [`ReceiveError::Aborted`] as above.
     pub fn receive<'a>(&'a mut self, buf: &'a mut [u8]) -> Receive<'a> {
         Receive {
             msg: self,
@@ -119,7 +130,7 @@ impl Message {
     /// Receive the rest of the message into a new vector.
     ///
     /// # Errors
-    /// [`ReceiveError::Stale`] if used after the handler returned.
+    /// As [`receive`](Self::receive).
     pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
         let mut v = vec![0u8; self.remaining()];
         let n = self.receive(&mut v).await?;
@@ -129,6 +140,14 @@ impl Message {
 
     fn finished(&self) -> bool {
         self.read == self.total
+    }
+
+    fn aborted(&self) -> ReceiveError {
+        ReceiveError::Aborted {
+            src: self.src,
+            declared: self.total,
+            received: self.read,
+        }
     }
 }
 
@@ -157,6 +176,9 @@ impl Future for Receive<'_> {
         };
         msg.read += r.n as u64;
         this.filled += r.n;
+        if r.aborted {
+            return Poll::Ready(Err(msg.aborted()));
+        }
         if this.filled == this.buf.len() || r.finished || msg.finished() {
             Poll::Ready(Ok(this.filled))
         } else {
@@ -174,6 +196,13 @@ impl Future for Receive<'_> {
 /// when the handler returns. A message that fits one frame comes as one
 /// piece; a longer one as several, in order, with increasing
 /// [`offset`](Piece::offset).
+///
+/// A message that ends short — its sender aborted it, or failed while
+/// sending it — ends with a last piece flagged [`is_aborted`]
+/// (possibly empty): the bytes before are what was sent, nothing is
+/// padded. [`check`](Piece::check) turns the flag into an error.
+///
+/// [`is_aborted`]: Piece::is_aborted
 #[derive(Debug, Clone, Copy)]
 pub struct Piece<'a> {
     pub(crate) source: Rank,
@@ -181,6 +210,7 @@ pub struct Piece<'a> {
     pub(crate) total: u64,
     pub(crate) handler: u32,
     pub(crate) data: &'a [u8],
+    pub(crate) aborted: bool,
 }
 
 impl<'a> Piece<'a> {
@@ -214,10 +244,36 @@ impl<'a> Piece<'a> {
         self.offset == 0
     }
 
-    /// Whether this is the message's last piece.
+    /// Whether this is the message's last piece (also when it ends
+    /// aborted).
     #[inline]
     pub fn is_last(&self) -> bool {
-        self.offset + self.data.len() as u64 == self.total
+        self.aborted || self.offset + self.data.len() as u64 == self.total
+    }
+
+    /// Whether the message ends here, aborted: fewer bytes arrived than
+    /// [`message_len`](Self::message_len) declared (the sender aborted the
+    /// message or failed while sending it).
+    #[inline]
+    pub fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
+    /// `Ok` unless the message ends here aborted.
+    ///
+    /// # Errors
+    /// [`ReceiveError::Aborted`] on an aborted message's last piece.
+    #[inline]
+    pub fn check(&self) -> Result<(), ReceiveError> {
+        if self.aborted {
+            Err(ReceiveError::Aborted {
+                src: self.source,
+                declared: self.total,
+                received: self.offset + self.data.len() as u64,
+            })
+        } else {
+            Ok(())
+        }
     }
 
     /// The handler this message names.

@@ -17,13 +17,53 @@
 //! `wait_until`, and sends that wait for credit. A sender out of credit
 //! extracts until credit returns, so head-to-head floods and sends from
 //! handlers never deadlock. Delivery is reliable and in order per pair.
+//!
+//! # When a peer fails
+//!
+//! A peer has *failed* once it died (killed, crashed, or ended without
+//! releasing its endpoint — `exit` without `close`, an `exec`), left
+//! without `close` (dropped its endpoint), or lost its network connection;
+//! it has *closed* once the close barrier released it. Both are for good.
+//! Each endpoint has a watchdog thread that looks every 100 ms — at the
+//! local peers' lifelines in the shared segment (a robust mutex each rank
+//! holds for its endpoint's life: the kernel marks it owner-dead when the
+//! holder goes, in any PID namespace; see
+//! [`crate::transport::shm::liveness`]) and at the network links — and
+//! raises a word that the empty `extract` reads beside its queues (the
+//! watchdog only looks; it makes no progress). Then:
+//!
+//! - [`extract`](Endpoint::extract) reports each failure **once**
+//!   ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a network
+//!   error), within about 100 ms of it plus the next call — also in a
+//!   program that only polls — and goes on serving the live peers after
+//!   that;
+//! - every blocking call that would wait — [`wait_until`](Endpoint::wait_until)
+//!   (hence every collective), [`close`](Endpoint::close), start-up —
+//!   fails with the first failure's error **every time** once a peer has
+//!   failed, since what it waits for may depend on that peer: nothing
+//!   spins for ever;
+//! - a send, `begin_message` or put to a failed or closed peer fails at
+//!   once with `PeerGone`, every time; sends parked for it are dropped
+//!   (their memory freed); a send waiting for credit from a peer fails
+//!   when that peer fails, and other sends go on;
+//! - a message the failed peer was still sending is delivered as
+//!   *aborted* (`ReceiveError::Aborted` from [`Message::receive`], a last
+//!   piece flagged [`Piece::is_aborted`]), never padded; its complete
+//!   messages are delivered;
+//! - [`failed_peers`](Endpoint::failed_peers) lists the failed ranks;
+//! - a closed peer is no failure: only sends to it fail.
+//!
+//! A peer that is alive but never calls `close` keeps the others in
+//! `close`; they say whom they wait for (see [`Endpoint::close`]).
 
 mod builder;
 mod config;
 pub(crate) mod control;
 pub(crate) mod core;
+mod health;
 mod message;
 mod net;
+mod straggle;
 mod stream;
 mod wait;
 mod writer;
@@ -130,6 +170,13 @@ impl Endpoint {
         self.core.read_window(win, offset, buf)
     }
 
+    /// The ranks known to have failed (died, left without `close`, lost
+    /// their connection), in rank order. See [`extract`](Self::extract)
+    /// for how failures are reported.
+    pub fn failed_peers(&self) -> Vec<Rank> {
+        self.core.health.failed()
+    }
+
     /// The name `id` was registered under.
     pub fn handler_name(&self, id: HandlerId) -> String {
         self.core.registry.borrow().name(id.0).to_owned()
@@ -149,7 +196,7 @@ impl Endpoint {
         handler: HandlerId,
     ) -> Result<MessageWriter<'_>, SendError> {
         self.core.check_send(dest, handler)?;
-        let mut waiter = Waiter::new();
+        let mut waiter = Waiter::for_peer(dest);
         while self.core.net.borrow().has_pending_to(dest) {
             self.core.net.borrow_mut().drain_pending();
             if self.core.net.borrow().has_pending_to(dest) {
@@ -197,8 +244,11 @@ impl Endpoint {
     /// Never waits.
     ///
     /// # Errors
-    /// A handler's error, a peer's protocol violation or death. The
-    /// endpoint stays usable: call again to continue.
+    /// A handler's error, a peer's protocol violation, or a peer's failure
+    /// — [`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a
+    /// network error — each failure reported once, within about 100 ms
+    /// of it (see the failure semantics in the [module docs](self)). The
+    /// endpoint stays usable: call again to continue with the live peers.
     #[inline]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
         if let Some(e) = self.core.take_deferred() {
@@ -211,6 +261,9 @@ impl Endpoint {
     ///
     /// # Errors
     /// As [`extract`](Self::extract); the wait stops at the first error.
+    /// Once any peer has failed, every wait that finds `done()` false
+    /// fails with that peer's error (what it waits for may depend on the
+    /// failed rank): it never spins for ever.
     pub fn wait_until(&mut self, mut done: impl FnMut() -> bool) -> Result<(), ExtractError> {
         let mut waiter = Waiter::new();
         while !done() {
@@ -235,16 +288,32 @@ impl Endpoint {
     /// answer. (A program whose handlers keep sending to each other for
     /// ever never closes.) Costs at least two rounds to rank 0 and back.
     ///
+    /// A rank that never calls `close` keeps every other rank here: after
+    /// [`Config::close_warn`] (10 s by default, `FASTMSG_CLOSE_WARN`) and
+    /// again at each doubling of the wait, every waiting rank prints to
+    /// stderr which ranks have not called `close` (rank 0 knows, and tells
+    /// the others). This is a diagnostic, not an error: a rank may
+    /// legitimately reach `close` much later (a long last computation), and
+    /// no fixed limit suits every program. A rank that *failed* instead is
+    /// an error at once.
+    ///
     /// # Errors
-    /// As [`extract`](Self::extract), including errors deferred earlier.
+    /// As [`extract`](Self::extract), including errors deferred earlier;
+    /// a failed peer (see [`wait_until`](Self::wait_until)).
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
+        core.check_failures(health::Scope::Any)?;
         let report = control::encode_report(0, core.close_counts());
         core.send_control(Rank(0), control::OP_CLOSE, &report);
         let mut waiter = Waiter::new();
+        let mut straggle = straggle::StraggleWatch::new(core.close_warn);
         while !core.control.borrow().released {
             core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
+            straggle.tick(core);
         }
+        // Released: leaving is orderly from now on, whatever happens next
+        // (peers still closing must not take our exit for a failure).
+        core.set_closed();
         // Network transports: wait until what peers sent before closing has
         // landed here (the release may have overtaken it on another path).
         core.net
@@ -281,9 +350,24 @@ impl Core {
                 registered,
             });
         }
-        // Liveness is checked where it matters, when waiting for credit:
-        // a message to a dead peer with credit left is simply never read.
+        // A failed or closed destination (one cached load while every
+        // peer lives).
+        if self.health.is_gone(dest) {
+            return Err(SendError::PeerGone { rank: dest });
+        }
         Ok(())
+    }
+
+    /// The close barrier released this rank: tell the transports, so that
+    /// our leaving is not taken for a failure.
+    pub(crate) fn set_closed(&self) {
+        let mut net = self.net.borrow_mut();
+        net.shm.set_closed();
+        for t in &mut net.wide {
+            if let crate::transport::AnyTransport::Tcp(t) = t {
+                t.set_closed();
+            }
+        }
     }
 
     /// One round of progress on behalf of a blocking call: extract (errors
@@ -312,18 +396,16 @@ impl Core {
         dest: Rank,
         waiter: &mut Waiter,
     ) -> Result<(), SendError> {
-        if self.net.borrow().is_gone(dest) {
+        if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
             return Err(SendError::PeerGone { rank: dest });
         }
         let mut ready = || self.net.borrow().has_credit(dest);
         match self.progress_round(waiter, &mut ready) {
             Ok(()) => Ok(()),
-            Err(ExtractError::PeerDied { rank, .. }) if rank == dest => {
-                Err(SendError::PeerGone { rank })
-            }
+            Err(e) if e.failed_peer() == Some(dest) => Err(SendError::PeerGone { rank: dest }),
             Err(ExtractError::Aborted) => Err(SendError::Aborted),
-            // Another peer died: reported once (its transport marks it
-            // gone), at the next `extract`; this send can go on.
+            // Another peer failed: reported by the next `extract`; this
+            // send can go on.
             Err(e) => {
                 self.defer(e);
                 Ok(())

@@ -29,6 +29,8 @@ pub(crate) struct OutStream {
     cur: Option<TxFrame>,
     first: bool,
     system: bool,
+    /// The last fragment ends the message aborted.
+    abort: bool,
     me: u32,
 }
 
@@ -42,6 +44,7 @@ impl OutStream {
             cur: None,
             first: true,
             system,
+            abort: false,
             me: me.0,
         }
     }
@@ -82,6 +85,19 @@ impl OutStream {
         true
     }
 
+    /// End the message here, aborted: commit what the current frame holds
+    /// as its last fragment, flagged `ABORT` (a frame is reserved if none
+    /// is; a reserved frame must be committed, since a transport may rely
+    /// on its position). Nothing is sent if nothing was reserved yet.
+    /// False if no credit for the last fragment yet.
+    pub(crate) fn finish_aborted(&mut self, net: &mut Net) -> bool {
+        if self.first && self.cur.is_none() {
+            return true;
+        }
+        self.abort = true;
+        self.finish(net)
+    }
+
     #[inline]
     fn commit(&mut self, net: &mut Net, last: bool) {
         let frame = self.cur.take().expect("commit with a reserved frame");
@@ -94,6 +110,9 @@ impl OutStream {
         }
         if self.system {
             flags |= FragFlags::SYSTEM.0;
+        }
+        if last && self.abort {
+            flags |= FragFlags::ABORT.0;
         }
         self.first = false;
         if last && !self.system {
@@ -275,6 +294,24 @@ impl Net {
     #[inline]
     pub(crate) fn has_pending_to(&self, dest: Rank) -> bool {
         !self.pending[dest.index()].is_empty()
+    }
+
+    /// Forget the sends parked for `dest` (it failed: they can never be
+    /// delivered, and their memory is freed).
+    pub(crate) fn drop_pending_to(&mut self, dest: Rank) {
+        let d = dest.index();
+        if self.pending.get(d).is_some_and(|p| !p.is_empty()) {
+            self.pending[d].clear();
+            self.pending_dests.retain(|&x| x as usize != d);
+        }
+    }
+
+    /// The network transports' checks (failures of network peers).
+    pub(crate) fn check_wide(&mut self) -> Result<(), crate::error::ExtractError> {
+        for t in &mut self.wide {
+            t.check_peers()?;
+        }
+        Ok(())
     }
 
     /// Send a whole message from a handler: straight out if possible, else

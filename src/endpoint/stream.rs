@@ -36,6 +36,9 @@ pub(crate) struct MsgState {
     /// Fragments of this message still in `frags`.
     frags: usize,
     complete: bool,
+    /// It ended without all its bytes: the sender aborted it (or died,
+    /// or broke the protocol). Set together with `complete`.
+    aborted: bool,
     /// Pool slot of its suspended handler.
     pub(crate) suspended: Option<u32>,
     /// Whether its handler is a plain function (pieces, not a future).
@@ -51,6 +54,22 @@ pub(crate) struct PieceInfo {
     pub(crate) last: bool,
     /// Whether the message has a `MsgState` (false on the fast path).
     pub(crate) tracked: bool,
+    /// The message was aborted and this is its last piece.
+    pub(crate) aborted: bool,
+}
+
+/// What the current message of a stream needs after it was cut off (see
+/// [`SourceStream::cut_open`]).
+#[derive(Debug)]
+pub(crate) enum Cut {
+    /// Nothing beyond running what is current.
+    Nothing,
+    /// A plain-function message with no fragment left to hand out: its
+    /// handler gets an empty last piece flagged aborted.
+    Piece(PieceInfo),
+    /// Resume its suspended async handler (its next read reports the
+    /// abort).
+    Resume,
 }
 
 /// What is current on a stream.
@@ -111,6 +130,9 @@ pub(crate) struct Read {
     pub(crate) n: usize,
     /// Whether the message has been read to its end.
     pub(crate) finished: bool,
+    /// Whether that end is an abort (fewer bytes than declared, or the
+    /// sender aborted).
+    pub(crate) aborted: bool,
 }
 
 impl SourceStream {
@@ -148,6 +170,7 @@ impl SourceStream {
             read: 0,
             frags: 1,
             complete: true,
+            aborted: false,
             suspended: None,
             piecewise: false,
         });
@@ -186,6 +209,7 @@ impl SourceStream {
                 total: h.total,
                 last: true,
                 tracked: false,
+                aborted: false,
             };
             return Ok(Accepted::Piece(frag, info));
         }
@@ -204,6 +228,9 @@ impl SourceStream {
             flags.contains(FragFlags::FIRST),
             flags.contains(FragFlags::LAST),
         );
+        // An abort ends a message short: the sender gave up on it (or
+        // overflowed it); only meaningful on a last fragment.
+        let abort = last && flags.contains(FragFlags::ABORT);
         let len = u64::from(h.len);
         let handlers = piecewise.len() as u32;
         if self.discarding {
@@ -248,7 +275,7 @@ impl SourceStream {
                     registered: handlers,
                 });
             }
-            if last && len != h.total {
+            if last && (len > h.total || (len != h.total && !abort)) {
                 release(&frag);
                 return Err(ProtocolError::LengthMismatch {
                     src: self.src,
@@ -268,6 +295,7 @@ impl SourceStream {
                 read: 0,
                 frags: 0,
                 complete: last,
+                aborted: abort,
                 suspended: None,
                 piecewise: is_fn,
             });
@@ -279,6 +307,7 @@ impl SourceStream {
                     total: h.total,
                     last,
                     tracked: true,
+                    aborted: abort,
                 };
                 return Ok(Accepted::Piece(frag, info));
             }
@@ -327,11 +356,14 @@ impl SourceStream {
                     .msgs
                     .back_mut()
                     .expect("an open user message is in msgs");
-                if m.arrived + len > m.total || (last && m.arrived + len != m.total) {
+                if m.arrived + len > m.total || (last && !abort && m.arrived + len != m.total) {
                     let got = m.arrived + len;
                     let total = m.total;
                     release(&frag);
+                    // The message cannot be trusted any more: it ends as
+                    // aborted (the engine tells its handler).
                     m.complete = true;
+                    m.aborted = true;
                     self.open = Open::No;
                     self.discarding = !last;
                     return Err(ProtocolError::LengthMismatch {
@@ -343,6 +375,7 @@ impl SourceStream {
                 m.arrived += len;
                 if last {
                     m.complete = true;
+                    m.aborted = abort;
                     self.open = Open::No;
                 }
                 if only && m.piecewise {
@@ -352,6 +385,7 @@ impl SourceStream {
                         total: m.total,
                         last,
                         tracked: true,
+                        aborted: abort,
                     };
                     return Ok(Accepted::Piece(frag, info));
                 }
@@ -382,23 +416,57 @@ impl SourceStream {
         Ok(Accepted::Control(op, buf))
     }
 
-    /// A sender broke off a message: treat it as complete so an async
-    /// handler sees the end instead of waiting for ever (the engine resumes
-    /// it); a plain-function handler's message ends with the pieces it got.
-    fn truncate_open(&mut self, release: &mut dyn FnMut(&RxFragment)) {
-        if let Open::User = self.open {
-            let only = self.msgs.len() == 1;
+    /// A sender broke off a message (a new first fragment while it was
+    /// open): it ends as aborted; the engine then tells its handler
+    /// ([`cut_need`](Self::cut_need)).
+    fn truncate_open(&mut self, _release: &mut dyn FnMut(&RxFragment)) {
+        self.cut_open();
+    }
+
+    /// The message open on this stream will get no more fragments (its
+    /// sender died, or broke it off): it ends as aborted. A message whose
+    /// handler already returned is simply forgotten, as is a half-received
+    /// control message.
+    pub(crate) fn cut_open(&mut self) {
+        if self.discarding {
+            self.discarding = false;
+        } else if let Open::User = self.open {
             if let Some(m) = self.msgs.back_mut() {
                 m.complete = true;
-                m.total = m.arrived;
-                if only && m.piecewise {
-                    self.open = Open::No;
-                    self.finish_current(release);
-                    return;
-                }
+                m.aborted = true;
             }
         }
         self.open = Open::No;
+    }
+
+    /// What the current message needs once it was cut off: an empty
+    /// aborted last piece for a plain-function handler that has had every
+    /// fragment, a resume for a suspended async handler, or nothing.
+    pub(crate) fn cut_need(&self) -> Cut {
+        let Some(m) = self.msgs.front() else {
+            return Cut::Nothing;
+        };
+        if !(m.aborted && m.complete) {
+            return Cut::Nothing;
+        }
+        if m.piecewise {
+            if m.frags == 0 {
+                return Cut::Piece(PieceInfo {
+                    handler: m.handler,
+                    offset: m.read,
+                    total: m.total,
+                    last: true,
+                    tracked: true,
+                    aborted: true,
+                });
+            }
+            return Cut::Nothing;
+        }
+        if m.suspended.is_some() {
+            Cut::Resume
+        } else {
+            Cut::Nothing
+        }
     }
 
     /// Copy bytes of the current message `seq` into `buf`, releasing
@@ -431,9 +499,11 @@ impl SourceStream {
                 break;
             }
         }
+        let drained = m.complete && m.frags == 0;
         Some(Read {
             n,
-            finished: m.read == m.total || (m.complete && m.frags == 0),
+            finished: m.read == m.total || drained,
+            aborted: m.aborted && drained,
         })
     }
 
@@ -475,6 +545,7 @@ impl SourceStream {
             total: m.total,
             last,
             tracked: true,
+            aborted: last && m.aborted,
         };
         Some((frag, info))
     }
@@ -563,7 +634,8 @@ mod tests {
             r,
             Read {
                 n: 3,
-                finished: false
+                finished: false,
+                aborted: false
             }
         );
         assert!(matches!(
@@ -579,7 +651,8 @@ mod tests {
             r,
             Read {
                 n: 2,
-                finished: false
+                finished: false,
+                aborted: false
             }
         );
         assert_eq!(&buf, b"abcde");
@@ -589,7 +662,8 @@ mod tests {
             r,
             Read {
                 n: 2,
-                finished: true
+                finished: true,
+                aborted: false
             }
         );
         assert!(!s.finish_current(&mut rel));
@@ -654,9 +728,10 @@ mod tests {
             s.read(seq, &mut buf, &mut rel).unwrap(),
             Read {
                 n: 1,
-                finished: true
+                finished: true,
+                aborted: true
             },
-            "a broken-off message ends instead of waiting for ever"
+            "a broken-off message ends, aborted, instead of waiting for ever"
         );
         assert!(!s.finish_current(&mut rel));
         assert!(matches!(

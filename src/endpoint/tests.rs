@@ -155,6 +155,9 @@ fn unknown_flags_and_broken_sequences_are_typed_errors() {
 
 #[test]
 fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
+    // Ranks 1 and 2 stay (without polling) until rank 0 is done: leaving
+    // without `close` would be a failure of its own.
+    let done = std::sync::atomic::AtomicBool::new(false);
     threads::run(
         3,
         |_| {},
@@ -166,9 +169,20 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
                 Ok(())
             });
             let mut ep = b.start()?;
+            let linger = || {
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
             match ep.rank().0 {
-                1 => shm(&ep, |t| t.corrupt_next_stamp(Rank(0), u64::MAX / 2)),
-                2 => ep.send(Rank(0), h, &[])?,
+                1 => {
+                    shm(&ep, |t| t.corrupt_next_stamp(Rank(0), u64::MAX / 2));
+                    linger();
+                }
+                2 => {
+                    ep.send(Rank(0), h, &[])?;
+                    linger();
+                }
                 _ => {
                     // The empty poll looks at one stamp value only; a stamp
                     // from neither this lap nor the last is found by the
@@ -186,6 +200,7 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
                     let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
                     ep.wait_until(|| std::time::Instant::now() > until)?;
                     assert_eq!(corrupt, 1, "a broken queue is reported once");
+                    done.store(true, std::sync::atomic::Ordering::Release);
                 }
             }
             Ok(())

@@ -9,13 +9,17 @@
 //! until a sender or a credit return rings it — every send then pays a
 //! fence to check for sleepers, which is why it is not the default.
 //!
-//! While idle for long, a waiter checks its peers' liveness (a dead peer is
-//! an error, not a hang) every [`HEALTH_EVERY`].
+//! Once past spinning, every idle round checks what the watchdog found
+//! about peers (see [`super::health`]: a failed peer stops the wait with
+//! its error — never a hang), and every [`HEALTH_EVERY`] the transports'
+//! own checks run.
 
 #![allow(unsafe_code)]
 
 use super::core::Core;
+use super::health::Scope;
 use crate::error::{ConfigError, ExtractError};
+use crate::id::Rank;
 use std::time::{Duration, Instant};
 
 /// How a rank waits when a blocking call finds nothing to do.
@@ -49,7 +53,7 @@ impl std::str::FromStr for WaitPolicy {
     }
 }
 
-/// How often an idle waiter checks peers' liveness.
+/// How often an idle waiter runs the transports' checks.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(100);
 
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
@@ -111,14 +115,26 @@ pub(crate) struct Waiter {
     idle_rounds: u32,
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
+    /// Whose failure stops this wait.
+    scope: Scope,
 }
 
 impl Waiter {
+    /// A wait that any peer's failure stops.
     pub(crate) fn new() -> Self {
         Waiter {
             idle_rounds: 0,
             idle_since: None,
             last_health: None,
+            scope: Scope::Any,
+        }
+    }
+
+    /// A wait for `dest` (its credit): only its failure stops it.
+    pub(crate) fn for_peer(dest: Rank) -> Self {
+        Waiter {
+            scope: Scope::Peer(dest),
+            ..Waiter::new()
         }
     }
 
@@ -132,14 +148,14 @@ impl Waiter {
     /// Nothing happened in the last round: wait a little, per policy.
     ///
     /// # Errors
-    /// A dead peer or an abort, found by the periodic health check.
+    /// A failed peer (in this wait's scope) or an abort.
     /// `ready` re-checks the condition being waited for (besides arrivals
     /// and parked sends that could go) after a sleeper has announced
     /// itself, so no wake-up is lost (the doorbell's Dekker handshake needs
     /// the sleeper to look at everything a waker may have changed).
     pub(crate) fn idle(
         &mut self,
-        core: &Core,
+        core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
         let cfg = core.wait;
@@ -150,11 +166,13 @@ impl Waiter {
                 return Ok(());
             }
         }
+        core.check_failures(self.scope)?;
         let now = Instant::now();
         let since = *self.idle_since.get_or_insert(now);
         if self.last_health.is_none_or(|t| now - t >= HEALTH_EVERY) {
             if self.last_health.is_some() {
-                core.check_health()?;
+                core.check_transports()?;
+                core.check_failures(self.scope)?;
             }
             self.last_health = Some(now);
         }

@@ -12,13 +12,21 @@ use std::rc::Rc;
 /// Created by [`Endpoint::begin_message`](super::Endpoint::begin_message).
 /// When out of credit, `send_piece` and `end` make progress (run handlers)
 /// until credit returns, so two ranks sending head-to-head never deadlock.
-/// Dropping a writer before [`end`](MessageWriter::end) completes the
-/// message with zero bytes, so the receiver stays in step.
+///
+/// A message that does not carry exactly the declared bytes is *aborted*:
+/// a piece that would pass the declared length, `end` before it is
+/// reached, or dropping the writer (an early `?`, a panic) end the message
+/// where it is, and its handler learns that it was aborted
+/// ([`ReceiveError::Aborted`](crate::error::ReceiveError::Aborted), or a
+/// piece flagged [`is_aborted`](super::Piece::is_aborted)) — it is never
+/// padded into a valid-looking message.
 #[derive(Debug)]
 pub struct MessageWriter<'a> {
     core: &'a Rc<Core>,
     s: OutStream,
     ended: bool,
+    /// Aborted by an earlier error: later calls fail.
+    aborted: bool,
 }
 
 impl<'a> MessageWriter<'a> {
@@ -27,6 +35,7 @@ impl<'a> MessageWriter<'a> {
             core,
             s,
             ended: false,
+            aborted: false,
         }
     }
 
@@ -39,13 +48,18 @@ impl<'a> MessageWriter<'a> {
     /// is sent at once.
     ///
     /// # Errors
-    /// [`SendError::Overflow`] if the piece passes the declared length
-    /// (nothing of it is sent); [`SendError::PeerGone`] if the destination
-    /// died while we waited for credit.
+    /// [`SendError::Overflow`] if the piece passes the declared length:
+    /// nothing of it is sent and the message is aborted;
+    /// [`SendError::PeerGone`] if the destination failed (also while we
+    /// waited for credit); [`SendError::MessageAborted`] after an earlier
+    /// error aborted the message.
     pub fn send_piece(&mut self, data: &[u8]) -> Result<(), SendError> {
+        if self.aborted || self.ended {
+            return Err(SendError::MessageAborted { dest: self.s.dest });
+        }
         let attempted = self.s.written + data.len() as u64;
         if attempted > self.s.total {
-            return Err(SendError::Overflow {
+            return self.abort(SendError::Overflow {
                 declared: self.s.total,
                 attempted,
             });
@@ -55,7 +69,7 @@ impl<'a> MessageWriter<'a> {
 
     fn write_all(&mut self, data: &[u8]) -> Result<(), SendError> {
         let mut off = 0;
-        let mut waiter = Waiter::new();
+        let mut waiter = Waiter::for_peer(self.s.dest);
         loop {
             off += self.s.write(&mut self.core.net.borrow_mut(), &data[off..]);
             if off == data.len() {
@@ -68,26 +82,25 @@ impl<'a> MessageWriter<'a> {
     /// Finish the message.
     ///
     /// # Errors
-    /// [`SendError::Short`] if fewer bytes than declared were sent (the rest
-    /// is sent as zeros); [`SendError::PeerGone`].
+    /// [`SendError::Short`] if fewer bytes than declared were sent: the
+    /// message is aborted (its handler is told); [`SendError::PeerGone`];
+    /// [`SendError::MessageAborted`] after an earlier error aborted it.
     pub fn end(mut self) -> Result<(), SendError> {
         self.complete()
     }
 
     fn complete(&mut self) -> Result<(), SendError> {
-        self.ended = true;
-        let short = self.s.total - self.s.written;
-        if short > 0 {
-            let zeros = vec![0u8; short.min(1 << 16) as usize];
-            while self.s.written < self.s.total {
-                let n = (self.s.total - self.s.written).min(zeros.len() as u64) as usize;
-                if let Err(e) = self.write_all(&zeros[..n]) {
-                    self.core.net.borrow_mut().open = None;
-                    return Err(e);
-                }
-            }
+        if self.aborted || self.ended {
+            return Err(SendError::MessageAborted { dest: self.s.dest });
         }
-        let mut waiter = Waiter::new();
+        if self.s.written < self.s.total {
+            return self.abort(SendError::Short {
+                declared: self.s.total,
+                written: self.s.written,
+            });
+        }
+        self.ended = true;
+        let mut waiter = Waiter::for_peer(self.s.dest);
         while !self.s.finish(&mut self.core.net.borrow_mut()) {
             if let Err(e) = self.core.wait_for_credit(self.s.dest, &mut waiter) {
                 self.core.net.borrow_mut().open = None;
@@ -95,13 +108,22 @@ impl<'a> MessageWriter<'a> {
             }
         }
         self.core.net.borrow_mut().open = None;
-        if short > 0 {
-            return Err(SendError::Short {
-                declared: self.s.total,
-                written: self.s.total - short,
-            });
-        }
         Ok(())
+    }
+
+    /// End the message here, aborted, and return `why`.
+    fn abort(&mut self, why: SendError) -> Result<(), SendError> {
+        self.ended = true;
+        self.aborted = true;
+        let mut waiter = Waiter::for_peer(self.s.dest);
+        while !self.s.finish_aborted(&mut self.core.net.borrow_mut()) {
+            if let Err(e) = self.core.wait_for_credit(self.s.dest, &mut waiter) {
+                self.core.net.borrow_mut().open = None;
+                return Err(e);
+            }
+        }
+        self.core.net.borrow_mut().open = None;
+        Err(why)
     }
 }
 

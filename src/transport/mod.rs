@@ -270,10 +270,15 @@ pub trait Transport {
     /// total) if credit allows; false, with nothing sent, otherwise. The
     /// small-message fast path: no frame is reserved.
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool;
-    /// Check that the peers this transport reaches are alive.
+    /// The transport's own periodic checks, run by idle waits and when the
+    /// watchdog raises the alarm: corrupt queues or rings, and (network
+    /// transports) links that failed. The liveness of shared-memory peers
+    /// is not asked here but read from their lifelines
+    /// ([`shm::liveness`]).
     ///
     /// # Errors
-    /// [`ExtractError::PeerDied`] (or a network error) naming the peer.
+    /// A [`ProtocolError`], or a peer's failure ([`ExtractError::PeerLeft`],
+    /// a network error) naming the peer, each reported once.
     fn check_peers(&mut self) -> Result<(), ExtractError>;
     /// Whether `dest` is known to be gone.
     fn is_gone(&self, dest: Rank) -> bool;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod procs;
 pub mod storm;
 
 /// SplitMix64: a tiny deterministic generator.

@@ -6,7 +6,7 @@
 //! check every byte and the per-pair order.
 
 use super::{message, Checker, Mix};
-use fastmsg::{EndpointBuilder, Error, Rank};
+use fastmsg::{Endpoint, EndpointBuilder, Error, Rank};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -49,10 +49,24 @@ struct RxState {
 }
 
 pub fn storm_rank(
+    b: EndpointBuilder,
+    msgs: usize,
+    max_len: usize,
+    seed: u64,
+) -> Result<usize, Error> {
+    storm_rank_then(b, msgs, max_len, seed, |_| {}, |_, _| {})
+}
+
+/// As [`storm_rank`], calling `started` once the endpoint has started, and
+/// `failed` with the endpoint and the error if the storm fails after that
+/// (before returning the error).
+pub fn storm_rank_then(
     mut b: EndpointBuilder,
     msgs: usize,
     max_len: usize,
     seed: u64,
+    started: impl FnOnce(Rank),
+    failed: impl FnOnce(Endpoint, &Error),
 ) -> Result<usize, Error> {
     let (me, ranks) = (b.rank().0, b.size());
     let expect: usize = (0..ranks)
@@ -124,25 +138,33 @@ pub fn storm_rank(
         Ok(())
     });
     let mut ep = b.start()?;
-    let mut seqs = vec![0u64; ranks as usize];
-    for p in plan(ranks, me, msgs, max_len, seed) {
-        let seq = seqs[p.dst as usize];
-        seqs[p.dst as usize] += 1;
-        let data = message(me, p.dst, seq, p.len);
-        let h = if seq % 2 == 0 { h_async } else { h_fn };
-        let mut w = ep.begin_message(Rank(p.dst), p.len, h)?;
-        let mut g = Mix(p.split);
-        let mut off = 0;
-        while off < data.len() {
-            let n = (1 + g.below(data.len() as u64 / 3 + 64) as usize).min(data.len() - off);
-            w.send_piece(&data[off..off + n])?;
-            off += n;
+    started(ep.rank());
+    let traffic = |ep: &mut Endpoint| -> Result<(), Error> {
+        let mut seqs = vec![0u64; ranks as usize];
+        for p in plan(ranks, me, msgs, max_len, seed) {
+            let seq = seqs[p.dst as usize];
+            seqs[p.dst as usize] += 1;
+            let data = message(me, p.dst, seq, p.len);
+            let h = if seq % 2 == 0 { h_async } else { h_fn };
+            let mut w = ep.begin_message(Rank(p.dst), p.len, h)?;
+            let mut g = Mix(p.split);
+            let mut off = 0;
+            while off < data.len() {
+                let n = (1 + g.below(data.len() as u64 / 3 + 64) as usize).min(data.len() - off);
+                w.send_piece(&data[off..off + n])?;
+                off += n;
+            }
+            w.end()?;
         }
-        w.end()?;
-    }
-    ep.wait_until(|| st.borrow().received >= expect || st.borrow().error.is_some())?;
-    if let Some(e) = st.borrow().error.clone() {
-        panic!("rank {me}: {e}");
+        ep.wait_until(|| st.borrow().received >= expect || st.borrow().error.is_some())?;
+        if let Some(e) = st.borrow().error.clone() {
+            panic!("rank {me}: {e}");
+        }
+        Ok(())
+    };
+    if let Err(e) = traffic(&mut ep) {
+        failed(ep, &e);
+        return Err(e);
     }
     ep.close()?;
     let received = st.borrow().received;

@@ -18,6 +18,7 @@ pub(crate) mod reduce;
 
 use crate::error::CollError;
 use crate::group::Group;
+use crate::sig::Sig;
 use crate::wire::{Header, Kind};
 use fastmsg::{Ctx, HandlerId};
 use std::any::Any;
@@ -53,6 +54,8 @@ pub(crate) struct Io<'a> {
     pub(crate) group: &'a Group,
     pub(crate) seq: u32,
     pub(crate) kind: Kind,
+    /// The call's signature, sent in every header.
+    pub(crate) sig: Sig,
     /// Added to every step sent (a machine run as a phase of another).
     pub(crate) base: u16,
 }
@@ -66,6 +69,7 @@ impl<'a> Io<'a> {
             group: self.group,
             seq: self.seq,
             kind: self.kind,
+            sig: self.sig,
             base: self.base + base,
         }
     }
@@ -78,6 +82,7 @@ impl<'a> Io<'a> {
             seq: self.seq,
             step: step + self.base,
             kind: self.kind as u8,
+            sig: self.sig.0,
         }
         .emit();
         self.ctx

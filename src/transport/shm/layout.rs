@@ -3,6 +3,7 @@
 //! ```text
 //! [Header          4096 B]
 //! [SMT map         64 B × local]      pid + global rank per SMT id
+//! [Lifelines       64 B × local]      liveness word + robust mutex per SMT id
 //! [Doorbells       64 B × local]      sleep/wake, one line per SMT id
 //! [Credit lines    64 B × local²]     returned[receiver][sender]
 //! [Windows         window_bytes × local]  one-sided put targets, per SMT id
@@ -49,6 +50,9 @@ pub struct Layout {
     pub slots: u32,
     /// Offset of the SMT map.
     pub map_off: u64,
+    /// Offset of the lifelines (one line per SMT id, see
+    /// [`super::liveness`]).
+    pub life_off: u64,
     /// Offset of the doorbells.
     pub doorbell_off: u64,
     /// Offset of the credit lines.
@@ -114,7 +118,8 @@ impl Layout {
         let slots = slots as u32;
         let local = u64::from(params.local);
         let map_off = HEADER_BYTES;
-        let doorbell_off = map_off + LINE * local;
+        let life_off = map_off + LINE * local;
+        let doorbell_off = life_off + LINE * local;
         let credit_off = doorbell_off + LINE * local;
         let window_off = credit_off + LINE * local * local;
         let queue_off = window_off + params.window_bytes * local;
@@ -137,6 +142,7 @@ impl Layout {
             senders_per_queue,
             slots,
             map_off,
+            life_off,
             doorbell_off,
             credit_off,
             window_off,
@@ -154,6 +160,12 @@ impl Layout {
     pub fn queue(&self, smt: u32, q: u32) -> u64 {
         self.queue_off
             + self.queue_stride * (u64::from(smt) * u64::from(self.params.queues) + u64::from(q))
+    }
+
+    /// Offset of SMT id `smt`'s lifeline.
+    #[inline]
+    pub fn life(&self, smt: u32) -> u64 {
+        self.life_off + LINE * u64::from(smt)
     }
 
     /// Offset of the credit line `returned[receiver][sender]`.
@@ -217,7 +229,8 @@ mod tests {
     #[test]
     fn offsets_do_not_overlap() {
         let l = Layout::new(p(3, 2)).unwrap();
-        assert!(l.doorbell_off >= l.map_off + 3 * LINE);
+        assert!(l.life_off >= l.map_off + 3 * LINE);
+        assert!(l.doorbell_off >= l.life(2) + LINE);
         assert_eq!(l.window(2) + 128, l.queue_off);
         assert_eq!(l.slots, 16, "2 senders per queue x window 8");
         assert!(

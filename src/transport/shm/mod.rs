@@ -9,9 +9,11 @@
 #![allow(unsafe_code)]
 
 pub mod layout;
+pub mod liveness;
 pub mod segment;
 
 use self::layout::{Layout, Params};
+use self::liveness::{Life, LifeGuard, LifeLine};
 use self::segment::Segment;
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
@@ -151,10 +153,17 @@ pub struct ShmTransport {
     /// `u32::MAX` twice if it is not on this host.
     peer_of_rank: Vec<(u32, u32)>,
     rank_of_smt: Vec<u32>,
+    /// Per SMT id: the pid its rank recorded (as seen in *its* PID
+    /// namespace: for messages only, never for liveness).
     pid_of_smt: Vec<u32>,
+    /// Per SMT id: its lifeline (liveness, see [`liveness`]).
+    lives: Vec<&'static LifeLine>,
     gone: Vec<bool>,
     my_bell: &'static Doorbell,
     my_window: WindowArea,
+    /// Our own armed lifeline; released (unlocked) on drop, before the
+    /// mapping goes.
+    life: LifeGuard,
     // Dropped last: every `'static` reference above points into it.
     _seg: Box<Segment>,
 }
@@ -209,7 +218,23 @@ impl ShmTransport {
             Segment::open(&path, job.job, params, job.timeout, job.abort)?
         });
         let me_smt = seg.attach(job.rank.0)?;
+        // Arm our lifeline at once, from the thread that owns the endpoint:
+        // from here on our death is visible to every peer (see `liveness`).
+        // SAFETY: the line lies in the mapping, which `seg` (boxed, moved
+        // into the transport and dropped last) keeps; the reference is not
+        // tied to the `Segment` value, which `wait_all_attached` borrows
+        // mutably below.
+        let my_line: &'static LifeLine = unsafe { &*(seg.life_line(me_smt) as *const LifeLine) };
+        // SAFETY: our own SMT id's line, unarmed in a fresh segment and
+        // armed once, here; the guard is kept in the transport, before the
+        // mapping in field order.
+        let life = unsafe { my_line.arm() }.map_err(|e| SegmentError::Io {
+            path: seg.path().to_path_buf(),
+            op: e.call,
+            source: std::io::Error::from_raw_os_error(e.errno),
+        })?;
         let peers = seg.wait_all_attached(job.timeout, job.abort)?;
+        wait_all_armed(&seg, job.timeout, job.abort)?;
         let layout = *seg.layout();
         let mut smt_of_rank = vec![u32::MAX; job.world as usize];
         for (smt, &(rank, _)) in peers.iter().enumerate() {
@@ -227,8 +252,13 @@ impl ShmTransport {
         // SAFETY: `seg` is boxed, so its address is stable; the box is moved
         // into the transport, never moved out, and dropped after every field
         // that holds a reference derived from `seg_ref` (field order). The
-        // references are private and never handed out as `'static`.
+        // references are private and never handed out as `'static` (the
+        // lifelines go to the watchdog only through `life_probe`, whose
+        // contract keeps it shorter-lived than the transport).
         let seg_ref: &'static Segment = unsafe { &*(&*seg as *const Segment) };
+        let lives = (0..layout.params.local)
+            .map(|s| seg_ref.life_line(s))
+            .collect();
         let frames = |smt: u32, q: u32| ShmFrames {
             base: seg_ref
                 .base()
@@ -305,9 +335,11 @@ impl ShmTransport {
             smt_of_rank,
             rank_of_smt,
             pid_of_smt,
+            lives,
             gone: vec![false; local],
             my_bell,
             my_window,
+            life,
             _seg: seg,
         })
     }
@@ -478,6 +510,105 @@ impl ShmTransport {
         rq.watch = rq.q.watch(rq.head);
         self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
         self.decode(qi, pos, p)
+    }
+}
+
+/// Wait until every local rank has armed its lifeline (each does right
+/// after attaching), so that a rank that dies from now on is noticed.
+fn wait_all_armed(
+    seg: &Segment,
+    timeout: Duration,
+    abort: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<(), SegmentError> {
+    let start = std::time::Instant::now();
+    for smt in 0..seg.layout().params.local {
+        let line = seg.life_line(smt);
+        let mut spins = 0u32;
+        while line.state() == Life::Unarmed {
+            if abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed)) {
+                return Err(SegmentError::Aborted {
+                    path: seg.path().to_path_buf(),
+                });
+            }
+            if start.elapsed() > timeout {
+                return Err(SegmentError::Timeout {
+                    path: seg.path().to_path_buf(),
+                    what: "every local rank to arm its lifeline",
+                    waited: start.elapsed(),
+                });
+            }
+            spins += 1;
+            if spins < 100 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The watchdog's view of the local peers' lifelines (see
+/// [`ShmTransport::life_probe`]).
+pub(crate) struct LifeProbe {
+    lines: Vec<(&'static LifeLine, Life)>,
+}
+
+impl crate::watch::Probe for LifeProbe {
+    fn look(&mut self) -> bool {
+        let mut news = false;
+        for (line, seen) in &mut self.lines {
+            let now = line.probe();
+            if now != *seen {
+                *seen = now;
+                news |= now.is_gone();
+            }
+        }
+        news
+    }
+}
+
+impl ShmTransport {
+    /// A probe of every local peer's lifeline, for the endpoint's watchdog
+    /// thread.
+    ///
+    /// # Safety
+    /// The probe holds references into this transport's mapping: it must
+    /// be dropped (the watchdog stopped) before this transport is.
+    pub(crate) unsafe fn life_probe(&self) -> LifeProbe {
+        let lines = (0..self.lives.len() as u32)
+            .filter(|&s| s != self.me_smt)
+            .map(|s| (self.lives[s as usize], Life::Alive))
+            .collect();
+        LifeProbe { lines }
+    }
+
+    /// What every local peer's lifeline says now (the state words only,
+    /// as the watchdog left them): (rank, verdict, recorded pid).
+    pub(crate) fn peer_lives(&self) -> impl Iterator<Item = (Rank, Life, u32)> + '_ {
+        (0..self.lives.len())
+            .filter(move |&s| s as u32 != self.me_smt)
+            .map(move |s| {
+                (
+                    Rank(self.rank_of_smt[s]),
+                    self.lives[s].state(),
+                    self.pid_of_smt[s],
+                )
+            })
+    }
+
+    /// The close barrier released this rank: leaving is orderly from now.
+    pub(crate) fn set_closed(&mut self) {
+        self.life.set_closed();
+    }
+
+    /// `rank` is gone (the engine learnt it): puts to it fail.
+    pub(crate) fn mark_gone(&mut self, rank: Rank) {
+        if let Some(&s) = self.smt_of_rank.get(rank.index()) {
+            if s != u32::MAX {
+                self.gone[s as usize] = true;
+            }
+        }
     }
 }
 
@@ -671,22 +802,9 @@ impl Transport for ShmTransport {
                 }));
             }
         }
-        let me = std::process::id();
-        for smt in 0..self.pid_of_smt.len() {
-            let pid = self.pid_of_smt[smt];
-            if self.gone[smt] || pid == me {
-                continue;
-            }
-            // SAFETY: kill with signal 0 only checks existence.
-            let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-            if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-                self.gone[smt] = true;
-                return Err(ExtractError::PeerDied {
-                    rank: Rank(self.rank_of_smt[smt]),
-                    pid,
-                });
-            }
-        }
+        // Liveness is not asked here: the endpoint's watchdog probes the
+        // lifelines (`life_probe`) and the engine reads their verdicts
+        // (`peer_lives`).
         Ok(())
     }
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// "FASTMSG\x01" little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FASTMSG\x01");
 /// Bumped whenever the byte layout changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// The segment header. Every field is atomic so processes may read it
 /// concurrently without data races; all but `magic` and `attached` are
@@ -481,6 +481,15 @@ impl Segment {
         let off = self.layout.map_off + 64 * u64::from(smt);
         // SAFETY: in bounds (validated layout), 64-byte aligned; all atomics.
         unsafe { &*(self.map.as_ptr().add(off as usize) as *const SmtEntry) }
+    }
+
+    /// The lifeline of SMT id `smt` (see [`super::liveness`]).
+    pub fn life_line(&self, smt: u32) -> &super::liveness::LifeLine {
+        assert!(smt < self.layout.params.local);
+        let off = self.layout.life(smt);
+        // SAFETY: in bounds (validated layout), 64-byte aligned; a LifeLine
+        // is an atomic word and a process-shared mutex, valid as zeros.
+        unsafe { &*(self.map.as_ptr().add(off as usize) as *const super::liveness::LifeLine) }
     }
 
     /// The doorbell of SMT id `smt`.

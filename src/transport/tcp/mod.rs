@@ -27,7 +27,7 @@ pub mod mesh;
 pub(crate) mod nic;
 pub(crate) mod wire;
 
-use self::nic::{NicTargets, Shared, FAILED, UP};
+use self::nic::{NicTargets, Shared, FAILED, LEFT, UP};
 use self::wire::{RecordHeader, HEADER_BYTES};
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
@@ -108,6 +108,8 @@ pub struct TcpTransport {
     shared: Arc<Shared>,
     wake: OwnedFd,
     nic: Option<JoinHandle<()>>,
+    /// The close barrier released this rank: the goodbye says so.
+    closed: bool,
 }
 
 /// Where remote one-sided writes land and whom to wake: this rank's window
@@ -185,6 +187,7 @@ impl TcpTransport {
             shared: Arc::clone(&shared),
             wake,
             nic: None,
+            closed: false,
         };
         t.watch = (0..t.peers.len()).map(|k| t.watch_of(k)).collect();
         let sh = Arc::clone(&shared);
@@ -479,6 +482,10 @@ impl Transport for TcpTransport {
                         return Err(ExtractError::Network(e));
                     }
                 }
+                LEFT => {
+                    p.gone = true;
+                    return Err(ExtractError::PeerLeft { rank: p.rank });
+                }
                 _ => p.gone = true,
             }
         }
@@ -488,7 +495,11 @@ impl Transport for TcpTransport {
 
     fn is_gone(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| {
-            self.peers[k].gone || self.shared.links[k].state.load(Ordering::Acquire) == FAILED
+            self.peers[k].gone
+                || matches!(
+                    self.shared.links[k].state.load(Ordering::Acquire),
+                    FAILED | LEFT
+                )
         })
     }
 
@@ -586,12 +597,46 @@ impl TcpTransport {
     }
 }
 
+impl TcpTransport {
+    /// The close barrier released this rank: its goodbye will say so.
+    pub(crate) fn set_closed(&mut self) {
+        self.closed = true;
+    }
+
+    /// A probe of the links' states for the endpoint's watchdog: reports
+    /// when a link has left `UP` since it last looked.
+    pub(crate) fn link_probe(&self) -> LinkProbe {
+        LinkProbe {
+            shared: Arc::clone(&self.shared),
+            seen: 0,
+        }
+    }
+}
+
+/// The watchdog's view of the NIC's link states (see
+/// [`TcpTransport::link_probe`]).
+pub(crate) struct LinkProbe {
+    shared: Arc<Shared>,
+    seen: u64,
+}
+
+impl crate::watch::Probe for LinkProbe {
+    fn look(&mut self) -> bool {
+        // SYNC POINT link-state (acquire side): the count is bumped after
+        // the state is stored.
+        let now = self.shared.alerts.load(Ordering::Acquire);
+        let news = now != self.seen;
+        self.seen = now;
+        news
+    }
+}
+
 impl Drop for TcpTransport {
     fn drop(&mut self) {
         let bye = RecordHeader {
             kind: wire::BYE,
             len: 0,
-            offset: 0,
+            offset: if self.closed { wire::BYE_CLOSED } else { 0 },
         }
         .encode();
         for k in 0..self.peers.len() {

@@ -28,10 +28,13 @@ use std::sync::{Arc, Mutex};
 
 /// Link states.
 pub(crate) const UP: u32 = 0;
-/// The peer said goodbye.
+/// The peer said goodbye after the close barrier released it.
 pub(crate) const BYE: u32 = 1;
 /// The peer failed; see [`Link::error`].
 pub(crate) const FAILED: u32 = 2;
+/// The peer said goodbye without having closed (its endpoint was dropped
+/// without `close`).
+pub(crate) const LEFT: u32 = 3;
 
 /// The state of one peer's connection, written by the NIC thread.
 #[derive(Debug)]
@@ -177,8 +180,8 @@ const DIRECT: usize = 4096;
 const BUF: usize = 64 << 10;
 
 enum Stop {
-    /// Clean goodbye.
-    Bye,
+    /// Goodbye: after the close barrier (true) or without close (false).
+    Bye(bool),
     Fail(NetError),
 }
 
@@ -353,7 +356,7 @@ impl Conn {
                     then: After::Word { at: h.offset },
                 })
             }
-            wire::BYE if len == 0 => Err(Stop::Bye),
+            wire::BYE if len == 0 => Err(Stop::Bye(h.offset == wire::BYE_CLOSED)),
             wire::FLUSH if len == 0 => {
                 // SYNC POINT link-flush (release side): every record before
                 // this one has been applied (records apply in order).
@@ -446,9 +449,10 @@ pub(crate) fn run(sh: Arc<Shared>, fds: Vec<RawFd>, wake_fd: RawFd) {
             p.revents = 0;
             match c.drain(&sh) {
                 Ok(()) => {}
-                Err(Stop::Bye) => {
+                Err(Stop::Bye(closed)) => {
+                    let state = if closed { BYE } else { LEFT };
                     // SYNC POINT link-state (release side), as in `fail`.
-                    sh.links[c.k].state.store(BYE, Ordering::Release);
+                    sh.links[c.k].state.store(state, Ordering::Release);
                     sh.alerts.fetch_add(1, Ordering::Release);
                     sh.ring_bell();
                     p.fd = -1;

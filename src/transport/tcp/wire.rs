@@ -9,7 +9,7 @@
 //! | `CREDIT` | store the peer's released count of our sends | the count | none |
 //! | `PUT` | write into our one-sided window area | byte in the area | the data |
 //! | `PUT_U64` | atomic Release store of a word in the window area | byte in the area (8-aligned) | the word |
-//! | `BYE` | the peer is leaving cleanly | 0 | none |
+//! | `BYE` | the peer is leaving | [`BYE_CLOSED`] after `close`, else 0 | none |
 //! | `FLUSH` | everything the peer sent before has been applied | round | none |
 
 #![allow(unsafe_code)]
@@ -28,8 +28,11 @@ pub(crate) const CREDIT: u8 = 2;
 pub(crate) const PUT: u8 = 3;
 /// A one-sided atomic word store.
 pub(crate) const PUT_U64: u8 = 4;
-/// A clean goodbye.
+/// A goodbye.
 pub(crate) const BYE: u8 = 5;
+/// The offset of a goodbye sent after the close barrier released the
+/// sender (0: it leaves without having closed).
+pub(crate) const BYE_CLOSED: u64 = 1;
 /// A flush marker (closing): all earlier records of the peer are applied.
 pub(crate) const FLUSH: u8 = 6;
 

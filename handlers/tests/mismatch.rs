@@ -1,0 +1,272 @@
+//! Ranks that call one collective with different arguments — a shorter
+//! buffer, another operator or element type, another collective — get a
+//! typed error, on every rank, with every algorithm (message and one-sided
+//! alike): never `Ok` with different values on different ranks, never one
+//! rank's error while the others hang. For rooted collectives a rank may
+//! also finish with the right result (the root's data; its own buffer),
+//! never with a wrong one.
+//!
+//! Each case runs in a child process (this binary, re-executed on the
+//! `mismatch_case` test) so that a hang is a failure after a bounded time,
+//! not a stuck test run.
+
+mod common;
+
+use fastmsg::bootstrap::threads;
+use fastmsg::Rank;
+use fastmsg_handlers::{AllreduceAlgo, BarrierAlgo, CollConfig, CollError, Collectives, Op};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What one rank's call gave (the texts are read through `Debug`, in
+/// failure messages).
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Outcome {
+    /// A typed mismatch error (or the abort of a member that found one).
+    Mismatch(String),
+    /// Ok with a result the test judges right.
+    Right,
+    /// Ok with a wrong result, or an error of another kind.
+    Wrong(String),
+}
+
+fn judge(r: Result<bool, CollError>) -> Outcome {
+    match r {
+        Ok(true) => Outcome::Right,
+        Ok(false) => Outcome::Wrong("Ok with a wrong result".into()),
+        Err(
+            e @ (CollError::LengthMismatch { .. }
+            | CollError::ArgsMismatch { .. }
+            | CollError::Mismatch { .. }
+            | CollError::Aborted { .. }),
+        ) => Outcome::Mismatch(e.to_string()),
+        Err(e) => Outcome::Wrong(format!("{e:?}")),
+    }
+}
+
+fn allreduce_algo(s: &str) -> AllreduceAlgo {
+    s.parse().expect("allreduce algorithm")
+}
+
+fn barrier_algo(s: &str) -> BarrierAlgo {
+    s.parse().expect("barrier algorithm")
+}
+
+/// One rank's part of case `case` (the last rank is the odd one out).
+fn call(coll: &Collectives, ep: &mut fastmsg::Endpoint, case: &str) -> Result<bool, CollError> {
+    let me = ep.rank().0;
+    let odd = me + 1 == ep.size();
+    let (what, algo) = case.split_once(':').unwrap_or((case, ""));
+    match what {
+        // A shorter buffer on the odd rank.
+        "len" => {
+            let mut x = vec![1.5f64; if odd { 1 } else { 2 }];
+            coll.allreduce_with(ep, &mut x, Op::Sum, allreduce_algo(algo))?;
+            Ok(false)
+        }
+        // MAX on the odd rank, SUM elsewhere.
+        "op" => {
+            let mut x = [2.0f64, 3.0];
+            let op = if odd { Op::Max } else { Op::Sum };
+            coll.allreduce_with(ep, &mut x, op, allreduce_algo(algo))?;
+            Ok(false)
+        }
+        // u64 on the odd rank, f64 elsewhere (the same byte length).
+        "type" => {
+            if odd {
+                let mut x = [2u64, 3];
+                coll.allreduce_with(ep, &mut x, Op::Sum, allreduce_algo(algo))?;
+            } else {
+                let mut x = [2.0f64, 3.0];
+                coll.allreduce_with(ep, &mut x, Op::Sum, allreduce_algo(algo))?;
+            }
+            Ok(false)
+        }
+        // A barrier (algorithm after '/') on the odd rank, an allreduce
+        // elsewhere.
+        "kind" => {
+            let (ar, ba) = algo.split_once('/').expect("allreduce/barrier");
+            if odd {
+                coll.barrier_with(ep, barrier_algo(ba))?;
+            } else {
+                let mut x = [1.0f64];
+                coll.allreduce_with(ep, &mut x, Op::Sum, allreduce_algo(ar))?;
+            }
+            Ok(false)
+        }
+        // Two barrier algorithms.
+        "barrier" => {
+            let (a, b) = algo.split_once('/').expect("a/b");
+            coll.barrier_with(ep, barrier_algo(if odd { b } else { a }))?;
+            Ok(false)
+        }
+        "allgather" => {
+            let mine = vec![me; if odd { 1 } else { 2 }];
+            coll.allgather(ep, &mine)?;
+            Ok(false)
+        }
+        // Rooted: the odd rank's buffer is shorter; others may finish right.
+        "bcast" => {
+            let mut x = vec![me as f64; if odd { 1 } else { 3 }];
+            coll.bcast(ep, &mut x, Rank(0))?;
+            Ok(x == [0.0; 3])
+        }
+        "reduce" => {
+            let mut x = [f64::from(me) + 1.0; 2];
+            let before = x;
+            let op = if odd { Op::Max } else { Op::Sum };
+            coll.reduce(ep, &mut x, op, Rank(0))?;
+            // Only non-roots can be right: their buffer is unchanged.
+            Ok(me != 0 && x == before)
+        }
+        c => panic!("unknown case {c}"),
+    }
+}
+
+/// The child: run the case on `MISMATCH_RANKS` rank threads and check
+/// every rank's outcome; exit status 0 if right.
+#[test]
+fn mismatch_case() {
+    let Ok(case) = std::env::var("MISMATCH_CASE") else {
+        return;
+    };
+    let n: u32 = std::env::var("MISMATCH_RANKS").unwrap().parse().unwrap();
+    let rooted = case.starts_with("bcast") || case.starts_with("reduce");
+    let out = threads::run(
+        n,
+        |c| c.timeout = Duration::from_secs(20),
+        |mut b| {
+            let coll = Collectives::register(&mut b, CollConfig::default());
+            let mut ep = b.start()?;
+            let outcome = judge(call(&coll, &mut ep, &case));
+            // The job goes on to close in order, whatever the collective
+            // gave: nothing is left hanging.
+            ep.close()?;
+            Ok(outcome)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{case} on {n} ranks: {e}"));
+    for (r, o) in out.iter().enumerate() {
+        match o {
+            Outcome::Mismatch(_) => {}
+            Outcome::Right if rooted => {}
+            other => panic!("{case} on {n} ranks: rank {r} gave {other:?} (all: {out:?})"),
+        }
+    }
+    // Who must fail: the odd rank (its arguments differ), except in a
+    // reduce, where it only hands its data over (and keeps it): there the
+    // root, which combines, must.
+    let must = if case.starts_with("reduce") {
+        0
+    } else {
+        n as usize - 1
+    };
+    assert!(
+        matches!(out[must], Outcome::Mismatch(_)),
+        "{case}: rank {must} gave {:?}",
+        out[must]
+    );
+    println!("{case} on {n} ranks: {out:?}");
+}
+
+/// Run every case on 2, 3 and 4 ranks, each in a child process bounded in
+/// time.
+fn run_cases(cases: &[&str]) {
+    let exe = std::env::current_exe().unwrap();
+    let mut failures = Vec::new();
+    for n in [2u32, 3, 4] {
+        for case in cases {
+            let mut child = Command::new(&exe)
+                .args([
+                    "mismatch_case",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
+                .env("MISMATCH_CASE", case)
+                .env("MISMATCH_RANKS", n.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn case");
+            let t = Instant::now();
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break Some(s);
+                }
+                if t.elapsed() > Duration::from_secs(30) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            match status {
+                Some(s) if s.success() => {}
+                Some(_) => {
+                    let mut err = String::new();
+                    use std::io::Read;
+                    child.stderr.take().unwrap().read_to_string(&mut err).ok();
+                    let why = err
+                        .lines()
+                        .find(|l| l.contains("panicked") || l.contains(" gave "))
+                        .map(str::to_owned)
+                        .unwrap_or(err);
+                    failures.push(format!("{case} on {n} ranks: failed: {why}"));
+                }
+                None => failures.push(format!("{case} on {n} ranks: hung (killed after 30 s)")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn length_mismatches_are_errors_on_every_rank_with_every_allreduce() {
+    let _serial = common::serial();
+    run_cases(&[
+        "len:recursive-doubling",
+        "len:reduce-bcast",
+        "len:one-sided",
+        "len:smp",
+        "allgather",
+    ]);
+}
+
+#[test]
+fn operator_and_type_mismatches_are_errors_on_every_rank() {
+    let _serial = common::serial();
+    run_cases(&[
+        "op:recursive-doubling",
+        "op:reduce-bcast",
+        "op:one-sided",
+        "op:smp",
+        "type:recursive-doubling",
+        "type:one-sided",
+        "type:smp",
+    ]);
+}
+
+#[test]
+fn different_collectives_fail_every_rank_and_hang_none() {
+    let _serial = common::serial();
+    run_cases(&[
+        "kind:recursive-doubling/dissemination",
+        "kind:recursive-doubling/one-sided",
+        "kind:one-sided/dissemination",
+        "kind:one-sided/one-sided",
+        "kind:smp/smp",
+        "kind:smp/pairwise",
+        "barrier:dissemination/one-sided",
+        "barrier:one-sided/smp",
+        "barrier:pairwise/dissemination",
+    ]);
+}
+
+#[test]
+fn rooted_mismatches_give_errors_or_right_results() {
+    let _serial = common::serial();
+    run_cases(&["bcast", "reduce"]);
+}

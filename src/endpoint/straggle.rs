@@ -1,0 +1,83 @@
+//! Saying whom `close` waits for: a rank that never calls `close` keeps
+//! every other rank in it, and without a word that looks like a hang.
+//!
+//! Each closing rank keeps a [`StraggleWatch`]. After `Config::close_warn`
+//! in `close`, and again at each doubling of the wait, it prints one line
+//! to stderr. Rank 0 — the only rank that knows who has called `close` —
+//! names the ranks that have not, and sends the list to every rank that
+//! has ([`OP_STRAGGLERS`]), which prints it on arrival. A rank that has not
+//! heard from rank 0 says it waits for rank 0's release. Why a diagnostic
+//! and not an error: a rank may reach `close` much later than the others
+//! for good reasons (a long last computation, I/O), and no fixed limit
+//! suits every program; a *failed* rank, by contrast, is an error at once
+//! (see `super::health`).
+
+use super::control::OP_STRAGGLERS;
+use super::core::Core;
+use crate::id::Rank;
+use std::time::{Duration, Instant};
+
+/// The clock of one `close`.
+#[derive(Debug)]
+pub(crate) struct StraggleWatch {
+    since: Instant,
+    next: Duration,
+}
+
+/// Print one line to stderr in one `write` (lines of several ranks sharing
+/// a terminal or pipe are not interleaved mid-line).
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+fn list(ranks: &[Rank]) -> String {
+    let v: Vec<String> = ranks.iter().map(|r| r.0.to_string()).collect();
+    v.join(", ")
+}
+
+impl StraggleWatch {
+    /// Start the clock (first report after `warn`).
+    pub(crate) fn new(warn: Duration) -> Self {
+        StraggleWatch {
+            since: Instant::now(),
+            next: warn.max(Duration::from_millis(1)),
+        }
+    }
+
+    /// Called after each round of the close loop.
+    pub(crate) fn tick(&mut self, core: &Core) {
+        let me = core.rank;
+        if let Some(missing) = core.control.borrow_mut().take_stragglers() {
+            say(format!(
+                "fastmsg: rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",
+                list(&missing)
+            ));
+        }
+        let waited = self.since.elapsed();
+        if waited < self.next {
+            return;
+        }
+        self.next = self.next.saturating_mul(2);
+        if me != Rank(0) {
+            say(format!(
+                "fastmsg: rank {me} has waited {:.0?} in close for rank 0's release (rank 0 names the ranks that have not called close once it is in close itself)",
+                waited
+            ));
+            return;
+        }
+        let (missing, closing) = core.control.borrow().close_census();
+        if missing.is_empty() {
+            return; // everyone is in: the release is a few rounds away
+        }
+        say(format!(
+            "fastmsg: rank 0 has waited {:.0?} in close for rank(s) {} that have not called close (they are alive: every rank waits for them)",
+            waited,
+            list(&missing)
+        ));
+        let payload: Vec<u8> = missing.iter().flat_map(|r| r.0.to_le_bytes()).collect();
+        for r in closing.into_iter().filter(|&r| r != me) {
+            core.send_control(r, OP_STRAGGLERS, &payload);
+        }
+    }
+}
