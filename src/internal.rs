@@ -65,6 +65,8 @@ pub mod control {
     pub const OP_RELEASE: u32 = inner::OP_RELEASE;
     /// Rank 0 asks for the counts of a close wave.
     pub const OP_PROBE: u32 = inner::OP_PROBE;
+    /// Rank 0 names the ranks a close waits for.
+    pub const OP_STRAGGLERS: u32 = inner::OP_STRAGGLERS;
 
     /// Encode a close report.
     pub fn encode_report(wave: u32, sent: u64, received: u64) -> Vec<u8> {
@@ -124,7 +126,7 @@ pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
     use crate::ring::{RingGeometry, RingRegion};
-    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, UP};
+    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, LEFT, UP};
     use crate::transport::tcp::wire;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::atomic::Ordering;
@@ -162,8 +164,11 @@ pub mod tcp {
         /// Still up (its bytes ended on a record boundary or mid-record
         /// without the connection closing).
         Up,
-        /// The peer said goodbye.
+        /// The peer said goodbye after closing.
         Bye,
+        /// The peer said goodbye without having closed (its endpoint was
+        /// dropped without `close`).
+        Left,
         /// The peer failed with this error.
         Failed(Option<NetError>),
     }
@@ -232,6 +237,7 @@ pub mod tcp {
             match link.state.load(Ordering::Acquire) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
+                LEFT => LinkState::Left,
                 FAILED => {
                     LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
                 }
