@@ -15,7 +15,9 @@
 //! - `tcp`: the TCP software NIC's write records and the NIC loop that
 //!   applies them to a rank's memory;
 //! - `shm`: where a shared-memory transport's mapping lies, so a target
-//!   can check that what it hands out stays inside.
+//!   can check that what it hands out stays inside;
+//! - `copy`: the frame-copy strategies and tuner, for the benches (which
+//!   once compiled `src/copy.rs` a second time through `#[path]`).
 //!
 //! The fragment header ([`crate::frame`]), the rings ([`crate::ring`]) and
 //! the shared segment ([`crate::transport::shm`]) are public already and
@@ -263,4 +265,14 @@ pub mod shm {
         let window = t.own_window().raw().0 as usize;
         (window - l.window(t.smt_id()) as usize, l.total)
     }
+}
+
+/// The frame-copy strategies and their tuner (see `crate::copy`), for the
+/// benchmark suite: `fmbench tune-copy` measures and stores the plan, the
+/// criterion benches time each strategy.
+pub mod copy {
+    pub use crate::copy::{
+        copy_to_frame, copy_with, kernel, parse_choice, plan, store, tune, CopyPlan, CopyPlanError,
+        ProbeResult, Strategy,
+    };
 }
