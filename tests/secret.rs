@@ -14,6 +14,10 @@ fn secret_rank() {
         return;
     }
     let secret = std::env::var("FASTMSG_SECRET").expect("the secret by environment");
+    if std::env::var("EXPECT_SECRET").is_ok_and(|e| e != secret) {
+        eprintln!("rank got another secret than the file's");
+        std::process::exit(8);
+    }
     let mut b = fastmsg::EndpointBuilder::from_env().expect("env");
     b.register_fn("unused", |_c, _p| Ok(()));
     let ep = b.start().expect("start");
@@ -50,8 +54,11 @@ fn secret_file(tag: &str, mode: u32, secret: &str) -> std::path::PathBuf {
     p
 }
 
-fn fmrun(args: &[&str]) -> Output {
+fn fmrun(args: &[&str], expect: Option<&str>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+    if let Some(e) = expect {
+        c.env("EXPECT_SECRET", e);
+    }
     c.args(args)
         .arg(std::env::current_exe().unwrap())
         .args([
@@ -78,14 +85,11 @@ fn fresh() -> String {
 fn a_secret_file_reaches_the_ranks_by_environment_only() {
     let s = fresh();
     let f = secret_file("ok", 0o600, &s);
-    let out = fmrun(&[
-        "-n",
-        "3",
-        "--net",
-        "tcp",
-        "--secret-file",
-        f.to_str().unwrap(),
-    ]);
+    let file = f.to_str().unwrap();
+    let out = fmrun(
+        &["-n", "3", "--net", "tcp", "--secret-file", file],
+        Some(&s),
+    );
     std::fs::remove_file(&f).unwrap();
     assert!(
         out.status.success(),
@@ -97,7 +101,7 @@ fn a_secret_file_reaches_the_ranks_by_environment_only() {
 
 #[test]
 fn a_secret_on_the_command_line_is_refused() {
-    let out = fmrun(&["-n", "2", "--net", "tcp", "--secret", "visible"]);
+    let out = fmrun(&["-n", "2", "--net", "tcp", "--secret", "visible"], None);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--secret-file"), "{err}");
@@ -106,14 +110,8 @@ fn a_secret_on_the_command_line_is_refused() {
 #[test]
 fn a_secret_file_others_can_read_is_refused() {
     let f = secret_file("open", 0o644, &fresh());
-    let out = fmrun(&[
-        "-n",
-        "2",
-        "--net",
-        "tcp",
-        "--secret-file",
-        f.to_str().unwrap(),
-    ]);
+    let file = f.to_str().unwrap();
+    let out = fmrun(&["-n", "2", "--net", "tcp", "--secret-file", file], None);
     std::fs::remove_file(&f).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -136,6 +134,7 @@ fn fmrun_takes_fastmsg_secret_file_from_its_environment() {
         ])
         .env_remove("FASTMSG_SECRET")
         .env("FASTMSG_SECRET_FILE", &f)
+        .env("EXPECT_SECRET", &s)
         .output()
         .unwrap();
     std::fs::remove_file(&f).unwrap();

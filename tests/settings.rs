@@ -59,8 +59,13 @@ fn run(mut cmd: Command, limit: Duration) -> Output {
 }
 
 fn fmrun_job(ranks: &str, env: &[(&str, &str)]) -> Command {
+    fmrun_job_with(ranks, &[], env)
+}
+
+fn fmrun_job_with(ranks: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
     c.args(["-n", ranks, "--grace", "1"])
+        .args(args)
         .arg(std::env::current_exe().unwrap())
         .args([
             "settings_rank",
@@ -156,8 +161,7 @@ fn every_setting_is_validated_with_a_typed_error() {
 
 /// A segment directory too small for the segment (a 1 MiB tmpfs, mounted
 /// in a mount namespace of the test's own) is a typed error naming the
-/// bytes needed and the directory, not a SIGBUS; fmrun passes the user's
-/// FASTMSG_SHM_DIR through.
+/// bytes needed and the directory, not a SIGBUS.
 #[test]
 fn a_small_segment_directory_is_a_typed_error() {
     if !common::netns::is_root() {
@@ -167,13 +171,10 @@ fn a_small_segment_directory_is_a_typed_error() {
     let dir = std::env::temp_dir().join(format!("fastmsg-small-shm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_str().unwrap().to_owned();
-    let job = fmrun_job(
-        "4",
-        &[
-            ("FASTMSG_SHM_DIR", d.as_str()),
-            ("FASTMSG_FRAME_SIZE", "65536"),
-        ],
-    );
+    // 4096 credits: 16 queues of 4096 slot stamps (4 MiB) that the creator
+    // writes at once, so a sparse segment that does not fit gets a SIGBUS
+    // at start-up rather than only under traffic.
+    let job = fmrun_job_with("4", &["--shm-dir", &d], &[("FASTMSG_CREDITS", "4096")]);
     let mut line = format!("mount -t tmpfs -o size=1m fastmsg-test {d} && exec");
     line.push_str(&format!(" {:?}", job.get_program()));
     for a in job.get_args() {
