@@ -196,7 +196,9 @@ pub mod tcp {
                 bell: std::ptr::null(),
             };
             NicMemory {
-                shared: Arc::new(Shared::new(geometry, &ranks, targets)),
+                shared: Arc::new(
+                    Shared::new(geometry, &ranks, targets).expect("memory for the NIC rings"),
+                ),
                 window,
             }
         }
