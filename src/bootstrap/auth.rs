@@ -264,7 +264,7 @@ pub(crate) fn accept_before(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(2));
             }
-            Err(e) => eprintln!("fastmsg: {who}: accept failed: {e}"),
+            Err(e) => tracing::warn!("{who}: accept failed: {e}"),
         }
     }
 }

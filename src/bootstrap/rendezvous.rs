@@ -165,7 +165,7 @@ pub fn serve(
             Ok(m) => {
                 joined.insert(m.rank.0, (m, s));
             }
-            Err(e) => eprintln!("fastmsg: rendezvous refused a connection from {from}: {e}"),
+            Err(e) => tracing::warn!("rendezvous refused a connection from {from}: {e}"),
         }
     }
     let _ = listener.set_nonblocking(false);

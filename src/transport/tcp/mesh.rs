@@ -181,10 +181,7 @@ fn accept_higher(
                 want.remove(&h.rank);
                 out.push((Rank(h.rank), s));
             }
-            Err(e) => eprintln!(
-                "fastmsg: rank {} refused a connection from {from}: {e}",
-                job.me
-            ),
+            Err(e) => tracing::warn!("rank {} refused a connection from {from}: {e}", job.me),
         }
     };
     let _ = listener.set_nonblocking(false);
