@@ -122,7 +122,13 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        write!(writer, "{} {} {}: ", tag(), meta.level(), meta.target())?;
+        let label = LABEL.get().map_or("fastmsg", String::as_str);
+        // A program's own events (fmrun's) need no target beside its label.
+        if meta.target() == label {
+            write!(writer, "{} {}: ", tag(), meta.level())?;
+        } else {
+            write!(writer, "{} {} {}: ", tag(), meta.level(), meta.target())?;
+        }
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
