@@ -194,3 +194,81 @@ fn info_reports_values_sources_and_typos() {
         "{stderr}"
     );
 }
+
+/// Rank program: a program that installs its own subscriber (INFO, into a
+/// buffer) before building an endpoint keeps it: fastmsg's start-up line
+/// reaches it although fastmsg's own default would filter INFO out.
+#[test]
+fn own_subscriber_rank_program() {
+    if std::env::var("FASTMSG_TEST_SCENARIO").as_deref() != Ok("own-subscriber") {
+        return;
+    }
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish(),
+    )
+    .unwrap();
+    let ep = fastmsg::EndpointBuilder::from_env()
+        .unwrap()
+        .start()
+        .unwrap();
+    ep.close().unwrap();
+    let text = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    assert!(text.contains("rank 0 of 1 started"), "{text:?}");
+    println!("OWN-SUBSCRIBER-OK");
+}
+
+#[test]
+fn a_subscriber_the_program_installed_is_kept() {
+    let (out, _) = run_within(
+        bare(&mut rank_program("own_subscriber_rank_program"))
+            .env("FASTMSG_TEST_SCENARIO", "own-subscriber"),
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("OWN-SUBSCRIBER-OK"), "{stdout}");
+    // fastmsg's own subscriber would have written here.
+    assert!(!stderr.contains("fastmsg[rank 0]"), "{stderr}");
+}
+
+#[test]
+fn fmrun_names_the_failed_rank_once() {
+    let (out, took) = run_within(
+        bare(&mut Command::new(env!("CARGO_BIN_EXE_fmrun"))).args([
+            "-n",
+            "3",
+            "--grace",
+            "1",
+            "sh",
+            "-c",
+            r#"[ "$FASTMSG_RANK" = 1 ] && exit 3; exec sleep 20"#,
+        ]),
+        Duration::from_secs(30),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let lines: Vec<_> = stderr.lines().filter(|l| l.contains("rank")).collect();
+    assert_eq!(
+        lines,
+        ["fmrun ERROR: rank 1 exited with status 3; stopping the other ranks"],
+        "{stderr}"
+    );
+}
