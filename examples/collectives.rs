@@ -99,7 +99,11 @@ fn report(
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    fastmsg_examples::exit_report(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let barriers = list(&args.barrier, &BarrierAlgo::ALL)?;
     let allreduces = list(&args.allreduce, &AllreduceAlgo::ALL)?;

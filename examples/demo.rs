@@ -64,7 +64,11 @@ impl Counters {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    fastmsg_examples::exit_report(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut b = EndpointBuilder::from_env()?;
     let (me, n) = (b.rank().0, b.size());

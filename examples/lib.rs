@@ -87,3 +87,34 @@ pub fn percentile(v: &mut [f64], p: f64) -> f64 {
 pub fn median(v: &mut [f64]) -> f64 {
     percentile(v, 50.0)
 }
+
+/// `main`'s exit for the example programs: on error, print the error as a
+/// person reads it (its `Display` text with the hint, then each cause not
+/// already in that text) on one stderr line tagged with the rank, and exit
+/// with status 1. `fn main() -> Result<..>` would print `Debug` instead.
+pub fn exit_report(result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            use std::io::Write;
+            let line = format!("{}: error: {}\n", fastmsg::log::tag(), error_text(&*e));
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes as one line, each cause once.
+pub fn error_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
+}

@@ -106,7 +106,11 @@ fn measure(layout: Layout, args: &Args) -> Result<f64, Box<dyn std::error::Error
     Ok(med(out[0].clone()))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    fastmsg_examples::exit_report(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     println!(
         "# empty extract (ns, median of {} runs of {} calls)",

@@ -31,7 +31,11 @@ fn med(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    fastmsg_examples::exit_report(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let want = |k: &str| args.only.as_deref().is_none_or(|o| o == k);
     threads::run(

@@ -87,7 +87,11 @@ fn windows_for(size: usize, scale: f64) -> (usize, usize) {
     (((i as f64) * scale).max(4.0) as usize, w)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    fastmsg_examples::exit_report(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut b = EndpointBuilder::from_env()?;
     if b.size() < 2 {

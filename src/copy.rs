@@ -235,7 +235,7 @@ pub unsafe fn copy_with(s: Strategy, dst: *mut u8, src: *const u8, n: usize, ker
 pub fn plan() -> &'static CopyPlan {
     PLAN.get_or_init(|| {
         let p = settle().unwrap_or_else(|e| {
-            eprintln!("fastmsg: {e}; using plain copies");
+            tracing::warn!("{e}; using plain copies");
             CopyPlan::plain("fallback")
         });
         install(&p);

@@ -269,7 +269,8 @@ pub enum SegmentError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// No launcher environment was found.
+    /// No launcher environment was found. (`JobInfo::from_env` no longer
+    /// returns it: a program started by hand is a one-rank job.)
     #[error("no job environment found (looked for {looked}); start the program with `fmrun -n N prog`, srun or mpirun")]
     NoLauncher {
         /// The variables looked for.
@@ -311,6 +312,16 @@ pub enum ConfigError {
         asked: Option<u64>,
         /// Physical memory of this host, bytes.
         available: u64,
+    },
+    /// Started inside a Slurm allocation but not as a job step (`srun`).
+    #[error("started inside Slurm job {job} but not by srun (SLURM_JOB_ID is set, SLURM_STEP_ID is not): SLURM_PROCID={procid:?} and SLURM_NTASKS={ntasks:?} describe the batch shell, not this program's ranks; start it with `srun prog` (or `fmrun -n N prog` for ranks on this node)")]
+    SlurmOutsideStep {
+        /// `SLURM_JOB_ID`.
+        job: String,
+        /// The batch shell's `SLURM_PROCID`.
+        procid: String,
+        /// The batch shell's `SLURM_NTASKS`.
+        ntasks: String,
     },
 }
 

@@ -17,6 +17,8 @@
 //!  queue · flow · wake   the lock-free core, through the `sync` shim
 //!  frame      the fragment header shared by all transports
 //!  bootstrap  rank/size/job from fmrun, Slurm, Open MPI, PMI; threads
+//!  log · settings · topology   diagnostics, the FASTMSG_* table and
+//!             report, the CPU facts the wait policy uses (off the hot paths)
 //! ```
 //!
 //! Everything under `queue`, `flow` and `wake` reaches atomics only through
@@ -46,9 +48,15 @@ pub mod id;
 #[cfg(all(feature = "internal", not(loom)))]
 #[doc(hidden)]
 pub mod internal;
+#[cfg(not(loom))]
+pub mod log;
 pub mod queue;
 pub mod ring;
+#[cfg(not(loom))]
+pub mod settings;
 pub(crate) mod sync;
+#[cfg(not(loom))]
+pub mod topology;
 #[cfg(not(loom))]
 pub mod transport;
 pub mod wake;

@@ -16,6 +16,8 @@ pub enum Launcher {
     Pmi,
     /// [`crate::bootstrap::threads`]: ranks are threads of one process.
     Threads,
+    /// No launcher: a one-rank job started by hand (an MPI singleton).
+    Singleton,
 }
 
 /// A rank's place in the job.
@@ -117,8 +119,10 @@ impl JobInfo {
     /// Read the launcher's environment.
     ///
     /// # Errors
-    /// [`ConfigError::NoLauncher`] if no known launcher's variables are
-    /// set, [`ConfigError::BadEnv`] if one is malformed or inconsistent.
+    /// [`ConfigError::BadEnv`] if a variable is malformed or inconsistent;
+    /// [`ConfigError::SlurmOutsideStep`] inside a Slurm allocation but
+    /// outside a step (no `srun`). With no launcher's variables at all the
+    /// process is a one-rank job ([`Launcher::Singleton`]).
     pub fn from_env() -> Result<JobInfo, ConfigError> {
         let info = if let Some(rank) = num("FASTMSG_RANK")? {
             let size = need("FASTMSG_SIZE")?;
@@ -151,6 +155,7 @@ impl JobInfo {
                 launcher: Launcher::OpenMpi,
             }
         } else if let Some(rank) = num("SLURM_PROCID")? {
+            super::manners::slurm_step_check()?;
             let size = need("SLURM_NTASKS")?;
             let local_rank = need("SLURM_LOCALID")?;
             // SLURM_NTASKS_PER_NODE may read "4" or "4(x2)"; the per-step
@@ -198,9 +203,7 @@ impl JobInfo {
                 launcher: Launcher::Pmi,
             }
         } else {
-            return Err(ConfigError::NoLauncher {
-                looked: "FASTMSG_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK",
-            });
+            super::manners::singleton()
         };
         info.validate()?;
         Ok(info)

@@ -121,7 +121,7 @@ impl<T: Send + 'static> Gate<T> {
                         Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
                     }
                 }
-                Err(e) => eprintln!("fastmsg: {who}: accept failed: {e}"),
+                Err(e) => tracing::warn!("{who}: accept failed: {e}"),
             }
         }
     }
@@ -134,8 +134,8 @@ impl<T: Send + 'static> Gate<T> {
         if self.pending.load(Ordering::Relaxed) >= MAX_PENDING {
             self.turned_away += 1;
             if self.turned_away.is_power_of_two() {
-                eprintln!(
-                    "fastmsg: {who}: {MAX_PENDING} handshakes already running; closed {} connection(s) at once (the real ranks retry)",
+                tracing::warn!(
+                    "{who}: {MAX_PENDING} handshakes already running; closed {} connection(s) at once (the real ranks retry)",
                     self.turned_away
                 );
             }
@@ -158,7 +158,7 @@ impl<T: Send + 'static> Gate<T> {
             });
         if let Err(e) = spawned {
             self.pending.fetch_sub(1, Ordering::Relaxed);
-            eprintln!("fastmsg: {who}: cannot start a handshake thread: {e}");
+            tracing::warn!("{who}: cannot start a handshake thread: {e}");
         }
     }
 }

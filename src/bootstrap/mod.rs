@@ -3,7 +3,7 @@
 //! Read from the launcher's environment ([`JobInfo::from_env`]): `fmrun`
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
-//! (`PMI_RANK`, `PMI_SIZE`). Jobs spanning hosts meet at a [`rendezvous`]
+//! (`PMI_RANK`, `PMI_SIZE`); without any, a one-rank job (see `manners`). Jobs spanning hosts meet at a [`rendezvous`]
 //! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
 //! the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
@@ -12,6 +12,7 @@ pub(crate) mod auth;
 mod env;
 pub(crate) mod gate;
 pub(crate) mod hosts;
+mod manners;
 pub mod rendezvous;
 pub mod secret;
 pub mod threads;

@@ -173,17 +173,15 @@ pub fn serve(
             });
         };
         match a.result {
-            Ok((m, _)) if joined.contains_key(&m.rank.0) => eprintln!(
-                "fastmsg: rendezvous refused a connection from {}: rank {} has joined already",
-                a.from, m.rank
+            Ok((m, _)) if joined.contains_key(&m.rank.0) => tracing::warn!(
+                "rendezvous refused a connection from {}: rank {} has joined already",
+                a.from,
+                m.rank
             ),
             Ok((m, s)) => {
                 joined.insert(m.rank.0, (m, s));
             }
-            Err(e) => eprintln!(
-                "fastmsg: rendezvous refused a connection from {}: {e}",
-                a.from
-            ),
+            Err(e) => tracing::warn!("rendezvous refused a connection from {}: {e}", a.from),
         }
     }
     let _ = listener.set_nonblocking(false);

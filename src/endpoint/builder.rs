@@ -57,6 +57,8 @@ pub struct EndpointBuilder {
 impl EndpointBuilder {
     /// A builder for the job described by `config`.
     pub fn new(config: Config) -> Self {
+        crate::log::init();
+        crate::log::set_thread_rank(config.job.rank.0);
         EndpointBuilder {
             config,
             registry: Registry::default(),
@@ -152,6 +154,7 @@ impl EndpointBuilder {
             windows,
         } = self;
         config.validate()?;
+        crate::settings::report::print_if_verbose(&config);
         registry.check_unique()?;
         let mut job = config.job.clone();
         if config.net.mode == NetMode::Verbs {
@@ -263,8 +266,18 @@ impl EndpointBuilder {
         // A network transport adds a NIC thread per rank: with those, the
         // host may have more runnable threads than cores, and a rank that
         // spins would keep its NIC thread from running.
-        let nic_threads = if has_network { job.local_size } else { 0 };
-        let wait = WaitConfig::resolve(config.wait, job.local_size + nic_threads);
+        let threads_per_rank = if has_network { 2 } else { 1 };
+        let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
+            job.local_size,
+            threads_per_rank,
+            job.launcher,
+        );
+        let wait = WaitConfig::resolve(config.wait, oversubscribed);
+        tracing::debug!(
+            "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
+            config.wait,
+            job.local_size
+        );
         let watchdog = crate::watch::Watchdog::start(format!("fastmsg-watch-{}", job.rank), probes)
             .map_err(|source| crate::error::ConnectError::Io {
                 op: "start the watchdog thread for",
@@ -293,6 +306,14 @@ impl EndpointBuilder {
             let verdict = ep.core.control.borrow_mut().verdict.take();
             if let Some(v) = verdict {
                 v.into_result()?;
+                tracing::info!(
+                    "rank {} of {} started (job {}, {} on this host, launcher {:?}, network: {has_network})",
+                    job.rank,
+                    job.size,
+                    job.job,
+                    job.local_size,
+                    job.launcher
+                );
                 return Ok(ep);
             }
             if started.elapsed() > config.timeout {

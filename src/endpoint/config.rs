@@ -147,7 +147,14 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] naming the missing or malformed variable.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::new(JobInfo::from_env()?).tuned_from_env()
+        crate::log::init();
+        let job = JobInfo::from_env()?;
+        crate::log::set_process_rank(job.rank.0);
+        if job.rank.0 == 0 {
+            // Once per job, not once per rank.
+            crate::settings::warn_unknown_env();
+        }
+        Config::new(job).tuned_from_env()
     }
 
     /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,

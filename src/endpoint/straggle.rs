@@ -2,8 +2,8 @@
 //! every other rank in it, and without a word that looks like a hang.
 //!
 //! Each closing rank keeps a [`StraggleWatch`]. After `Config::close_warn`
-//! in `close`, and again at each doubling of the wait, it prints one line
-//! to stderr. Rank 0 — the only rank that knows who has called `close` —
+//! in `close`, and again at each doubling of the wait, it logs one warning
+//! (`crate::log`). Rank 0 — the only rank that knows who has called `close` —
 //! names the ranks that have not, and sends the list to every rank that
 //! has ([`OP_STRAGGLERS`]), which prints it on arrival. A rank that has not
 //! heard from rank 0 says it waits for rank 0's release. Why a diagnostic
@@ -24,11 +24,10 @@ pub(crate) struct StraggleWatch {
     next: Duration,
 }
 
-/// Print one line to stderr in one `write` (lines of several ranks sharing
-/// a terminal or pipe are not interleaved mid-line).
+/// Log one warning (`crate::log` writes each line to stderr in one
+/// `write`, so lines of several ranks sharing a pipe are not interleaved).
 fn say(line: String) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+    tracing::warn!("{line}");
 }
 
 fn list(ranks: &[Rank]) -> String {
@@ -50,7 +49,7 @@ impl StraggleWatch {
         let me = core.rank;
         if let Some(missing) = core.control.borrow_mut().take_stragglers() {
             say(format!(
-                "fastmsg: rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",
+                "rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",
                 list(&missing)
             ));
         }
@@ -61,7 +60,7 @@ impl StraggleWatch {
         self.next = self.next.saturating_mul(2);
         if me != Rank(0) {
             say(format!(
-                "fastmsg: rank {me} has waited {:.0?} in close for rank 0's release (rank 0 names the ranks that have not called close once it is in close itself)",
+                "rank {me} has waited {:.0?} in close for rank 0's release (rank 0 names the ranks that have not called close once it is in close itself)",
                 waited
             ));
             return;
@@ -71,7 +70,7 @@ impl StraggleWatch {
             return; // everyone is in: the release is a few rounds away
         }
         say(format!(
-            "fastmsg: rank 0 has waited {:.0?} in close for rank(s) {} that have not called close (they are alive: every rank waits for them)",
+            "rank 0 has waited {:.0?} in close for rank(s) {} that have not called close (they are alive: every rank waits for them)",
             waited,
             list(&missing)
         ));

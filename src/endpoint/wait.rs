@@ -71,9 +71,9 @@ pub(crate) struct WaitConfig {
 }
 
 impl WaitConfig {
-    pub(crate) fn resolve(policy: WaitPolicy, local_ranks: u32) -> WaitConfig {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        let oversubscribed = local_ranks > cores;
+    /// `oversubscribed`: whether this host's ranks have fewer CPUs than
+    /// busy threads (see [`crate::topology::Cpus::oversubscribed`]).
+    pub(crate) fn resolve(policy: WaitPolicy, oversubscribed: bool) -> WaitConfig {
         match policy {
             WaitPolicy::Spin => WaitConfig {
                 spin_rounds: u32::MAX,

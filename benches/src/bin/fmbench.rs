@@ -62,7 +62,28 @@ enum Cmd {
     },
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Print an error as a person reads it (`Display`, then each cause not
+/// already in that text) and exit 1; `fn main() -> Result` prints `Debug`.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut text = e.to_string();
+            let mut cause = e.source();
+            while let Some(c) = cause {
+                let s = c.to_string();
+                if !text.contains(&s) {
+                    text = format!("{text}: {s}");
+                }
+                cause = c.source();
+            }
+            eprintln!("fmbench: error: {text}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(Cmd::TuneCopy) = args.cmd {
         use std::io::Write as _;

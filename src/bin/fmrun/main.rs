@@ -58,6 +58,7 @@ fn install_handlers() {
 }
 
 fn main() -> ExitCode {
+    fastmsg::log::init_as("fmrun");
     let args = Args::parse();
     if args.ranks == 0 {
         eprintln!("fmrun: -n must be at least 1");
@@ -149,11 +150,15 @@ fn main() -> ExitCode {
             ("FASTMSG_HOST", args.host_id.clone()),
             ("FASTMSG_NET", args.net.clone()),
         ];
+        let mut given = Vec::new();
         for (k, v) in opts {
             if let Some(v) = v {
                 cmd.env(k, v);
+                given.push(k);
             }
         }
+        // For the configuration report: which settings came from options.
+        cmd.env(fastmsg::settings::FLAGS_VAR, given.join(","));
         match cmd.spawn() {
             Ok(mut child) => {
                 let tag = args.tag_output.then(|| format!("[{rank}] "));
@@ -166,7 +171,7 @@ fn main() -> ExitCode {
                 live.push((rank, child.id() as libc::pid_t));
             }
             Err(e) => {
-                eprintln!("fmrun: cannot start rank {rank} ({}): {e}", args.command[0]);
+                tracing::error!("cannot start rank {rank} ({}): {e}", args.command[0]);
                 code = 127;
                 break;
             }
@@ -181,7 +186,7 @@ fn main() -> ExitCode {
     while !live.is_empty() {
         let sig = STOP.swap(0, Ordering::Relaxed);
         if sig != 0 && stopping.is_none() {
-            eprintln!("fmrun: signal {sig}: stopping {} rank(s)", live.len());
+            tracing::warn!("signal {sig}: stopping {} rank(s)", live.len());
             if code == 0 {
                 code = 128 + sig;
             }
@@ -212,9 +217,7 @@ fn main() -> ExitCode {
             if c != 0 && code == 0 {
                 code = c;
                 if stopping.is_none() {
-                    eprintln!(
-                        "fmrun: rank {rank} exited with status {c}; stopping the other ranks"
-                    );
+                    tracing::error!("rank {rank} exited with status {c}; stopping the other ranks");
                     kill_all(&live, libc::SIGTERM);
                     stopping = Some(Instant::now());
                 }

@@ -190,14 +190,12 @@ fn accept_higher(
         };
         match a.result {
             Ok((r, s)) if want.remove(&r.0) => out.push((r, s)),
-            Ok((r, _)) => eprintln!(
-                "fastmsg: rank {} refused a connection from {}: rank {r} is connected already",
-                job.me, a.from
+            Ok((r, _)) => tracing::warn!(
+                "rank {} refused a connection from {}: rank {r} is connected already",
+                job.me,
+                a.from
             ),
-            Err(e) => eprintln!(
-                "fastmsg: rank {} refused a connection from {}: {e}",
-                job.me, a.from
-            ),
+            Err(e) => tracing::warn!("rank {} refused a connection from {}: {e}", job.me, a.from),
         }
     };
     let _ = listener.set_nonblocking(false);

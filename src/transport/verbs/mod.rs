@@ -29,11 +29,13 @@
 
 use crate::error::VerbsError;
 
+mod list;
 #[cfg(feature = "verbs")]
 mod qp;
 #[cfg(feature = "verbs")]
 mod transport;
 
+pub use list::devices;
 #[cfg(feature = "verbs")]
 pub use transport::VerbsTransport;
 
