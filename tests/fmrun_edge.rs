@@ -291,7 +291,16 @@ fn jobs_killed_in_their_first_300_ms_leave_nothing_behind() {
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])
                 .status();
-            wait_timeout(&mut child, Duration::from_secs(30));
+            let status = wait_timeout(&mut child, Duration::from_secs(30));
+            // 128 + SIGINT: no rank failed before (say, on what the
+            // previous, killed job left in the segment directory). Or
+            // killed by it, before it had set its handlers (and so before
+            // it started any rank).
+            use std::os::unix::process::ExitStatusExt;
+            assert!(
+                status.code() == Some(130) || status.signal() == Some(2),
+                "round {round}: {status:?}"
+            );
             let left = files_with_prefix(&dir, &prefix);
             assert!(left.is_empty(), "round {round}: left {left:?}");
         } else {
