@@ -2,7 +2,8 @@
 //! death signal), output is forwarded line by line (never interleaved
 //! mid-line; `--tag-output`), every file of the job is removed whatever the
 //! job id, a user's FASTMSG_SHM_DIR is respected, and a job killed in its
-//! first 300 ms leaves nothing behind once the next job with its id ran.
+//! first 300 ms leaves no process behind, and no file once the next job
+//! with its id ran.
 
 mod common;
 
@@ -144,6 +145,24 @@ fn ppid_and_state(pid: u32) -> Option<(u32, char)> {
     Some((ppid, state))
 }
 
+/// Live processes whose environment says they are ranks of `job`.
+fn processes_of(job: &str) -> Vec<u32> {
+    let needle = format!("FASTMSG_JOB={job}\0");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if alive(pid) && env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 fn alive(pid: u32) -> bool {
     ppid_and_state(pid).is_some_and(|(_, s)| s != 'Z' && s != 'X')
 }
@@ -272,7 +291,16 @@ fn jobs_killed_in_their_first_300_ms_leave_nothing_behind() {
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])
                 .status();
-            wait_timeout(&mut child, Duration::from_secs(30));
+            let status = wait_timeout(&mut child, Duration::from_secs(30));
+            // 128 + SIGINT: no rank failed before (say, on what the
+            // previous, killed job left in the segment directory). Or
+            // killed by it, before it had set its handlers (and so before
+            // it started any rank).
+            use std::os::unix::process::ExitStatusExt;
+            assert!(
+                status.code() == Some(130) || status.signal() == Some(2),
+                "round {round}: {status:?}"
+            );
             let left = files_with_prefix(&dir, &prefix);
             assert!(left.is_empty(), "round {round}: left {left:?}");
         } else {
@@ -280,7 +308,19 @@ fn jobs_killed_in_their_first_300_ms_leave_nothing_behind() {
             // the next job with this id collects what they left.
             child.kill().unwrap();
             child.wait().unwrap();
-            std::thread::sleep(Duration::from_millis(100));
+            let t = Instant::now();
+            let mut left = processes_of(&job);
+            while !left.is_empty() && t.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(10));
+                left = processes_of(&job);
+            }
+            for &p in &left {
+                let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+            }
+            assert!(
+                left.is_empty(),
+                "round {round}: ranks {left:?} outlived fmrun"
+            );
         }
     }
     let mut next = fmrun(&["-n", "3", "--job", &job], &env("quick"))

@@ -37,11 +37,7 @@ pub(crate) struct NetPlan {
 
 /// Whether this job needs the network at all.
 pub(crate) fn needs_network(config: &Config) -> bool {
-    let job = &config.job;
-    job.size > 1
-        && (job.local_size != job.size
-            || config.net.mode != NetMode::Auto
-            || config.net.root.is_some())
+    config.needs_network()
 }
 
 fn root_file(config: &Config) -> PathBuf {

@@ -218,12 +218,22 @@ impl Config {
         Ok(self)
     }
 
+    /// Whether this job needs the network at all: ranks on other hosts,
+    /// a forced network transport, or a rendezvous address.
+    pub(crate) fn needs_network(&self) -> bool {
+        let job = &self.job;
+        job.size > 1
+            && (job.local_size != job.size
+                || self.net.mode != NetMode::Auto
+                || self.net.root.is_some())
+    }
+
     /// The network rings' memory per rank (one receive ring, one credit
     /// line and one staging slot per network peer, at most every other
     /// rank) against this host's physical memory: settings inside the
     /// documented ranges can still ask for a terabyte together.
     fn check_net_memory(&self) -> Result<(), ConfigError> {
-        if !crate::bootstrap::hosts::needs_network(self) {
+        if !self.needs_network() {
             return Ok(());
         }
         let Some(g) = self.net.rings.geometry() else {
