@@ -253,6 +253,34 @@ pub enum ConfigError {
         /// What is wrong.
         why: String,
     },
+    /// The PMIx server (mpirun, srun --mpi=pmix) refused or failed a call.
+    #[error(transparent)]
+    Pmix(#[from] PmixError),
+}
+
+/// A call into the PMIx client library (feature `pmix`) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PmixError {
+    /// The call returned an error status.
+    #[error("{call} failed: PMIx status {status} ({text})")]
+    Call {
+        /// The PMIx function (and the key, for gets and puts).
+        call: String,
+        /// The status code it returned.
+        status: i32,
+        /// PMIx's text for that status.
+        text: String,
+    },
+    /// The call succeeded but returned a value that is not what the key
+    /// should hold.
+    #[error("{call} returned {what}")]
+    Value {
+        /// The PMIx function and the key.
+        call: String,
+        /// What came back instead.
+        what: String,
+    },
 }
 
 /// `EndpointBuilder::start` failed.
@@ -268,6 +296,9 @@ pub enum StartError {
     /// Network start-up trouble (rendezvous, connections, authentication).
     #[error(transparent)]
     Network(#[from] ConnectError),
+    /// The PMIx wire-up failed (feature `pmix`).
+    #[error(transparent)]
+    Pmix(#[from] PmixError),
     /// The RDMA verbs backend could not start.
     #[error(transparent)]
     Verbs(#[from] VerbsError),

@@ -3,7 +3,9 @@
 //! Read from the launcher's environment ([`JobInfo::from_env`]): `fmrun`
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
-//! (`PMI_RANK`, `PMI_SIZE`). Jobs spanning hosts meet at a [`rendezvous`]
+//! (`PMI_RANK`, `PMI_SIZE`); with feature `pmix`, from a PMIx server
+//! (`mpirun`, `srun --mpi=pmix`), which also carries the network wire-up
+//! (`pmix`) so that no `FASTMSG_ROOT` or secret is needed. Jobs spanning hosts meet at a [`rendezvous`]
 //! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
 //! the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
@@ -11,7 +13,13 @@
 pub(crate) mod auth;
 mod env;
 pub(crate) mod hosts;
+#[cfg(feature = "pmix")]
+mod pmix;
 pub mod rendezvous;
 pub mod threads;
 
 pub use env::{host_identity, JobInfo, Launcher};
+
+/// Whether this build speaks PMIx (feature `pmix`): started by a PMIx
+/// server, ranks then take their wire-up from it.
+pub const PMIX: bool = cfg!(feature = "pmix");
