@@ -14,6 +14,8 @@
 #
 #   scripts/slurm-one-node.sh            # builds the test binaries first
 #   SLURM_KEEP=1 scripts/slurm-one-node.sh   # keep the directory (logs)
+#   scripts/slurm-one-node.sh CMD ARGS…      # then also run CMD (srun, sbatch
+#                                            # --wait …) against this Slurm, timed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +67,8 @@ mkdir -p "$D/state" "$D/spool"
 dd if=/dev/urandom of="$D/munge.key" bs=1024 count=1 status=none
 chmod 400 "$D/munge.key"
 munged --foreground --force --key-file="$D/munge.key" --socket="$D/munge.sock" \
-    --pid-file="$D/munged.pid" --log-file="$D/munged.log" --seed-file="$D/munge.seed" &
+    --pid-file="$D/munged.pid" --log-file="$D/munged.log" --seed-file="$D/munge.seed" \
+    >"$D/munged.err" 2>&1 &
 pids+=($!)
 
 export SLURM_CONF="$D/slurm.conf"
@@ -100,9 +103,9 @@ EOF
 
 for _ in $(seq 100); do [ -S "$D/munge.sock" ] && break; sleep 0.05; done
 [ -S "$D/munge.sock" ] || die "munged did not start (see $D/munged.log)"
-slurmctld -D -i &
+slurmctld -D -i >"$D/slurmctld.err" 2>&1 &
 pids+=($!)
-slurmd -D &
+slurmd -D >"$D/slurmd.err" 2>&1 &
 pids+=($!)
 
 # Wait for the node to be idle.
@@ -142,4 +145,14 @@ done
 : > "$D/arrivals"
 run pmix-collectives pmix "$NET_COLL" net_coll_rank \
     FASTMSG_TEST_SCENARIO=collectives FMTEST_ARRIVALS="$D/arrivals"
+
+# An extra command from the arguments, against this Slurm (SLURM_CONF).
+if [ $# -gt 0 ] && [ $failed = 0 ]; then
+    t0=$(date +%s.%N)
+    rc=0
+    env -u FASTMSG_ROOT -u FASTMSG_SECRET timeout 300 "$@" || rc=$?
+    t1=$(date +%s.%N)
+    printf 'slurm-one-node: `%s`: exit %s, %.3f s wall\n' "$*" "$rc" "$(awk "BEGIN{print $t1 - $t0}")"
+    [ $rc = 0 ] || failed=1
+fi
 exit $failed
