@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A one-node Slurm brought up for one run, then `srun --mpi=pmix -n 4` (and
-# `--mpi=pmi2` where asked) of fastmsg's multi-host rank programs: the
+# A one-node Slurm brought up for one run, then `srun --mpi=pmix -n 4` and
+# `srun --mpi=pmi2 -n 4` of fastmsg's multi-host rank programs: the
 # storm, ping-pong and barrier/allreduce of tests/net_hosts.rs and the
 # collectives of handlers/tests/net_collectives.rs, four ranks split into
 # two "hosts" by FASTMSG_HOST, the TCP transport forced, nothing exported
-# (no FASTMSG_ROOT, no FASTMSG_SECRET: PMIx carries the wire-up).
+# (no FASTMSG_ROOT, no FASTMSG_SECRET: PMIx or PMI-2 carries the wire-up).
 #
 # Needs root and Debian's slurm-wlm, munge, libpmix-dev. Everything lives
 # in a fresh temporary directory: its own munge key and socket, its own
@@ -125,7 +125,7 @@ run() {
     local t0 t1 rc=0
     t0=$(date +%s.%N)
     env -u FASTMSG_ROOT -u FASTMSG_SECRET -u FASTMSG_RANK -u FASTMSG_HOST \
-        FMTEST_LAUNCHED=srun FASTMSG_NET=tcp FASTMSG_TIMEOUT=30 "$@" \
+        FMTEST_LAUNCHED="srun-$mpi" FASTMSG_NET=tcp FASTMSG_TIMEOUT=30 "$@" \
         timeout 300 srun --mpi="$mpi" -O -n 4 -t 5 \
         sh -c 'FASTMSG_HOST=fmhost$(( ${PMIX_RANK:-$SLURM_PROCID} / 2 )) exec "$0" "$@"' \
         "$bin" "$test" --exact --nocapture --test-threads 1 >"$D/$name.out" 2>&1 || rc=$?
@@ -139,12 +139,14 @@ run() {
     fi
 }
 
-for s in storm pingpong collective; do
-    run "pmix-$s" pmix "$NET_HOSTS" net_rank_program FASTMSG_TEST_SCENARIO=$s
+for mpi in pmix pmi2; do
+    for s in storm pingpong collective; do
+        run "$mpi-$s" $mpi "$NET_HOSTS" net_rank_program FASTMSG_TEST_SCENARIO=$s
+    done
+    : > "$D/arrivals"
+    run $mpi-collectives $mpi "$NET_COLL" net_coll_rank \
+        FASTMSG_TEST_SCENARIO=collectives FMTEST_ARRIVALS="$D/arrivals"
 done
-: > "$D/arrivals"
-run pmix-collectives pmix "$NET_COLL" net_coll_rank \
-    FASTMSG_TEST_SCENARIO=collectives FMTEST_ARRIVALS="$D/arrivals"
 
 # An extra command from the arguments, against this Slurm (SLURM_CONF).
 if [ $# -gt 0 ] && [ $failed = 0 ]; then

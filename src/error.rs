@@ -258,6 +258,17 @@ pub enum ConfigError {
     Pmix(#[from] PmixError),
 }
 
+/// A PMI-2 exchange with the launcher (over `PMI_FD`) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("PMI-2 {call}: {why}")]
+pub struct Pmi2Error {
+    /// The command (`init`, `fullinit`, `kvs-put`, `kvs-fence`, `kvs-get`…).
+    pub call: String,
+    /// What went wrong: the launcher's return code and message, or what it
+    /// sent that is not PMI-2, or the I/O error.
+    pub why: String,
+}
+
 /// A call into the PMIx client library (feature `pmix`) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -299,6 +310,9 @@ pub enum StartError {
     /// The PMIx wire-up failed (feature `pmix`).
     #[error(transparent)]
     Pmix(#[from] PmixError),
+    /// The PMI-2 wire-up failed (`srun --mpi=pmi2`).
+    #[error(transparent)]
+    Pmi2(#[from] Pmi2Error),
     /// The RDMA verbs backend could not start.
     #[error(transparent)]
     Verbs(#[from] VerbsError),

@@ -100,9 +100,13 @@ fn net_rank_program() {
         return;
     }
     let b = EndpointBuilder::from_env().expect("launcher environment");
-    if std::env::var_os(common::launch::LAUNCHED).is_some() {
-        // Not the Open MPI environment variables: PMIx itself.
-        assert_eq!(b.config().job.launcher, Launcher::Pmix, "launcher");
+    match std::env::var(common::launch::LAUNCHED).as_deref() {
+        // Slurm's environment, the wire-up over its PMI-2 socket (there is
+        // no FASTMSG_ROOT or secret to fall back on).
+        Ok("srun-pmi2") => assert_eq!(b.config().job.launcher, Launcher::Slurm, "launcher"),
+        // Not the Open MPI or Slurm environment variables: PMIx itself.
+        Ok(_) => assert_eq!(b.config().job.launcher, Launcher::Pmix, "launcher"),
+        Err(_) => {}
     }
     let scenario = std::env::var("FASTMSG_TEST_SCENARIO").unwrap_or_default();
     match scenario.as_str() {

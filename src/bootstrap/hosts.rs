@@ -9,9 +9,10 @@
 //!   listens on the loopback at a port the kernel picks and publishes the
 //!   address in a file beside the shared segment (mode 0600); the others
 //!   read it there.
-//! - Started by a PMIx server (feature `pmix`) without `FASTMSG_ROOT`: the
-//!   same table, exchanged through PMIx (`bootstrap::pmix`). There
-//!   `FASTMSG_HOST` may split a node into "hosts", so setting it is
+//! - Started by a PMIx server (feature `pmix`) or with a PMI-2 socket
+//!   (`PMI_FD`: `srun --mpi=pmi2`), without `FASTMSG_ROOT`: the same table,
+//!   exchanged through the launcher's key-value store (`bootstrap::kvs`).
+//!   There `FASTMSG_HOST` may split a node into "hosts", so setting it is
 //!   enough to need the exchange.
 
 use super::rendezvous::{self, Member, RendezvousJob};
@@ -46,7 +47,13 @@ pub(crate) fn needs_network(config: &Config) -> bool {
         && (job.local_size != job.size
             || config.net.mode != NetMode::Auto
             || config.net.root.is_some()
-            || (job.launcher == Launcher::Pmix && std::env::var_os("FASTMSG_HOST").is_some()))
+            || (has_store(job) && std::env::var_os("FASTMSG_HOST").is_some()))
+}
+
+/// Whether the launcher offers a key-value store for the wire-up: a PMIx
+/// server (feature `pmix`) or a PMI-2 socket.
+fn has_store(job: &JobInfo) -> bool {
+    job.launcher == Launcher::Pmix || super::pmi2::available()
 }
 
 fn root_file(config: &Config) -> PathBuf {
@@ -69,7 +76,13 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
     #[cfg(feature = "pmix")]
     if job.launcher == Launcher::Pmix && config.net.root.is_none() {
         let geometry = geometry(config)?;
-        let (table, listener, secret) = super::pmix::wire_up(config, job)?;
+        let mut store = super::pmix::store()?;
+        let (table, listener, secret) = super::kvs::wire_up(&mut store, config, job)?;
+        return Ok(plan(config, job, table, listener, secret, geometry));
+    }
+    if job.launcher != Launcher::Pmix && config.net.root.is_none() && super::pmi2::available() {
+        let geometry = geometry(config)?;
+        let (table, listener, secret) = super::pmi2::wire_up(config, job)?;
         return Ok(plan(config, job, table, listener, secret, geometry));
     }
     let secret = config

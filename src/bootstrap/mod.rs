@@ -4,15 +4,20 @@
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
 //! (`PMI_RANK`, `PMI_SIZE`); with feature `pmix`, from a PMIx server
-//! (`mpirun`, `srun --mpi=pmix`), which also carries the network wire-up
-//! (`pmix`) so that no `FASTMSG_ROOT` or secret is needed. Jobs spanning hosts meet at a [`rendezvous`]
+//! (`mpirun`, `srun --mpi=pmix`). The network wire-up of a multi-host job
+//! goes through the launcher's key-value store when there is one (`kvs`:
+//! PMIx, or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), so that no
+//! `FASTMSG_ROOT` or secret is needed. Jobs spanning hosts meet at a [`rendezvous`]
 //! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
 //! the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
 
+mod addr;
 pub(crate) mod auth;
 mod env;
 pub(crate) mod hosts;
+mod kvs;
+mod pmi2;
 #[cfg(feature = "pmix")]
 mod pmix;
 pub mod rendezvous;

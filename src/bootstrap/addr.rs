@@ -1,5 +1,6 @@
-//! Which address a rank publishes for its peers when the launcher, not
-//! `FASTMSG_ROOT`, tells ranks apart.
+//! Which address a rank publishes for its peers when the launcher's
+//! key-value exchange (`kvs`: PMIx or PMI-2), not `FASTMSG_ROOT`, carries
+//! the wire-up.
 //!
 //! In order: the interface `FASTMSG_NET_IF` names (its first IPv4
 //! address, else its first address); else the address this host's name
