@@ -91,7 +91,7 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
         .clone()
         .ok_or(ConfigError::Invalid {
             what: "FASTMSG_SECRET",
-            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; with srun or mpirun export FASTMSG_SECRET, or build with feature `pmix`)".into(),
+            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; under srun --mpi=pmi2, or mpirun and srun --mpi=pmix with feature `pmix`, the launcher carries one; otherwise export FASTMSG_SECRET)".into(),
         })?
         .into_bytes();
     let geometry = geometry(config)?;
@@ -121,7 +121,7 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_ROOT",
                 why: format!(
-                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank, or build with feature `pmix` and start under mpirun or srun --mpi=pmix",
+                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank, or start under srun --mpi=pmi2, or build with feature `pmix` and start under mpirun or srun --mpi=pmix",
                     job.size - job.local_size,
                     job.size
                 ),

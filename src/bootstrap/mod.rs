@@ -4,12 +4,12 @@
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
 //! (`PMI_RANK`, `PMI_SIZE`); with feature `pmix`, from a PMIx server
-//! (`mpirun`, `srun --mpi=pmix`). The network wire-up of a multi-host job
-//! goes through the launcher's key-value store when there is one (`kvs`:
-//! PMIx, or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), so that no
-//! `FASTMSG_ROOT` or secret is needed. Jobs spanning hosts meet at a [`rendezvous`]
-//! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
-//! the job secret (`auth`). [`threads`] runs several ranks as threads of
+//! (`mpirun`, `srun --mpi=pmix`). A job that needs the network wires up
+//! through the launcher's key-value store when there is one (`kvs`: PMIx,
+//! or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), with no
+//! `FASTMSG_ROOT` or secret to set; otherwise its ranks meet at a
+//! [`rendezvous`] served by rank 0 at `FASTMSG_ROOT`. Every connection is
+//! authenticated with the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
 
 mod addr;
