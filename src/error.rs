@@ -323,6 +323,45 @@ pub enum ConfigError {
         /// The batch shell's `SLURM_NTASKS`.
         ntasks: String,
     },
+    /// The PMIx server (mpirun, srun --mpi=pmix) refused or failed a call.
+    #[error(transparent)]
+    Pmix(#[from] PmixError),
+}
+
+/// A PMI-2 exchange with the launcher (over `PMI_FD`) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("PMI-2 {call}: {why}")]
+pub struct Pmi2Error {
+    /// The command (`init`, `fullinit`, `kvs-put`, `kvs-fence`, `kvs-get`…).
+    pub call: String,
+    /// What went wrong: the launcher's return code and message, or what it
+    /// sent that is not PMI-2, or the I/O error.
+    pub why: String,
+}
+
+/// A call into the PMIx client library (feature `pmix`) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PmixError {
+    /// The call returned an error status.
+    #[error("{call} failed: PMIx status {status} ({text})")]
+    Call {
+        /// The PMIx function (and the key, for gets and puts).
+        call: String,
+        /// The status code it returned.
+        status: i32,
+        /// PMIx's text for that status.
+        text: String,
+    },
+    /// The call succeeded but returned a value that is not what the key
+    /// should hold.
+    #[error("{call} returned {what}")]
+    Value {
+        /// The PMIx function and the key.
+        call: String,
+        /// What came back instead.
+        what: String,
+    },
 }
 
 /// `EndpointBuilder::start` failed.
@@ -338,6 +377,12 @@ pub enum StartError {
     /// Network start-up trouble (rendezvous, connections, authentication).
     #[error(transparent)]
     Network(#[from] ConnectError),
+    /// The PMIx wire-up failed (feature `pmix`).
+    #[error(transparent)]
+    Pmix(#[from] PmixError),
+    /// The PMI-2 wire-up failed (`srun --mpi=pmi2`).
+    #[error(transparent)]
+    Pmi2(#[from] Pmi2Error),
     /// The RDMA verbs backend could not start.
     #[error(transparent)]
     Verbs(#[from] VerbsError),

@@ -10,11 +10,17 @@
 //! `handlers/tests/net_collectives.rs`).
 //!
 //! Needs root (to create namespaces); skips with a message otherwise.
+//!
+//! The same rank programs also run under Open MPI's `mpirun` (feature
+//! `pmix`; `common::launch`): four ranks split into two "hosts" by
+//! `FASTMSG_HOST`, the TCP transport forced, nothing exported — rank,
+//! size, addresses and the secret come from PMIx.
 
 mod common;
 
 use common::netns::{Hosts, Job};
 use common::storm::storm_rank;
+use fastmsg::bootstrap::Launcher;
 use fastmsg::{EndpointBuilder, Rank};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -53,14 +59,55 @@ fn two_hosts_barrier_and_allreduce() {
     }
 }
 
-/// The rank program (started by `fmrun` inside a namespace); does nothing
-/// when run as an ordinary test.
+/// Under `mpirun`; `net`: `FASTMSG_NET` (`tcp` forces the network between
+/// all ranks; `auto` uses it only across the two "hosts").
+fn under_mpirun(scenario: &str, net: &str) {
+    common::launch::mpirun(&common::launch::MpiJob {
+        rank_test: "net_rank_program",
+        size: 4,
+        per_host: 2,
+        scenario,
+        env: vec![("FASTMSG_NET".into(), net.into())],
+        limit: Duration::from_secs(240),
+    });
+}
+
+#[test]
+fn mpirun_two_hosts_storm() {
+    under_mpirun("storm", "tcp");
+}
+
+#[test]
+fn mpirun_two_hosts_storm_shm_within_hosts() {
+    under_mpirun("storm", "auto");
+}
+
+#[test]
+fn mpirun_two_hosts_pingpong() {
+    under_mpirun("pingpong", "tcp");
+}
+
+#[test]
+fn mpirun_two_hosts_barrier_and_allreduce() {
+    under_mpirun("collective", "tcp");
+}
+
+/// The rank program (started by `fmrun` inside a namespace, or by
+/// `mpirun`); does nothing when run as an ordinary test.
 #[test]
 fn net_rank_program() {
-    if std::env::var("FASTMSG_RANK").is_err() {
+    if !common::launch::is_rank() {
         return;
     }
-    let b = EndpointBuilder::from_env().expect("fmrun environment");
+    let b = EndpointBuilder::from_env().expect("launcher environment");
+    match std::env::var(common::launch::LAUNCHED).as_deref() {
+        // Slurm's environment, the wire-up over its PMI-2 socket (there is
+        // no FASTMSG_ROOT or secret to fall back on).
+        Ok("srun-pmi2") => assert_eq!(b.config().job.launcher, Launcher::Slurm, "launcher"),
+        // Not the Open MPI or Slurm environment variables: PMIx itself.
+        Ok(_) => assert_eq!(b.config().job.launcher, Launcher::Pmix, "launcher"),
+        Err(_) => {}
+    }
     let scenario = std::env::var("FASTMSG_TEST_SCENARIO").unwrap_or_default();
     match scenario.as_str() {
         "storm" => {

@@ -27,8 +27,15 @@
 //!   order, with one rank late by up to half a millisecond.
 //!
 //! Needs root (to create namespaces); skips with a message otherwise.
+//!
+//! The same rank program also runs under Open MPI's `mpirun` (fastmsg's
+//! feature `pmix`; the root crate's `tests/common/launch.rs`): 2 × 2 ranks
+//! split into "hosts" by `FASTMSG_HOST`, the TCP transport forced, nothing
+//! exported (no root address, no secret). Skips when `mpirun` is missing.
 
 mod common;
+#[path = "../../tests/common/launch.rs"]
+mod launch;
 #[path = "../../tests/common/netns.rs"]
 mod netns;
 
@@ -95,6 +102,28 @@ impl Drop for Removed {
 }
 
 #[test]
+fn mpirun_two_hosts_two_ranks_each() {
+    let _serial = common::serial();
+    let file = Removed(std::env::temp_dir().join(format!("fmcoll-mpirun-{}", std::process::id())));
+    File::create(&file.0).expect("arrivals file");
+    let ran = launch::mpirun(&launch::MpiJob {
+        rank_test: "net_coll_rank",
+        size: 4,
+        per_host: 2,
+        scenario: "collectives",
+        env: vec![
+            (ARRIVALS.into(), file.0.display().to_string()),
+            ("FASTMSG_NET".into(), "tcp".into()),
+        ],
+        limit: Duration::from_secs(180),
+    });
+    if ran.is_some() {
+        let bytes = std::fs::metadata(&file.0).expect("arrivals").len();
+        assert_eq!(bytes, barriers_per_job() * 4, "arrivals recorded");
+    }
+}
+
+#[test]
 fn two_hosts_two_ranks_each() {
     let _serial = common::serial();
     job(2, "auto");
@@ -112,10 +141,10 @@ fn two_hosts_three_ranks_each() {
 /// when run as an ordinary test.
 #[test]
 fn net_coll_rank() {
-    if std::env::var("FASTMSG_RANK").is_err() {
+    if !launch::is_rank() {
         return;
     }
-    let mut b = EndpointBuilder::from_env().expect("fmrun environment");
+    let mut b = EndpointBuilder::from_env().expect("launcher environment");
     let mut traffic = Traffic::register(&mut b);
     let coll = Collectives::register(&mut b, CollConfig::default());
     let mut ep = b.start().expect("start");

@@ -14,6 +14,9 @@ pub enum Launcher {
     OpenMpi,
     /// A PMI-1 launcher (MPICH's hydra and friends).
     Pmi,
+    /// A PMIx server (`mpirun`, `srun --mpi=pmix`, `prterun`), spoken to
+    /// through the PMIx library (feature `pmix`).
+    Pmix,
     /// [`crate::bootstrap::threads`]: ranks are threads of one process.
     Threads,
     /// No launcher: a one-rank job started by hand (an MPI singleton).
@@ -102,6 +105,15 @@ pub(crate) fn sanitize(s: &str) -> String {
         .collect()
 }
 
+/// The job from the PMIx server, if one started us and the `pmix` feature
+/// is built.
+fn pmix_job() -> Result<Option<JobInfo>, ConfigError> {
+    #[cfg(feature = "pmix")]
+    return super::pmix::job_from_env();
+    #[cfg(not(feature = "pmix"))]
+    Ok(None)
+}
+
 impl JobInfo {
     /// A single-host job of `size` ranks (all local).
     pub fn single_host(rank: u32, size: u32, job: &str, launcher: Launcher) -> JobInfo {
@@ -140,6 +152,8 @@ impl JobInfo {
                 host: host_identity(),
                 launcher: Launcher::Fmrun,
             }
+        } else if let Some(info) = pmix_job()? {
+            info
         } else if let Some(rank) = num("OMPI_COMM_WORLD_RANK")? {
             let job = var("OMPI_MCA_orte_ess_jobid")
                 .or_else(|| var("OMPI_MCA_ess_base_jobid"))

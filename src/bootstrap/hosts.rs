@@ -9,9 +9,14 @@
 //!   listens on the loopback at a port the kernel picks and publishes the
 //!   address in a file beside the shared segment (mode 0600); the others
 //!   read it there.
+//! - Started by a PMIx server (feature `pmix`) or with a PMI-2 socket
+//!   (`PMI_FD`: `srun --mpi=pmi2`), without `FASTMSG_ROOT`: the same table,
+//!   exchanged through the launcher's key-value store (`bootstrap::kvs`).
+//!   There `FASTMSG_HOST` may split a node into "hosts", so setting it is
+//!   enough to need the exchange.
 
 use super::rendezvous::{self, Member, RendezvousJob};
-use super::JobInfo;
+use super::{JobInfo, Launcher};
 use crate::endpoint::{Config, NetMode};
 use crate::error::{ConfigError, ConnectError, StartError};
 use crate::id::Rank;
@@ -40,6 +45,12 @@ pub(crate) fn needs_network(config: &Config) -> bool {
     config.needs_network()
 }
 
+/// Whether the launcher offers a key-value store for the wire-up: a PMIx
+/// server (feature `pmix`) or a PMI-2 socket.
+pub(crate) fn has_store(job: &JobInfo) -> bool {
+    job.launcher == Launcher::Pmix || super::pmi2::available()
+}
+
 fn root_file(config: &Config) -> PathBuf {
     config.shm_dir.join(format!(
         "{}{}.root",
@@ -58,19 +69,28 @@ fn io(op: &'static str, peer: String) -> impl FnOnce(std::io::Error) -> ConnectE
 /// # Errors
 /// A missing secret or root, or any [`ConnectError`].
 pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartError> {
+    #[cfg(feature = "pmix")]
+    if job.launcher == Launcher::Pmix && config.net.root.is_none() {
+        let geometry = geometry(config)?;
+        let mut store = super::pmix::store()?;
+        let (table, listener, secret) = super::kvs::wire_up(&mut store, config, job)?;
+        return Ok(plan(config, job, table, listener, secret, geometry));
+    }
+    if job.launcher != Launcher::Pmix && config.net.root.is_none() && super::pmi2::available() {
+        let geometry = geometry(config)?;
+        let (table, listener, secret) = super::pmi2::wire_up(config, job)?;
+        return Ok(plan(config, job, table, listener, secret, geometry));
+    }
     let secret = config
         .net
         .secret
         .clone()
         .ok_or(ConfigError::Invalid {
             what: "FASTMSG_SECRET",
-            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; with srun or mpirun export FASTMSG_SECRET)".into(),
+            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; under srun --mpi=pmi2, or mpirun and srun --mpi=pmix with feature `pmix`, the launcher carries one; otherwise export FASTMSG_SECRET)".into(),
         })?
         .into_bytes();
-    let geometry = config.net.rings.geometry().ok_or(ConfigError::Invalid {
-        what: "FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE",
-        why: "unusable ring geometry".into(),
-    })?;
+    let geometry = geometry(config)?;
     let rjob = RendezvousJob {
         size: job.size,
         job: &job.job,
@@ -97,7 +117,7 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_ROOT",
                 why: format!(
-                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank",
+                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank, or start under srun --mpi=pmi2, or build with feature `pmix` and start under mpirun or srun --mpi=pmix",
                     job.size - job.local_size,
                     job.size
                 ),
@@ -106,6 +126,26 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
         }
         None => local_rendezvous(config, job, &rjob)?,
     };
+    Ok(plan(config, job, table, listener, secret, geometry))
+}
+
+fn geometry(config: &Config) -> Result<RingGeometry, ConfigError> {
+    config.net.rings.geometry().ok_or(ConfigError::Invalid {
+        what: "FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE",
+        why: "unusable ring geometry".into(),
+    })
+}
+
+/// From the job table: which ranks share this host (`job`'s local rank
+/// and size are set from it) and which are reached over the network.
+fn plan(
+    config: &Config,
+    job: &mut JobInfo,
+    table: Vec<Member>,
+    listener: TcpListener,
+    secret: Vec<u8>,
+    geometry: RingGeometry,
+) -> NetPlan {
     let my_host = table[job.rank.index()].host.clone();
     let local: Vec<Rank> = table
         .iter()
@@ -123,12 +163,12 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
         .filter(|m| m.rank != job.rank && (forced || m.host != my_host))
         .map(|m| (m.rank, m.addr))
         .collect();
-    Ok(NetPlan {
+    NetPlan {
         listener,
         peers,
         secret,
         geometry,
-    })
+    }
 }
 
 /// The contents of `path` if it is a regular file of this user that

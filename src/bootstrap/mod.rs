@@ -3,16 +3,26 @@
 //! Read from the launcher's environment ([`JobInfo::from_env`]): `fmrun`
 //! (`FASTMSG_*`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`,
 //! `SLURM_NTASKS_PER_NODE`…), Open MPI (`OMPI_COMM_WORLD_*`) or PMI
-//! (`PMI_RANK`, `PMI_SIZE`); without any, a one-rank job (see `manners`). Jobs spanning hosts meet at a [`rendezvous`]
-//! served by rank 0 at `FASTMSG_ROOT`, every connection authenticated with
-//! the job secret (`auth`). [`threads`] runs several ranks as threads of
+//! (`PMI_RANK`, `PMI_SIZE`); with feature `pmix`, from a PMIx server
+//! (`mpirun`, `srun --mpi=pmix`); without any, a one-rank job (see
+//! `manners`). A job that needs the network wires up
+//! through the launcher's key-value store when there is one (`kvs`: PMIx,
+//! or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), with no
+//! `FASTMSG_ROOT` or secret to set; otherwise its ranks meet at a
+//! [`rendezvous`] served by rank 0 at `FASTMSG_ROOT`. Every connection is
+//! authenticated with the job secret (`auth`). [`threads`] runs several ranks as threads of
 //! one process, for tests and examples.
 
+mod addr;
 pub(crate) mod auth;
 mod env;
 pub(crate) mod gate;
 pub(crate) mod hosts;
 mod manners;
+mod kvs;
+mod pmi2;
+#[cfg(feature = "pmix")]
+mod pmix;
 pub mod rendezvous;
 pub mod secret;
 pub mod threads;
@@ -28,3 +38,7 @@ pub use env::{host_identity, JobInfo, Launcher};
 pub fn sanitize_job_id(job: &str) -> String {
     env::sanitize(job)
 }
+
+/// Whether this build speaks PMIx (feature `pmix`): started by a PMIx
+/// server, ranks then take their wire-up from it.
+pub const PMIX: bool = cfg!(feature = "pmix");

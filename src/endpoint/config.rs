@@ -225,7 +225,9 @@ impl Config {
         job.size > 1
             && (job.local_size != job.size
                 || self.net.mode != NetMode::Auto
-                || self.net.root.is_some())
+                || self.net.root.is_some()
+                || (crate::bootstrap::hosts::has_store(job)
+                    && std::env::var_os("FASTMSG_HOST").is_some()))
     }
 
     /// The network rings' memory per rank (one receive ring, one credit
