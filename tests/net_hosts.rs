@@ -21,6 +21,7 @@ mod common;
 use common::netns::{Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::bootstrap::Launcher;
+use fastmsg::error::{PmixError, StartError};
 use fastmsg::{EndpointBuilder, Rank};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -87,6 +88,24 @@ fn mpirun_two_hosts_pingpong() {
     under_mpirun("pingpong", "tcp");
 }
 
+/// Rank 3 never starts (it sleeps past the others' 1-second start-up
+/// timeout): the others' PMIx fence must end in a typed timeout error,
+/// not a hang (`late`).
+#[test]
+fn mpirun_a_rank_that_never_arrives_times_out_the_others_wire_up() {
+    common::launch::mpirun(&common::launch::MpiJob {
+        rank_test: "net_rank_program",
+        size: 4,
+        per_host: 2,
+        scenario: "late",
+        env: vec![
+            ("FASTMSG_NET".into(), "tcp".into()),
+            ("FASTMSG_TIMEOUT".into(), "1".into()),
+        ],
+        limit: Duration::from_secs(60),
+    });
+}
+
 #[test]
 fn mpirun_two_hosts_barrier_and_allreduce() {
     under_mpirun("collective", "tcp");
@@ -115,7 +134,26 @@ fn net_rank_program() {
         }
         "pingpong" => pingpong(b),
         "collective" => collective(b),
+        "late" => late(b),
         s => panic!("unknown scenario {s:?}"),
+    }
+}
+
+/// Rank 3 stays away for 6 s; the others' start must fail on their
+/// 1-second timeout with PMIx's timeout status, named (a hang would run
+/// into the job's limit).
+fn late(b: EndpointBuilder) {
+    if b.rank().0 == 3 {
+        std::thread::sleep(Duration::from_secs(6));
+        return;
+    }
+    match b.start() {
+        Err(StartError::Pmix(PmixError::Call { call, status, .. })) => {
+            assert!(call.starts_with("PMIx_Fence"), "{call}");
+            assert_eq!(status, -24, "PMIX_ERR_TIMEOUT");
+        }
+        Err(e) => panic!("expected the fence to time out, got {e}"),
+        Ok(_) => panic!("started without rank 3"),
     }
 }
 

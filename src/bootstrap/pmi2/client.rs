@@ -108,25 +108,29 @@ impl<S: Read + Write> Client<S> {
         self.size
     }
 
-    /// Send one command, read its reply, check `cmd` and `rc`.
+    /// Send one command, read its reply (within the stream's read timeout:
+    /// the start-up timeout), check `cmd` and `rc`.
     fn call(&mut self, name: &str, body: &str) -> Result<Pairs, Pmi2Error> {
+        let reading = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => err(
+                name,
+                "no reply within the start-up timeout (FASTMSG_TIMEOUT); did every rank start?",
+            ),
+            _ => err(name, format!("reading the reply: {e}")),
+        };
         let frame = format!("{:<6}{body}", body.len());
         self.stream
             .write_all(frame.as_bytes())
             .map_err(|e| err(name, e.to_string()))?;
         let mut len = [0u8; 6];
-        self.stream
-            .read_exact(&mut len)
-            .map_err(|e| err(name, format!("reading the reply: {e}")))?;
+        self.stream.read_exact(&mut len).map_err(reading)?;
         let n: usize = std::str::from_utf8(&len)
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .filter(|&n| n <= MAX_REPLY)
             .ok_or_else(|| err(name, format!("a reply length field of {len:?}")))?;
         let mut buf = vec![0u8; n];
-        self.stream
-            .read_exact(&mut buf)
-            .map_err(|e| err(name, format!("reading the reply: {e}")))?;
+        self.stream.read_exact(&mut buf).map_err(reading)?;
         let text = String::from_utf8(buf).map_err(|_| err(name, "a reply that is not UTF-8"))?;
         let pairs: Pairs = text
             .split(';')

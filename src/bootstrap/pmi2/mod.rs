@@ -17,9 +17,6 @@ use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How long a reply may take (a fence is given the job's timeout).
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The launcher's connection, opened once.
 static CONNECTION: Mutex<Option<Client<UnixStream>>> = Mutex::new(None);
 
@@ -69,7 +66,7 @@ pub(crate) fn wire_up(
         // the process).
         let stream = unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         stream
-            .set_read_timeout(Some(REPLY_TIMEOUT.max(config.timeout)))
+            .set_read_timeout(Some(config.timeout.max(Duration::from_secs(1))))
             .map_err(|e| err("init", e.to_string()))?;
         let jobid = std::env::var("PMI_JOBID").unwrap_or_else(|_| "0".into());
         let c = Client::open(stream, job.rank.0, &jobid)?;

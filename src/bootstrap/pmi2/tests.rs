@@ -10,7 +10,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 /// A PMI-2 server for one rank of a `size`-rank job, answering like
-/// Slurm's mpi/pmi2 plugin; `fence_rc` is what the fence returns.
+/// Slurm's mpi/pmi2 plugin; `fence_rc` is what the fence returns
+/// (`SILENT`: the fence never completes, as when a rank never comes).
 fn server(mut s: UnixStream, size: u32, fence_rc: u32) {
     let mut r = std::io::BufReader::new(s.try_clone().unwrap());
     let mut line = String::new();
@@ -42,6 +43,12 @@ fn server(mut s: UnixStream, size: u32, fence_rc: u32) {
                 kvs.insert(f["key"].to_owned(), f["value"].to_owned());
                 "cmd=kvs-put-response;rc=0;".into()
             }
+            "kvs-fence" if fence_rc == SILENT => {
+                // Wait for the client to hang up.
+                let mut rest = Vec::new();
+                let _ = r.read_to_end(&mut rest);
+                return;
+            }
             "kvs-fence" => format!("cmd=kvs-fence-response;rc={fence_rc};"),
             "kvs-get" => match kvs.get(f["key"]) {
                 Some(v) => format!("cmd=kvs-get-response;rc=0;found=TRUE;value={v};"),
@@ -54,6 +61,8 @@ fn server(mut s: UnixStream, size: u32, fence_rc: u32) {
             .unwrap();
     }
 }
+
+const SILENT: u32 = u32::MAX;
 
 fn pair(size: u32, fence_rc: u32) -> (UnixStream, std::thread::JoinHandle<()>) {
     let (a, b) = UnixStream::pair().unwrap();
@@ -129,4 +138,17 @@ fn a_launcher_that_hangs_up_is_an_error_not_a_hang() {
     let (a, b) = UnixStream::pair().unwrap();
     drop(b);
     assert!(Client::open(a, 0, "7").is_err());
+}
+
+#[test]
+fn a_fence_that_never_completes_is_a_typed_timeout() {
+    let (a, t) = pair(2, SILENT);
+    a.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut c = Client::open(a, 0, "7").unwrap();
+    let e = c.fence_raw().unwrap_err();
+    assert_eq!(e.call, "kvs-fence");
+    assert!(e.why.contains("start-up timeout"), "{e}");
+    drop(c);
+    t.join().unwrap();
 }
