@@ -18,8 +18,8 @@ pub(crate) mod auth;
 mod env;
 pub(crate) mod gate;
 pub(crate) mod hosts;
-mod manners;
 mod kvs;
+mod manners;
 mod pmi2;
 #[cfg(feature = "pmix")]
 mod pmix;
