@@ -5,7 +5,7 @@
 //! found nothing. `Endpoint::stats()` reads them; `FASTMSG_STATS=1`
 //! prints a table per rank when it closes.
 //!
-//! Without the feature the [`Tally`] the engine updates is an empty type
+//! Without the feature the `Tally` the engine updates is an empty type
 //! whose methods do nothing, so the counters cost nothing; with it each
 //! event is a few non-atomic additions (the engine is single-threaded),
 //! and each handler call two clock reads.
