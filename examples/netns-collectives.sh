@@ -24,7 +24,7 @@ A=fmcoll${id}a B=fmcoll${id}b
 AGENT=$(mktemp /tmp/fmcoll-agent.XXXXXX)
 cleanup() {
     ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true
-    rm -f "$AGENT"
+    rm -f "$AGENT" "${S:-}"
 }
 trap cleanup EXIT
 ip netns add "$A"; ip netns add "$B"
@@ -33,14 +33,16 @@ ip link set "fmc${id}a" netns "$A"; ip link set "fmc${id}b" netns "$B"
 ip -n "$A" addr add 10.253.0.1/24 dev "fmc${id}a"; ip -n "$B" addr add 10.253.0.2/24 dev "fmc${id}b"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
 ip -n "$A" link set "fmc${id}a" up; ip -n "$B" link set "fmc${id}b" up
-S=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The secret goes in a file only we can read, never on a command line.
+S=$(umask 077; mktemp)
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$S"
 J=nscoll$id
 echo "# fastmsg: $PER + $PER ranks in namespaces $A, $B (TCP between them)"
 ip netns exec "$B" $T/fmrun -n "$PER" --size $((2 * PER)) --rank-offset "$PER" \
-    --root 10.253.0.1:17998 --secret "$S" --job "$J" --host-id hostB \
+    --root 10.253.0.1:17998 --secret-file "$S" --job "$J" --host-id hostB \
     $T/examples/collectives "$@" >/dev/null &
 ip netns exec "$A" $T/fmrun -n "$PER" --size $((2 * PER)) --rank-offset 0 \
-    --root 10.253.0.1:17998 --secret "$S" --job "$J" --host-id hostA \
+    --root 10.253.0.1:17998 --secret-file "$S" --job "$J" --host-id hostA \
     $T/examples/collectives "$@"
 wait
 if [ "$MPI" = 1 ]; then

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 T=target/release
 id=$$
 A=fmbench${id}a B=fmbench${id}b
-cleanup() { ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true; }
+cleanup() { rm -f "${S:-}"; ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true; }
 trap cleanup EXIT
 ip netns add "$A"; ip netns add "$B"
 ip link add "fmb${id}a" type veth peer name "fmb${id}b"
@@ -17,10 +17,12 @@ ip link set "fmb${id}a" netns "$A"; ip link set "fmb${id}b" netns "$B"
 ip -n "$A" addr add 10.252.0.1/24 dev "fmb${id}a"; ip -n "$B" addr add 10.252.0.2/24 dev "fmb${id}b"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
 ip -n "$A" link set "fmb${id}a" up; ip -n "$B" link set "fmb${id}b" up
-S=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The secret goes in a file only we can read, never on a command line.
+S=$(umask 077; mktemp)
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$S"
 J=nsbench$id
 ip netns exec "$B" $T/fmrun -n 1 --size 2 --rank-offset 1 --root 10.252.0.1:17999 \
-    --secret "$S" --job "$J" --host-id hostB $T/examples/pingpong "$@" &
+    --secret-file "$S" --job "$J" --host-id hostB $T/examples/pingpong "$@" &
 ip netns exec "$A" $T/fmrun -n 1 --size 2 --rank-offset 0 --root 10.252.0.1:17999 \
-    --secret "$S" --job "$J" --host-id hostA $T/examples/pingpong "$@"
+    --secret-file "$S" --job "$J" --host-id hostA $T/examples/pingpong "$@"
 wait

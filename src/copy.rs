@@ -34,12 +34,15 @@
 //! plan is plain.
 //!
 //! The plan is stored in `$XDG_CACHE_HOME/fastmsg/copy-plan` (else
-//! `$HOME/.cache/fastmsg/copy-plan`), keyed by CPU model and count, and
-//! reused; processes that find no valid plan take an `flock` on the file
-//! so only one of them measures. `FASTMSG_COPY` overrides:
-//! `auto` (default: stored plan, else tune once and store), `plain`,
-//! `stream` or `stream:BYTES` (streaming from BYTES on, default 4096),
-//! `tune` (measure again now and store).
+//! `$HOME/.cache/fastmsg/copy-plan`), keyed by CPU model and count, only by
+//! an explicit step: `fmbench tune-copy`, or `FASTMSG_COPY=tune` (measure
+//! now and store; processes that find no valid plan take an `flock` on the
+//! file so only one of them measures). The library never measures or
+//! writes a file by itself. `FASTMSG_COPY` chooses: `auto` (default: the
+//! stored plan for this machine if there is one, else plain copies, which
+//! are always correct and the measured best below a few KiB), `plain`,
+//! `vector[:BYTES]` or `stream[:BYTES]` (from BYTES on, default 4096),
+//! `tune`.
 //!
 //! The hot path ([`copy_to_frame`]) costs one relaxed load and one compare
 //! more than a plain copy; the plan is settled on the first call (or by
@@ -47,13 +50,8 @@
 
 #![allow(unsafe_code)]
 
-// Explicit paths: this file is also compiled into the benches crate
-// through `#[path]`, where plain `mod` would look elsewhere.
-#[path = "copy/kernel.rs"]
 pub mod kernel;
-#[path = "copy/store.rs"]
 pub mod store;
-#[path = "copy/tune.rs"]
 pub mod tune;
 
 use self::kernel::{copy_stream, copy_vector, detect_kernel, KERNEL_NONE};
@@ -261,8 +259,13 @@ fn settle() -> Result<CopyPlan, CopyPlanError> {
         return Ok(p);
     }
     match parse_env(&env)? {
-        EnvChoice::Tune => store::load_or_tune(true),
-        EnvChoice::Auto | EnvChoice::Fixed(_) => store::load_or_tune(false),
+        EnvChoice::Tune => store::tune_and_store(),
+        // No measurement and no file written behind the user's back: the
+        // stored plan if `fmbench tune-copy` (or `tune`) made one for this
+        // machine, else plain copies.
+        EnvChoice::Auto | EnvChoice::Fixed(_) => Ok(store::plan_path()
+            .and_then(|path| store::load(&path))
+            .unwrap_or_else(|_| CopyPlan::plain("default (no stored plan)"))),
     }
 }
 

@@ -183,12 +183,36 @@ pub enum SegmentError {
         /// The segment's value.
         theirs: u64,
     },
-    /// A live process of another job holds the segment name.
-    #[error("shared segment {path} belongs to live process {pid} of another job; choose another FASTMSG_JOB")]
+    /// A live job of this user holds the segment name (its creator's
+    /// lifeline is held).
+    #[error("shared segment {path} belongs to a live job (its creator, pid {pid} in its own PID namespace, is alive); two jobs use the same job id: choose another FASTMSG_JOB / fmrun --job")]
     InUse {
         /// Segment path.
         path: PathBuf,
-        /// Creator's pid.
+        /// Creator's pid, as it recorded itself.
+        pid: u32,
+    },
+    /// The file at the segment's name is not one this user may trust: owned
+    /// by another user, readable or writable by group or others, or not a
+    /// regular file. Nothing in it was read.
+    #[error("shared segment {path} is owned by uid {owner} with mode {mode:04o} ({why}); it is not trusted and not used. If another user created it, choose another job id (or ask them / root to remove it)")]
+    Untrusted {
+        /// Segment path.
+        path: PathBuf,
+        /// The file's owner.
+        owner: u32,
+        /// The file's permission bits.
+        mode: u32,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The segment at the name was left by a job whose creator died; the
+    /// local rank 0 of this job would have replaced it but did not.
+    #[error("shared segment {path} is stale: its creator (pid {pid} in its own namespace) is gone, and no live local rank 0 replaced it; is local rank 0 of this job started, with the same job id?")]
+    Stale {
+        /// Segment path.
+        path: PathBuf,
+        /// The dead creator's recorded pid.
         pid: u32,
     },
     /// Peers did not appear in time.
@@ -223,6 +247,22 @@ pub enum SegmentError {
         /// What overflowed.
         what: String,
     },
+    /// The segment's directory cannot hold it: the space is reserved up
+    /// front (`posix_fallocate`), so this is reported at start-up instead
+    /// of a SIGBUS on first touch.
+    #[error("shared segment {path} needs {need} bytes, but {dir} cannot provide them ({source}; {} free): free space there, point FASTMSG_SHM_DIR (fmrun --shm-dir) at a larger tmpfs, or lower FASTMSG_CREDITS, FASTMSG_FRAME_SIZE or the ranks per host", match free { Some(f) => format!("{f} bytes"), None => "unknown bytes".to_owned() })]
+    NoSpace {
+        /// Segment path.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// Bytes the segment needs.
+        need: u64,
+        /// Bytes free in the directory's file system (`statvfs`), if known.
+        free: Option<u64>,
+        /// The OS error of the reservation.
+        source: std::io::Error,
+    },
 }
 
 /// The job's configuration (environment or builder) is invalid.
@@ -253,6 +293,25 @@ pub enum ConfigError {
         what: &'static str,
         /// What is wrong.
         why: String,
+    },
+    /// The secret file is unusable (readable by others, not ours, empty…).
+    #[error("secret file {path}: {why}")]
+    SecretFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (owner and mode when they are the problem).
+        why: String,
+    },
+    /// Settings ask for more memory than this host has (or than 64-bit
+    /// arithmetic can count: `asked` is then `None`).
+    #[error("{what} ask for {} of memory per rank, but this host has {available} bytes: lower them", match asked { Some(a) => format!("{a} bytes"), None => "more than 2^64 bytes".to_owned() })]
+    TooMuchMemory {
+        /// The settings concerned.
+        what: &'static str,
+        /// Bytes asked for (`None`: beyond 64-bit arithmetic).
+        asked: Option<u64>,
+        /// Physical memory of this host, bytes.
+        available: u64,
     },
     /// Started inside a Slurm allocation but not as a job step (`srun`).
     #[error("started inside Slurm job {job} but not by srun (SLURM_JOB_ID is set, SLURM_STEP_ID is not): SLURM_PROCID={procid:?} and SLURM_NTASKS={ntasks:?} describe the batch shell, not this program's ranks; start it with `srun prog` (or `fmrun -n N prog` for ranks on this node)")]

@@ -15,7 +15,9 @@
 //! - `tcp`: the TCP software NIC's write records and the NIC loop that
 //!   applies them to a rank's memory;
 //! - `shm`: where a shared-memory transport's mapping lies, so a target
-//!   can check that what it hands out stays inside.
+//!   can check that what it hands out stays inside;
+//! - `copy`: the frame-copy strategies and tuner, for the benches (which
+//!   once compiled `src/copy.rs` a second time through `#[path]`).
 //!
 //! The fragment header ([`crate::frame`]), the rings ([`crate::ring`]) and
 //! the shared segment ([`crate::transport::shm`]) are public already and
@@ -65,6 +67,8 @@ pub mod control {
     pub const OP_RELEASE: u32 = inner::OP_RELEASE;
     /// Rank 0 asks for the counts of a close wave.
     pub const OP_PROBE: u32 = inner::OP_PROBE;
+    /// Rank 0 names the ranks a close waits for.
+    pub const OP_STRAGGLERS: u32 = inner::OP_STRAGGLERS;
 
     /// Encode a close report.
     pub fn encode_report(wave: u32, sent: u64, received: u64) -> Vec<u8> {
@@ -124,7 +128,7 @@ pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
     use crate::ring::{RingGeometry, RingRegion};
-    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, UP};
+    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, LEFT, UP};
     use crate::transport::tcp::wire;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::atomic::Ordering;
@@ -162,8 +166,11 @@ pub mod tcp {
         /// Still up (its bytes ended on a record boundary or mid-record
         /// without the connection closing).
         Up,
-        /// The peer said goodbye.
+        /// The peer said goodbye after closing.
         Bye,
+        /// The peer said goodbye without having closed (its endpoint was
+        /// dropped without `close`).
+        Left,
         /// The peer failed with this error.
         Failed(Option<NetError>),
     }
@@ -189,7 +196,9 @@ pub mod tcp {
                 bell: std::ptr::null(),
             };
             NicMemory {
-                shared: Arc::new(Shared::new(geometry, &ranks, targets)),
+                shared: Arc::new(
+                    Shared::new(geometry, &ranks, targets).expect("memory for the NIC rings"),
+                ),
                 window,
             }
         }
@@ -232,6 +241,7 @@ pub mod tcp {
             match link.state.load(Ordering::Acquire) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
+                LEFT => LinkState::Left,
                 FAILED => {
                     LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
                 }
@@ -257,4 +267,14 @@ pub mod shm {
         let window = t.own_window().raw().0 as usize;
         (window - l.window(t.smt_id()) as usize, l.total)
     }
+}
+
+/// The frame-copy strategies and their tuner (see `crate::copy`), for the
+/// benchmark suite: `fmbench tune-copy` measures and stores the plan, the
+/// criterion benches time each strategy.
+pub mod copy {
+    pub use crate::copy::{
+        copy_to_frame, copy_with, kernel, parse_choice, plan, store, tune, CopyPlan, CopyPlanError,
+        ProbeResult, Strategy,
+    };
 }

@@ -16,14 +16,12 @@
 //! [`anchor`] (runs and parses the Open MPI / hardware anchors), [`report`]
 //! (aggregation, CSV, Markdown, targets), [`plot`] (SVG), [`machine`],
 //! [`child`] (child processes with a time limit), [`stats`], and [`copy`] —
-//! the very `src/copy.rs` of fastmsg compiled into this crate, so the
-//! tuner and the strategies can be measured and stored from here.
+//! fastmsg's frame-copy strategies and tuner (`fastmsg::internal::copy`),
+//! so they can be measured and the plan stored from here.
 
 pub mod anchor;
 pub mod child;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/copy.rs"]
-pub mod copy;
+pub use fastmsg::internal::copy;
 pub mod fastmsg_run;
 pub mod machine;
 pub mod plot;

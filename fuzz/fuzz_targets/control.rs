@@ -15,7 +15,7 @@
 use arbitrary::Arbitrary;
 use fastmsg::error::{ProtocolError, StartError};
 use fastmsg::internal::control::{
-    encode_report, Control, OP_CLOSE, OP_PROBE, OP_RELEASE, OP_TABLE, OP_VERDICT,
+    encode_report, Control, OP_CLOSE, OP_PROBE, OP_RELEASE, OP_STRAGGLERS, OP_TABLE, OP_VERDICT,
 };
 use fastmsg::internal::handler_table;
 use fastmsg::Rank;
@@ -267,6 +267,16 @@ fuzz_target!(|input: Input| {
             )]),
             OP_RELEASE if from0 && payload.is_empty() => {
                 m.released = true;
+                Ok(Vec::new())
+            }
+            // A straggler list: rank 0 alone, whole u32 ranks, at most the
+            // job's size of them, each inside the job.
+            OP_STRAGGLERS
+                if from0
+                    && payload.len() % 4 == 0
+                    && payload.len() / 4 <= size as usize
+                    && payload.chunks_exact(4).all(|w| u32_at(w, 0) < size) =>
+            {
                 Ok(Vec::new())
             }
             _ => Err(()),

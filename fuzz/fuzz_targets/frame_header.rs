@@ -24,7 +24,7 @@ fuzz_target!(|input: (u16, u32, [u8; TRAILER_BYTES])| {
     let first = h.flags().contains(FragFlags::FIRST);
     let expected = if h.src >= world {
         Some("source")
-    } else if h.flags & !7 != 0 {
+    } else if h.flags & !15 != 0 {
         Some("flags")
     } else if h.len as usize > max_len {
         Some("length")

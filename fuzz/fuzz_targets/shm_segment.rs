@@ -18,11 +18,12 @@ use arbitrary::Arbitrary;
 use fastmsg::frame::FragHeader;
 use fastmsg::internal::shm::mapping;
 use fastmsg::transport::shm::layout::{Layout, Params};
-use fastmsg::transport::shm::segment::{segment_path, Segment};
+use fastmsg::transport::shm::segment::{segment_path, Segment, CREATOR_LINE};
 use fastmsg::transport::shm::{ShmConfig, ShmJob, ShmTransport};
 use fastmsg::transport::Transport;
 use fastmsg::Rank;
 use libfuzzer_sys::fuzz_target;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -217,6 +218,10 @@ fuzz_target!(|input: Input| {
 
     // The file: a real segment every other rank has attached to (we take
     // the last SMT id), patched; or any bytes.
+    // The template stays alive (its creator line held by this thread, as
+    // a live creator's is) until the end; patches never touch the creator
+    // line, whose mutex this thread unlocks when the template goes.
+    let mut template = None;
     let file = match &input.patches {
         Some(patches) => {
             let seg = Segment::create(&path, JOB, params).expect("create the template");
@@ -224,15 +229,21 @@ fuzz_target!(|input: Input| {
                 seg.attach(r).expect("attach");
             }
             let mut file = std::fs::read(&path).expect("read the template");
-            drop(seg);
+            let line = CREATOR_LINE as usize..CREATOR_LINE as usize + 64;
+            let kept = file[line.clone()].to_vec();
             for p in patches.iter().take(32) {
                 patch(&mut file, &layout, local - 1, p);
             }
+            file[line].copy_from_slice(&kept);
+            template = Some(seg);
             file
         }
         None => input.raw.clone(),
     };
     std::fs::write(&path, &file).expect("write the segment file");
+    // Owned by us, mode 0600: what an opener trusts.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod the segment file");
 
     let job = ShmJob {
         dir: dir(),
@@ -319,4 +330,6 @@ fuzz_target!(|input: Input| {
     for tok in held {
         t.release(&tok);
     }
+    drop(t);
+    drop(template);
 });

@@ -134,7 +134,12 @@ fn emit(r: &Record, g: RingGeometry, out: &mut Vec<u8>) {
             out.extend(encode_header(PUT_U64, len, u64::from(offset)));
             out.extend(&value.to_le_bytes()[..(len as usize).min(8)]);
         }
-        Record::Bye { len } => out.extend(encode_header(BYE_RECORD, u32::from(len % 2), 0)),
+        // Bit 1 of `len` picks the goodbye's offset: 1 = after close, 0 = left.
+        Record::Bye { len } => out.extend(encode_header(
+            BYE_RECORD,
+            u32::from(len % 2),
+            u64::from(len / 2 % 2),
+        )),
         Record::Flush { round, len } => out.extend(encode_header(FLUSH, u32::from(len % 2), round)),
         Record::Header { kind, len, offset } => out.extend(encode_header(kind, len, offset)),
         Record::Raw(ref b) => out.extend(b),
@@ -144,8 +149,14 @@ fn emit(r: &Record, g: RingGeometry, out: &mut Vec<u8>) {
 /// How the model expects a link to end.
 #[derive(Debug, PartialEq)]
 enum End {
-    Bye,
-    Disconnected { mid_record: bool },
+    /// A goodbye; `closed`: sent after the peer's close (offset 1), else the
+    /// peer left without closing.
+    Bye {
+        closed: bool,
+    },
+    Disconnected {
+        mid_record: bool,
+    },
     BadRecord,
 }
 
@@ -223,7 +234,9 @@ fn model(bytes: &[u8], g: RingGeometry, window_len: u64) -> PeerModel {
                 }
             }
             BYE_RECORD if len == 0 => {
-                m.end = End::Bye;
+                m.end = End::Bye {
+                    closed: offset == 1,
+                };
                 return m;
             }
             FLUSH if len == 0 => m.flushed = offset,
@@ -295,7 +308,8 @@ fuzz_target!(|input: Input| {
         assert_eq!(mem.flushed(k), want.flushed, "peer {k}'s flush round");
         let rank = Rank(k as u32 + 1);
         match (mem.link(k), &want.end) {
-            (LinkState::Bye, End::Bye) => {}
+            (LinkState::Bye, End::Bye { closed: true }) => {}
+            (LinkState::Left, End::Bye { closed: false }) => {}
             (
                 LinkState::Failed(Some(NetError::Disconnected {
                     rank: r,

@@ -3,8 +3,8 @@
 //! The models drive the very source files that ship — [`fastmsg::queue`],
 //! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`] — compiled
 //! against loom's atomics and cells through `fastmsg`'s `sync` shim; frame
-//! bytes live in [`frames::LoomFrames`], a `FrameStore`, and ring slots in
-//! [`ring_store::LoomRing`], a `RingStore`, whose every byte access loom
+//! bytes live in `frames::LoomFrames`, a `FrameStore`, and ring slots in
+//! `ring_store::LoomRing`, a `RingStore`, whose every byte access loom
 //! sees. They exist only when the workspace is built with
 //! `RUSTFLAGS="--cfg loom"`; otherwise this crate is empty, so
 //! `cargo test --workspace` is unaffected.
@@ -21,7 +21,7 @@
 //!
 //! Each model module has the model passing on the real code and one test
 //! per seeded mutant (`fastmsg::mutant`, see `src/sync.rs`) asserting that
-//! loom reports the expected failure; [`harness`] runs both.
+//! loom reports the expected failure; `harness` runs both.
 //!
 //! Run (README, "Model checking"):
 //!

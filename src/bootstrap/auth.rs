@@ -18,18 +18,19 @@
 //! Whatever the peer sends is checked; a failure is a [`HandshakeError`]
 //! naming what was wrong, and the server logs every refusal.
 
-use crate::error::HandshakeError;
+use super::gate::Bounded;
+use crate::error::{ConnectError, HandshakeError};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// "FMNETv01" little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FMNETv01");
 /// Bumped whenever the wire format (handshake or records) changes.
 pub(crate) const WIRE_VERSION: u32 = 1;
-/// How long one handshake may take.
+/// How long one handshake may take, in all (not per read).
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a connection is opened.
@@ -149,21 +150,23 @@ impl Hello {
 }
 
 /// Client side: introduce ourselves, check the server knows the secret,
-/// prove we do. Returns the server's rank.
+/// prove we do, all by `deadline` (however the server paces its bytes).
+/// Returns the server's rank.
 ///
 /// # Errors
 /// [`HandshakeError`] naming what failed (a refusal by the server is
 /// reported with its reason).
 pub(crate) fn client(
-    s: &mut TcpStream,
+    s: &TcpStream,
     secret: &[u8],
     hello: &Hello,
+    deadline: Instant,
 ) -> Result<u32, HandshakeError> {
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
+    let mut b = Bounded::new(s, deadline);
     let hello_b = hello.encode(&nonce());
-    s.write_all(&hello_b).map_err(io)?;
+    b.write_all(&hello_b).map_err(io)?;
     let mut ch = [0u8; 64];
-    s.read_exact(&mut ch).map_err(io)?;
+    b.read_exact(&mut ch).map_err(io)?;
     let magic = u64_at(&ch, 0);
     if magic != MAGIC {
         return Err(HandshakeError::BadMagic { found: magic });
@@ -179,11 +182,11 @@ pub(crate) fn client(
         return Err(HandshakeError::BadSecret);
     }
     let proof = mac(secret, b"fastmsg-client", &[&hello_b, nonce_s]);
-    s.write_all(&proof).map_err(io)?;
+    b.write_all(&proof).map_err(io)?;
     let mut v = [0u8; 1];
-    s.read_exact(&mut v)
+    b.read_exact(&mut v)
         .map_err(|e| HandshakeError::Io(format!("the server closed without a verdict ({e})")))?;
-    s.set_read_timeout(None).map_err(io)?;
+    unbound(s)?;
     match v[0] {
         V_OK => Ok(server_rank),
         V_SECRET => Err(HandshakeError::BadSecret),
@@ -198,22 +201,68 @@ pub(crate) fn client(
     }
 }
 
+/// Back to no time-outs once a handshake is over.
+fn unbound(s: &TcpStream) -> Result<(), HandshakeError> {
+    s.set_read_timeout(None).map_err(io)?;
+    s.set_write_timeout(None).map_err(io)
+}
+
+/// Connect to `addr` and authenticate as `hello`, retrying — a refused
+/// or closed connection, a handshake cut short or timed out (a server busy
+/// with other handshakes closes new connections at once, see
+/// [`super::gate`]) — until `deadline`, the job's start-up deadline. Each
+/// attempt has [`HANDSHAKE_TIMEOUT`] at most. A server that proves it does
+/// not know the secret, or refuses us, is not retried.
+///
+/// # Errors
+/// [`ConnectError::Handshake`] for a refusal or, at the deadline, the last
+/// attempt's failure; [`ConnectError::Timeout`] if nothing listened.
+pub(crate) fn client_retry(
+    addr: SocketAddr,
+    secret: &[u8],
+    hello: &Hello,
+    deadline: Instant,
+    who: impl Fn() -> String,
+) -> Result<(u32, TcpStream), ConnectError> {
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let s = crate::transport::tcp::mesh::connect_retry(addr, deadline, &who)?;
+        let attempt = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
+        match client(&s, secret, hello, attempt) {
+            Ok(rank) => return Ok((rank, s)),
+            Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
+                drop(s);
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            Err(source) => {
+                return Err(ConnectError::Handshake {
+                    peer: who(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
 /// Server side: read the client's HELLO, prove we know the secret, check
-/// its proof, then let `accept` judge the HELLO (job, rank, parameters).
-/// The verdict is sent back either way.
+/// its proof, then let `accept` judge the HELLO (job, rank, parameters),
+/// all by `deadline` (however the client paces its bytes). The verdict is
+/// sent back either way.
 ///
 /// # Errors
 /// [`HandshakeError`] naming what failed; the connection should then be
 /// closed and the refusal logged.
 pub(crate) fn server(
-    s: &mut TcpStream,
+    s: &TcpStream,
     secret: &[u8],
     my_rank: u32,
+    deadline: Instant,
     accept: impl FnOnce(&Hello) -> Result<(), HandshakeError>,
 ) -> Result<Hello, HandshakeError> {
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
+    let mut b = Bounded::new(s, deadline);
     let mut hello_b = [0u8; 64];
-    s.read_exact(&mut hello_b).map_err(io)?;
+    b.read_exact(&mut hello_b).map_err(io)?;
     let hello = Hello::decode(&hello_b)?;
     let nonce_s = nonce();
     let mut ch = [0u8; 64];
@@ -222,11 +271,11 @@ pub(crate) fn server(
     ch[16..32].copy_from_slice(&nonce_s);
     let tag = mac(secret, b"fastmsg-server", &[&hello_b, &nonce_s, &ch[8..12]]);
     ch[32..64].copy_from_slice(&tag);
-    s.write_all(&ch).map_err(io)?;
+    b.write_all(&ch).map_err(io)?;
     let mut proof = [0u8; 32];
-    s.read_exact(&mut proof).map_err(io)?;
+    b.read_exact(&mut proof).map_err(io)?;
     if !verify(secret, b"fastmsg-client", &[&hello_b, &nonce_s], &proof) {
-        let _ = s.write_all(&[V_SECRET]);
+        let _ = b.write_all(&[V_SECRET]);
         return Err(HandshakeError::BadSecret);
     }
     if let Err(e) = accept(&hello) {
@@ -235,38 +284,12 @@ pub(crate) fn server(
         } else {
             V_PEER
         };
-        let _ = s.write_all(&[code]);
+        let _ = b.write_all(&[code]);
         return Err(e);
     }
-    s.write_all(&[V_OK]).map_err(io)?;
-    s.set_read_timeout(None).map_err(io)?;
+    b.write_all(&[V_OK]).map_err(io)?;
+    unbound(s)?;
     Ok(hello)
-}
-
-/// The next connection on the non-blocking `listener`, waiting (in 2 ms
-/// naps) until `deadline`; `None` once it has passed. The stream is put
-/// back in blocking mode. A failed `accept` is logged for `who` and
-/// skipped: one bad attempt must not stop the others.
-pub(crate) fn accept_before(
-    listener: &TcpListener,
-    deadline: Instant,
-    who: &str,
-) -> Option<(TcpStream, SocketAddr)> {
-    loop {
-        if Instant::now() >= deadline {
-            return None;
-        }
-        match listener.accept() {
-            Ok((s, from)) => {
-                let _ = s.set_nonblocking(false);
-                return Some((s, from));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => tracing::warn!("{who}: accept failed: {e}"),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -281,6 +304,33 @@ mod tests {
         (c, s)
     }
 
+    fn soon() -> Instant {
+        Instant::now() + HANDSHAKE_TIMEOUT
+    }
+
+    #[test]
+    fn a_client_sending_a_byte_a_second_is_cut_at_the_total_deadline() {
+        let (mut c, s) = pair();
+        let t = std::thread::spawn(move || {
+            for _ in 0..20 {
+                if c.write_all(&[0x46]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = Instant::now();
+        let e = server(&s, b"k", 0, start + Duration::from_millis(500), |_| Ok(())).unwrap_err();
+        assert!(matches!(e, HandshakeError::Io(_)), "{e}");
+        assert!(
+            start.elapsed() < Duration::from_millis(1500),
+            "cut at the deadline, not after the last byte: {:?}",
+            start.elapsed()
+        );
+        drop(s);
+        t.join().unwrap();
+    }
+
     fn hello() -> Hello {
         Hello {
             purpose: Purpose::Connect,
@@ -293,18 +343,18 @@ mod tests {
 
     #[test]
     fn the_same_secret_is_accepted() {
-        let (mut c, mut s) = pair();
-        let t = std::thread::spawn(move || server(&mut s, b"sesame", 1, |_| Ok(())));
-        assert_eq!(client(&mut c, b"sesame", &hello()), Ok(1));
+        let (c, s) = pair();
+        let t = std::thread::spawn(move || server(&s, b"sesame", 1, soon(), |_| Ok(())));
+        assert_eq!(client(&c, b"sesame", &hello(), soon()), Ok(1));
         assert_eq!(t.join().unwrap(), Ok(hello()));
     }
 
     #[test]
     fn a_wrong_secret_is_refused_on_both_sides() {
-        let (mut c, mut s) = pair();
-        let t = std::thread::spawn(move || server(&mut s, b"sesame", 1, |_| Ok(())));
+        let (c, s) = pair();
+        let t = std::thread::spawn(move || server(&s, b"sesame", 1, soon(), |_| Ok(())));
         assert_eq!(
-            client(&mut c, b"guess", &hello()),
+            client(&c, b"guess", &hello(), soon()),
             Err(HandshakeError::BadSecret),
             "the client sees the server cannot prove our secret"
         );
@@ -318,9 +368,9 @@ mod tests {
 
     #[test]
     fn garbage_is_refused_by_magic() {
-        let (mut c, mut s) = pair();
+        let (mut c, s) = pair();
         c.write_all(&[0x47; 64]).unwrap();
-        let e = server(&mut s, b"sesame", 1, |_| Ok(())).unwrap_err();
+        let e = server(&s, b"sesame", 1, soon(), |_| Ok(())).unwrap_err();
         assert_eq!(
             e,
             HandshakeError::BadMagic {
@@ -331,9 +381,9 @@ mod tests {
 
     #[test]
     fn the_servers_judgement_reaches_the_client() {
-        let (mut c, mut s) = pair();
+        let (c, s) = pair();
         let t = std::thread::spawn(move || {
-            server(&mut s, b"k", 0, |h| {
+            server(&s, b"k", 0, soon(), |h| {
                 Err(HandshakeError::Mismatch {
                     what: "ring slots",
                     ours: 8,
@@ -341,7 +391,7 @@ mod tests {
                 })
             })
         });
-        let e = client(&mut c, b"k", &hello()).unwrap_err();
+        let e = client(&c, b"k", &hello(), soon()).unwrap_err();
         assert!(matches!(e, HandshakeError::WrongPeer { .. }), "{e}");
         assert!(matches!(
             t.join().unwrap(),

@@ -37,17 +37,14 @@ pub(crate) struct NetPlan {
 
 /// Whether this job needs the network at all.
 pub(crate) fn needs_network(config: &Config) -> bool {
-    let job = &config.job;
-    job.size > 1
-        && (job.local_size != job.size
-            || config.net.mode != NetMode::Auto
-            || config.net.root.is_some())
+    config.needs_network()
 }
 
 fn root_file(config: &Config) -> PathBuf {
     config.shm_dir.join(format!(
-        "fastmsg-{}-{}.root",
-        config.job.job, config.job.host
+        "{}{}.root",
+        crate::transport::shm::segment::job_file_prefix(&config.job.job),
+        config.job.host
     ))
 }
 
@@ -134,6 +131,22 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
     })
 }
 
+/// The contents of `path` if it is a regular file of this user that
+/// nobody else may write (another user's file at the name is ignored: the
+/// address must come from our rank 0).
+fn read_own_file(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let f = std::fs::File::open(path).ok()?;
+    let m = f.metadata().ok()?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    #[allow(unsafe_code)]
+    let me = unsafe { libc::geteuid() };
+    if !m.is_file() || m.uid() != me || m.mode() & 0o022 != 0 {
+        return None;
+    }
+    std::io::read_to_string(f).ok()
+}
+
 /// The rendezvous of a one-host job forced onto the network: rank 0 on the
 /// loopback, its address in a file beside the shared segment.
 fn local_rendezvous(
@@ -173,10 +186,8 @@ fn local_rendezvous(
     } else {
         let start = Instant::now();
         let addr = loop {
-            if let Ok(s) = std::fs::read_to_string(&path) {
-                if let Ok(a) = s.trim().parse::<SocketAddr>() {
-                    break a;
-                }
+            if let Some(a) = read_own_file(&path).and_then(|s| s.trim().parse().ok()) {
+                break a;
             }
             if start.elapsed() > config.timeout {
                 return Err(ConnectError::Timeout {

@@ -10,9 +10,21 @@
 
 pub(crate) mod auth;
 mod env;
+pub(crate) mod gate;
 pub(crate) mod hosts;
 mod manners;
 pub mod rendezvous;
+pub mod secret;
 pub mod threads;
 
+#[cfg(test)]
+mod startup_tests;
+
 pub use env::{host_identity, JobInfo, Launcher};
+
+/// A job id made file-name safe, as [`JobInfo`] keeps it (and as it
+/// appears in the names of the job's files, see
+/// [`crate::transport::shm::segment::job_file_prefix`]).
+pub fn sanitize_job_id(job: &str) -> String {
+    env::sanitize(job)
+}

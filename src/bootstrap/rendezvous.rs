@@ -9,9 +9,13 @@
 //! interface that routes to the root), on a port the kernel picks; rank 0
 //! listens on the root address itself, and keeps that listener for its
 //! peers' connections afterwards. Connections that are not members of the
-//! job are refused with a logged reason and do not disturb the rendezvous.
+//! job are refused with a logged reason and do not disturb the rendezvous:
+//! every connection is authenticated on a thread of its own under a total
+//! deadline (the private `bootstrap::gate`), and joining ranks retry until the job's
+//! start-up deadline.
 
 use super::auth::{self, Hello, Purpose};
+use super::gate::{Bounded, Gate};
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
 use std::collections::BTreeMap;
@@ -104,7 +108,10 @@ pub fn resolve(root: &str) -> Result<SocketAddr, ConnectError> {
 }
 
 /// Rank 0: serve the rendezvous on `listener` until all `size` ranks have
-/// joined; return the table (in rank order).
+/// joined; return the table (in rank order). Connections are
+/// authenticated concurrently, each under its own deadline
+/// (the private `bootstrap::gate`): an idle, slow or flooding client
+/// delays nobody.
 ///
 /// # Errors
 /// [`ConnectError::Timeout`] naming the ranks that never joined, or an I/O
@@ -124,8 +131,40 @@ pub fn serve(
             source,
         })?;
     let deadline = start + job.timeout;
+    let (secret, size, hash) = (job.secret.to_vec(), job.size, auth::job_hash(job.job));
+    // Runs on a handshake thread: everything it judges is in the HELLO;
+    // whether the rank has joined already is judged here, below.
+    let handshake = move |s: &TcpStream, by: Instant| -> Result<Member, HandshakeError> {
+        let h = auth::server(s, &secret, 0, by, |h| {
+            if h.purpose != Purpose::Join {
+                return Err(HandshakeError::WrongPeer {
+                    what: "connecting to a peer before the rendezvous is over".into(),
+                });
+            }
+            if h.job_hash != hash || h.size != size {
+                return Err(HandshakeError::WrongPeer {
+                    what: format!("of another job ({} ranks)", h.size),
+                });
+            }
+            if h.rank == 0 || h.rank >= size {
+                return Err(HandshakeError::WrongPeer {
+                    what: format!("claiming rank {}, which is out of range", h.rank),
+                });
+            }
+            Ok(())
+        })?;
+        let m = get_member(&mut Bounded::new(s, by))?;
+        if m.rank.0 != h.rank {
+            return Err(HandshakeError::WrongPeer {
+                what: format!("rank {} describing itself as rank {}", h.rank, m.rank),
+            });
+        }
+        let _ = s.set_read_timeout(None);
+        Ok(m)
+    };
+    let mut gate = Gate::new();
     while (joined.len() as u32) < job.size - 1 {
-        let Some((mut s, from)) = auth::accept_before(listener, deadline, "rendezvous") else {
+        let Some(a) = gate.next(listener, deadline, "rendezvous", &handshake) else {
             let missing: Vec<u32> = (1..job.size).filter(|r| !joined.contains_key(r)).collect();
             let _ = listener.set_nonblocking(false);
             return Err(ConnectError::Timeout {
@@ -133,39 +172,16 @@ pub fn serve(
                 waited: start.elapsed(),
             });
         };
-        let judged = auth::server(&mut s, job.secret, 0, |h| {
-            if h.purpose != Purpose::Join {
-                return Err(HandshakeError::WrongPeer {
-                    what: "connecting to a peer before the rendezvous is over".into(),
-                });
-            }
-            if h.job_hash != auth::job_hash(job.job) || h.size != job.size {
-                return Err(HandshakeError::WrongPeer {
-                    what: format!("of another job ({} ranks)", h.size),
-                });
-            }
-            if h.rank == 0 || h.rank >= job.size || joined.contains_key(&h.rank) {
-                return Err(HandshakeError::WrongPeer {
-                    what: format!("claiming rank {}, which is taken or out of range", h.rank),
-                });
-            }
-            Ok(())
-        });
-        let entry = judged.and_then(|h| {
-            let _ = s.set_read_timeout(Some(auth::HANDSHAKE_TIMEOUT));
-            let m = get_member(&mut s)?;
-            if m.rank.0 != h.rank {
-                return Err(HandshakeError::WrongPeer {
-                    what: format!("rank {} describing itself as rank {}", h.rank, m.rank),
-                });
-            }
-            Ok(m)
-        });
-        match entry {
-            Ok(m) => {
+        match a.result {
+            Ok((m, _)) if joined.contains_key(&m.rank.0) => tracing::warn!(
+                "rendezvous refused a connection from {}: rank {} has joined already",
+                a.from,
+                m.rank
+            ),
+            Ok((m, s)) => {
                 joined.insert(m.rank.0, (m, s));
             }
-            Err(e) => tracing::warn!("rendezvous refused a connection from {from}: {e}"),
+            Err(e) => tracing::warn!("rendezvous refused a connection from {}: {e}", a.from),
         }
     }
     let _ = listener.set_nonblocking(false);
@@ -199,7 +215,14 @@ pub fn join(
 ) -> Result<(Vec<Member>, TcpListener), ConnectError> {
     let deadline = Instant::now() + job.timeout;
     let peer = || format!("the rendezvous at {root}");
-    let mut s = crate::transport::tcp::mesh::connect_retry(root, deadline, peer)?;
+    let hello = Hello {
+        purpose: Purpose::Join,
+        rank: rank.0,
+        size: job.size,
+        job_hash: auth::job_hash(job.job),
+        params: [0, 0],
+    };
+    let (_, mut s) = auth::client_retry(root, job.secret, &hello, deadline, peer)?;
     let io = |op: &'static str| {
         move |source| ConnectError::Io {
             op,
@@ -215,17 +238,6 @@ pub fn join(
         host: host.to_owned(),
         addr: listener.local_addr().map_err(io("listen beside"))?,
     };
-    let hello = Hello {
-        purpose: Purpose::Join,
-        rank: rank.0,
-        size: job.size,
-        job_hash: auth::job_hash(job.job),
-        params: [0, 0],
-    };
-    auth::client(&mut s, job.secret, &hello).map_err(|source| ConnectError::Handshake {
-        peer: peer(),
-        source,
-    })?;
     let mut msg = Vec::new();
     put_member(&mut msg, &me);
     s.write_all(&msg).map_err(io("send our address to"))?;

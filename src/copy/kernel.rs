@@ -31,7 +31,7 @@ pub fn detect_kernel() -> u8 {
 /// Copy with streaming stores if `kernel` names one, else plainly.
 ///
 /// # Safety
-/// As [`copy_to_frame`]; `kernel` must come from `detect_kernel` on this CPU.
+/// As [`super::copy_to_frame`]; `kernel` must come from `detect_kernel` on this CPU.
 pub unsafe fn copy_stream(dst: *mut u8, src: *const u8, n: usize, kernel: u8) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -53,7 +53,7 @@ pub unsafe fn copy_stream(dst: *mut u8, src: *const u8, n: usize, kernel: u8) {
 /// else plainly.
 ///
 /// # Safety
-/// As [`copy_to_frame`]; `kernel` must come from `detect_kernel` on this CPU.
+/// As [`super::copy_to_frame`]; `kernel` must come from `detect_kernel` on this CPU.
 pub unsafe fn copy_vector(dst: *mut u8, src: *const u8, n: usize, kernel: u8) {
     #[cfg(target_arch = "x86_64")]
     {

@@ -40,16 +40,11 @@ pub fn machine_key() -> String {
     format!("{model} / {n} cpus")
 }
 
-/// The stored plan, or a fresh measurement (stored) when there is none,
-/// it is for another machine, or `retune` is set. One process measures
-/// while the others wait on the file lock.
-pub(super) fn load_or_tune(retune: bool) -> Result<CopyPlan, CopyPlanError> {
+/// Measure now and store the plan for this machine (`FASTMSG_COPY=tune`,
+/// `fmbench tune-copy`). Processes that ask at the same time measure one
+/// after the other (a file lock), never side by side.
+pub fn tune_and_store() -> Result<CopyPlan, CopyPlanError> {
     let path = plan_path()?;
-    if !retune {
-        if let Ok(p) = load(&path) {
-            return Ok(p);
-        }
-    }
     let io = |source| CopyPlanError::Io {
         path: path.clone(),
         source,
@@ -64,12 +59,6 @@ pub(super) fn load_or_tune(retune: bool) -> Result<CopyPlan, CopyPlanError> {
         .open(path.with_extension("lock"))
         .map_err(io)?;
     let _held = FileLock::take(&lock);
-    // Someone may have measured while we waited for the lock.
-    if !retune {
-        if let Ok(p) = load(&path) {
-            return Ok(p);
-        }
-    }
     let p = tune();
     store(&path, &p)?;
     Ok(p)

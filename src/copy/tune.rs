@@ -88,7 +88,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Pipeline throughput in GB/s: a producer copies `chunk`-byte pieces of a
-/// 1 MiB source into a [`RING_BYTES`] ring of frames with `strategy`; a
+/// 1 MiB source into a `RING_BYTES` ring of frames with `strategy`; a
 /// consumer thread copies each frame out into its own 1 MiB buffer and
 /// hands the frame back — the shape of a streamed send and its receive.
 pub fn probe(strategy: Strategy, chunk: usize, total: usize, kernel: u8) -> f64 {

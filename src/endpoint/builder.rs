@@ -244,7 +244,7 @@ impl EndpointBuilder {
                 let tcp =
                     unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
                         .map_err(|source| crate::error::ConnectError::Io {
-                            op: "start the NIC thread for",
+                            op: "set up the network transport (rings, NIC thread) of",
                             peer: format!("rank {}", job.rank),
                             source,
                         })?;

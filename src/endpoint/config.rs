@@ -76,7 +76,8 @@ pub struct NetConfig {
     /// Where rank 0 serves the rendezvous, `host:port` (`FASTMSG_ROOT`).
     /// Needed when ranks span hosts; on one host rank 0 picks a port.
     pub root: Option<String>,
-    /// The job secret every connection proves (`FASTMSG_SECRET`).
+    /// The job secret every connection proves (`FASTMSG_SECRET`, or the
+    /// file `FASTMSG_SECRET_FILE`; never a command-line argument).
     pub secret: Option<String>,
     /// Ring geometry (`FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`).
     pub rings: NetRingConfig,
@@ -95,6 +96,26 @@ fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
                 })
         }
         _ => Ok(None),
+    }
+}
+
+/// The longest time-out (`FASTMSG_TIMEOUT`, `FASTMSG_CLOSE_WARN`): a year.
+/// Longer ones would overflow deadline arithmetic (`Instant + Duration`).
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Physical memory of this host in bytes (`u64::MAX` if unknown).
+fn physical_memory() -> u64 {
+    // SAFETY: sysconf only reads system parameters.
+    #[allow(unsafe_code)]
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(size)) {
+        (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
+        _ => u64::MAX,
     }
 }
 
@@ -140,7 +161,8 @@ impl Config {
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`, and the
     /// network's
-    /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET`,
+    /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
+    /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
     /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`) that are set.
     ///
     /// # Errors
@@ -176,10 +198,8 @@ impl Config {
                 self.net.root = Some(r);
             }
         }
-        if let Ok(k) = std::env::var("FASTMSG_SECRET") {
-            if !k.is_empty() {
-                self.net.secret = Some(k);
-            }
+        if let Some(k) = crate::bootstrap::secret::secret_from_env()? {
+            self.net.secret = Some(k);
         }
         if let Some(n) = env_num("FASTMSG_NET_SLOTS")? {
             self.net.rings.slots = fits("FASTMSG_NET_SLOTS", n)?;
@@ -196,6 +216,43 @@ impl Config {
             }
         }
         Ok(self)
+    }
+
+    /// Whether this job needs the network at all: ranks on other hosts,
+    /// a forced network transport, or a rendezvous address.
+    pub(crate) fn needs_network(&self) -> bool {
+        let job = &self.job;
+        job.size > 1
+            && (job.local_size != job.size
+                || self.net.mode != NetMode::Auto
+                || self.net.root.is_some())
+    }
+
+    /// The network rings' memory per rank (one receive ring, one credit
+    /// line and one staging slot per network peer, at most every other
+    /// rank) against this host's physical memory: settings inside the
+    /// documented ranges can still ask for a terabyte together.
+    fn check_net_memory(&self) -> Result<(), ConfigError> {
+        if !self.needs_network() {
+            return Ok(());
+        }
+        let Some(g) = self.net.rings.geometry() else {
+            return Ok(()); // reported by `validate`
+        };
+        let peers = u64::from(self.job.size.saturating_sub(1));
+        let asked = g
+            .ring_bytes()
+            .checked_add(64 + u64::from(g.slot_bytes))
+            .and_then(|per| per.checked_mul(peers));
+        let available = physical_memory();
+        if asked.is_none_or(|a| a > available) {
+            return Err(ConfigError::TooMuchMemory {
+                what: "FASTMSG_NET_SLOTS x FASTMSG_NET_SLOT_SIZE x (ranks - 1)",
+                asked,
+                available,
+            });
+        }
+        Ok(())
     }
 
     /// Check ranges that the transports do not check themselves.
@@ -230,6 +287,22 @@ impl Config {
                 ),
             });
         }
+        for (what, d) in [
+            ("FASTMSG_TIMEOUT", self.timeout),
+            ("FASTMSG_CLOSE_WARN", self.close_warn),
+        ] {
+            if d > MAX_WAIT {
+                return Err(ConfigError::Invalid {
+                    what,
+                    why: format!(
+                        "{} s is more than {} s (a year): deadlines must stay countable",
+                        d.as_secs(),
+                        MAX_WAIT.as_secs()
+                    ),
+                });
+            }
+        }
+        self.check_net_memory()?;
         if self.shm.frame_size < 64 || self.shm.frame_size % 64 != 0 {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_FRAME_SIZE",

@@ -240,9 +240,10 @@ impl Control {
         counts: CloseCounts,
     ) -> Result<Sends, ProtocolError> {
         let bad = |what| ProtocolError::BadControl { src: src.0, what };
-        // Verdicts, probes and the release come from rank 0 alone: another
-        // rank's could end a start or a close early.
-        if matches!(op, OP_VERDICT | OP_PROBE | OP_RELEASE) && src != Rank(0) {
+        // Verdicts, probes, the release and straggler lists come from rank 0
+        // alone: another rank's could end a start or a close early, or name
+        // innocent ranks.
+        if matches!(op, OP_VERDICT | OP_PROBE | OP_RELEASE | OP_STRAGGLERS) && src != Rank(0) {
             return Err(bad("a message only rank 0 sends came from another rank"));
         }
         match op {
@@ -349,12 +350,14 @@ impl Control {
                 if payload.len() % 4 != 0 || payload.len() / 4 > self.size as usize {
                     return Err(bad("malformed straggler list"));
                 }
-                self.stragglers = Some(
-                    payload
-                        .chunks_exact(4)
-                        .map(|w| Rank(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
-                        .collect(),
-                );
+                let ranks: Vec<Rank> = payload
+                    .chunks_exact(4)
+                    .map(|w| Rank(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+                    .collect();
+                if ranks.iter().any(|r| r.0 >= self.size) {
+                    return Err(bad("straggler list names a rank outside the job"));
+                }
+                self.stragglers = Some(ranks);
                 Ok(Vec::new())
             }
             _ => Err(bad("unknown control operation")),
@@ -508,6 +511,7 @@ mod tests {
             (OP_RELEASE, Vec::new()),
             (OP_PROBE, 1u32.to_le_bytes().to_vec()),
             (OP_VERDICT, vec![0]),
+            (OP_STRAGGLERS, 1u32.to_le_bytes().to_vec()),
         ] {
             let mut c = Control::new(2);
             let e = c.on_message(Rank(1), op, &payload, z);
@@ -524,6 +528,10 @@ mod tests {
         let mut c = Control::new(2);
         assert!(c.on_message(Rank(0), OP_RELEASE, &[1], z).is_err());
         assert!(!c.released);
+        // A straggler list may name only ranks of the job.
+        let e = c.on_message(Rank(0), OP_STRAGGLERS, &2u32.to_le_bytes(), z);
+        assert!(matches!(e, Err(ProtocolError::BadControl { src: 0, .. })));
+        assert!(c.take_stragglers().is_none());
     }
 
     /// The `control` fuzz target's model (decoding is exact): a verdict

@@ -31,14 +31,27 @@ impl RingRegion {
     /// # Panics
     /// If the allocation fails (as `Vec` would) or `bytes` overflows.
     pub fn zeroed(bytes: u64) -> RingRegion {
-        let len = (bytes.max(1) as usize).next_multiple_of(4096);
-        let layout = Layout::from_size_align(len, 4096).expect("ring region size");
+        Self::try_zeroed(bytes)
+            .unwrap_or_else(|_| panic!("cannot allocate a ring region of {bytes} bytes"))
+    }
+
+    /// `bytes` of zeroed memory (at least one page), or `Err(bytes)` if
+    /// the allocation fails or the size does not fit the address space.
+    ///
+    /// # Errors
+    /// The number of bytes that could not be allocated.
+    pub fn try_zeroed(bytes: u64) -> Result<RingRegion, u64> {
+        let len = usize::try_from(bytes.max(1))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(4096))
+            .ok_or(bytes)?;
+        let layout = Layout::from_size_align(len, 4096).map_err(|_| bytes)?;
         // SAFETY: the layout has a non-zero size.
         let base = unsafe { std::alloc::alloc_zeroed(layout) };
         if base.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return Err(bytes);
         }
-        RingRegion { base, layout }
+        Ok(RingRegion { base, layout })
     }
 
     /// Length in bytes.

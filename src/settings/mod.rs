@@ -191,12 +191,19 @@ pub static SETTINGS: &[Setting] = &[
     setting!(
         "FASTMSG_SECRET",
         "none (fmrun makes one)",
-        Some("--secret"),
-        "job secret every network connection proves",
+        None,
+        "job secret every network connection proves (never on a command line)",
         |c| match &c.net.secret {
             Some(s) => format!("(set, {} characters)", s.chars().count()),
             None => "-".into(),
         }
+    ),
+    setting!(
+        "FASTMSG_SECRET_FILE",
+        "none",
+        Some("--secret-file"),
+        "file holding the job secret (owned by the user, no group/other access)",
+        |_| env_or("FASTMSG_SECRET_FILE", "-")
     ),
     setting!(
         "FASTMSG_NET_SLOTS",

@@ -2,8 +2,8 @@
 //! test creates itself, joined by a veth pair, with addresses assigned
 //! inside them (a private /24 per pair; nothing else is ever addressed).
 //! A job runs as one `fmrun` per namespace, each starting that host's
-//! share of the ranks (`--size --rank-offset --root --secret --job
-//! --host-id`) by re-executing the calling test binary on one named test
+//! share of the ranks (`--size --rank-offset --root --job --host-id`, the
+//! secret in `FASTMSG_SECRET`) by re-executing the calling test binary on one named test
 //! (the *rank program*), which reads `FASTMSG_TEST_SCENARIO`.
 //!
 //! Shared by the root crate's `tests/net_hosts.rs` (as `common::netns`)
@@ -140,7 +140,9 @@ impl Hosts {
                     .args(["-n", &job.per_host.to_string()])
                     .args(["--size", &size.to_string()])
                     .args(["--rank-offset", &(job.per_host * h as u32).to_string()])
-                    .args(["--root", &root, "--secret", "namespaces-secret"])
+                    .args(["--root", &root])
+                    .env("FASTMSG_SECRET", "namespaces-secret")
+                    .env_remove("FASTMSG_SECRET_FILE")
                     .args(["--job", &format!("nh{tag}")])
                     .args(["--host-id", &format!("host{h}"), "--timeout", "60"])
                     .arg(&exe)

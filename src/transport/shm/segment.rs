@@ -1,27 +1,50 @@
-//! The shared segment: one file in `/dev/shm` per host and job, mode 0600,
-//! mapped by every local rank (seed 004 §5: "one shared memory region").
+//! The shared segment: one file per host and job in the segment directory
+//! (`/dev/shm`), mapped by every local rank (seed 004 §5: "one shared
+//! memory region").
 //!
-//! The local rank 0 *creates* it: exclusive create, size, lay out, and
-//! finally store the magic with Release — the magic doubles as the "ready"
-//! flag. The others *open* it: wait for the file and the magic, validate
-//! magic, layout version and parameters, then map it whole. Each process
-//! then takes an SMT id by fetch-and-increment of the header's counter and
-//! records its pid and global rank in the SMT map. Once everybody has
-//! attached, the creator unlinks the name, so nothing is left behind even
-//! if the job crashes later.
+//! The local rank 0 *creates* it: `O_CREAT|O_EXCL|O_NOFOLLOW`, mode exactly
+//! 0600 (set with `fchmod`, whatever the umask), a header page first, in
+//! which it arms the *creator line* (a [`LifeLine`] in the header), then
+//! the whole length reserved up front (`posix_fallocate`: a directory too
+//! small is [`SegmentError::NoSpace`], never a SIGBUS), lays it out and
+//! finally stores the magic with Release — the magic is the "ready" word.
+//! The others *open* it: `O_NOFOLLOW`, then before reading a byte `fstat`
+//! that the file is a regular file owned by this user with no group or
+//! other permission bits ([`SegmentError::Untrusted`] names owner and
+//! mode), then wait — with a deadline — for the magic, check that the
+//! creator line is held (a live creator), validate version and
+//! parameters, and map it whole. Each process then takes an SMT id by
+//! fetch-and-increment of the header's counter and records its pid and
+//! global rank in the SMT map. Once everybody has attached, the creator
+//! unlinks the name, so nothing is left behind if the job crashes later.
 //!
-//! Bad segments (foreign file, other version, other parameters, truncated,
-//! a stale segment of a dead job) give a [`SegmentError`] naming the file
-//! and what was wrong.
+//! **Names.** `fastmsg-<euid>-<job>-<host>` ([`job_file_prefix`]): two users
+//! never want the same name, and a file another user made at ours is
+//! refused by its owner ([`SegmentError::Untrusted`], at create and open),
+//! never used. Another user can still *squat* on a predictable name (a
+//! denial of service, not a hijack: the sticky `/dev/shm` lets nobody but
+//! its owner or root remove it); `fmrun`'s default job ids carry 32 random
+//! bits, and an explicit `--job` or a launcher's job id should not be
+//! predictable where other users are hostile.
+//!
+//! **Stale segments.** A name already taken by this user is judged by its
+//! creator line: held means a live job uses the id ([`SegmentError::InUse`]);
+//! owner-dead, released, garbage, or unarmed for longer than
+//! [`ARM_GRACE`] means stale: the creator removes it and creates afresh.
+//! An opener that finds a stale or foreign-looking file (bad magic, dead
+//! creator, other version) waits for the creator to replace it and only
+//! reports the problem once it has persisted for [`REPLACE_GRACE`] — no
+//! race with a creator that is about to replace it.
 
 #![allow(unsafe_code)]
 
 use super::layout::{Layout, Params, HEADER_BYTES};
+use super::liveness::{Life, LifeGuard, LifeLine};
 use crate::error::SegmentError;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use memmap2::MmapMut;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -29,7 +52,16 @@ use std::time::{Duration, Instant};
 /// "FASTMSG\x01" little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FASTMSG\x01");
 /// Bumped whenever the byte layout changes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
+/// Offset of the creator line inside the header page.
+pub const CREATOR_LINE: u64 = 512;
+/// How long a segment file may stay unarmed (created, creator line not yet
+/// held) before another creator counts it stale: the creator arms the line
+/// microseconds after creating the file.
+pub const ARM_GRACE: Duration = Duration::from_secs(1);
+/// How long an opener waits for the creator to replace a stale or foreign
+/// file before reporting it (longer than [`ARM_GRACE`]).
+pub const REPLACE_GRACE: Duration = Duration::from_secs(2);
 
 /// The segment header. Every field is atomic so processes may read it
 /// concurrently without data races; all but `magic` and `attached` are
@@ -51,7 +83,10 @@ pub struct Header {
     window_bytes: AtomicU64,
 }
 
-static_assertions::const_assert!(core::mem::size_of::<Header>() as u64 <= HEADER_BYTES);
+static_assertions::const_assert!(core::mem::size_of::<Header>() as u64 <= CREATOR_LINE);
+static_assertions::const_assert!(
+    CREATOR_LINE + core::mem::size_of::<LifeLine>() as u64 <= HEADER_BYTES
+);
 
 /// An entry of the SMT map: who holds an SMT id.
 #[repr(C, align(64))]
@@ -68,6 +103,11 @@ pub struct SmtEntry {
 /// A mapped, validated segment.
 #[derive(Debug)]
 pub struct Segment {
+    // Field order is drop order: the creator's hold on its line goes
+    // before the header map that holds the line, which goes before `map`.
+    creator_life: Option<LifeGuard>,
+    // Keeps the creator line mapped while `creator_life` holds it.
+    _head: Option<MmapMut>,
     map: MmapMut,
     layout: Layout,
     path: PathBuf,
@@ -75,9 +115,26 @@ pub struct Segment {
     unlinked: bool,
 }
 
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// The start of every file fastmsg makes for `job` in the segment
+/// directory: `fastmsg-<euid>-<job>-` with `job` made file-name safe as
+/// [`crate::bootstrap::JobInfo`] makes it. `fmrun` removes the files with
+/// this prefix when its job ends.
+pub fn job_file_prefix(job: &str) -> String {
+    format!(
+        "fastmsg-{}-{}-",
+        euid(),
+        crate::bootstrap::sanitize_job_id(job)
+    )
+}
+
 /// Where the segment of `job` on host `host` lives.
 pub fn segment_path(dir: &Path, job: &str, host: &str) -> PathBuf {
-    dir.join(format!("fastmsg-{job}-{host}"))
+    dir.join(format!("{}{host}", job_file_prefix(job)))
 }
 
 /// FNV-1a of the job id, stored in the header to catch a foreign segment.
@@ -87,45 +144,261 @@ fn job_hash(job: &str) -> u64 {
     })
 }
 
-fn pid_alive(pid: u32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+/// Size `file` to `len` bytes with every page reserved now
+/// (`posix_fallocate`): a directory too small for the segment is a
+/// [`SegmentError::NoSpace`] here, not a SIGBUS when a rank first touches
+/// an unbacked page of a sparse file.
+fn reserve(file: &File, path: &Path, len: u64) -> Result<(), SegmentError> {
+    use std::os::fd::AsRawFd;
+    let Ok(off_len) = libc::off_t::try_from(len) else {
+        return Err(SegmentError::TooLarge {
+            what: format!("{len} bytes do not fit a file offset"),
+        });
+    };
+    // SAFETY: a plain call on a descriptor we own; it returns an error
+    // number instead of setting errno.
+    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
+    if r == 0 {
+        return Ok(());
+    }
+    let dir = path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let source = std::io::Error::from_raw_os_error(r);
+    if r == libc::ENOSPC || r == libc::EFBIG || r == libc::ENOMEM {
+        return Err(SegmentError::NoSpace {
+            path: path.to_path_buf(),
+            free: free_bytes(&dir),
+            dir,
+            need: len,
+            source,
+        });
+    }
+    Err(SegmentError::Io {
+        path: path.to_path_buf(),
+        op: "reserve space for",
+        source,
+    })
+}
+
+/// Bytes an unprivileged user may still allocate under `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated, `st` is valid for writes.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    #[allow(clippy::unnecessary_cast)] // fsblkcnt_t is not u64 everywhere
+    (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Open the file at `path` without following a symbolic link, and check —
+/// before a byte is read — that this user may trust it.
+fn open_trusted(path: &Path, write: bool) -> Result<Option<File>, SegmentError> {
+    let f = match OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let m = std::fs::symlink_metadata(path).ok();
+            return Err(SegmentError::Untrusted {
+                path: path.to_path_buf(),
+                owner: m.as_ref().map_or(u32::MAX, MetadataExt::uid),
+                mode: m.as_ref().map_or(0, |m| m.mode() & 0o7777),
+                why: "a symbolic link",
+            });
+        }
+        Err(source) => {
+            return Err(SegmentError::Io {
+                path: path.to_path_buf(),
+                op: "open",
+                source,
+            })
+        }
+    };
+    let m = f.metadata().map_err(|source| SegmentError::Io {
+        path: path.to_path_buf(),
+        op: "fstat",
+        source,
+    })?;
+    trusted(path, &m)?;
+    Ok(Some(f))
+}
+
+/// The owner and mode checks of [`open_trusted`].
+fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), SegmentError> {
+    let why = if !m.is_file() {
+        Some("not a regular file")
+    } else if m.uid() != euid() {
+        Some("another user owns it")
+    } else if m.mode() & 0o077 != 0 {
+        Some("group or other users may read or write it")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(SegmentError::Untrusted {
+            path: path.to_path_buf(),
+            owner: m.uid(),
+            mode: m.mode() & 0o7777,
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A read-write map of the header page of `file` (at least that long).
+fn map_head(file: &File, path: &Path) -> Result<MmapMut, SegmentError> {
+    // SAFETY: the caller checked the file is at least HEADER_BYTES long;
+    // it is this user's own file (checked), and shared parts of it are
+    // only accessed through atomics and process-shared mutexes.
+    unsafe {
+        memmap2::MmapOptions::new()
+            .len(HEADER_BYTES as usize)
+            .map_mut(file)
+    }
+    .map_err(|source| SegmentError::Io {
+        path: path.to_path_buf(),
+        op: "mmap header",
+        source,
+    })
+}
+
+fn header_of(head: &[u8]) -> &Header {
+    assert!(head.len() as u64 >= HEADER_BYTES);
+    // SAFETY: at least HEADER_BYTES long and page aligned (a mapping);
+    // Header is all atomics, valid for any bytes.
+    unsafe { &*(head.as_ptr() as *const Header) }
+}
+
+fn creator_line_of(head: &[u8]) -> &LifeLine {
+    assert!(head.len() as u64 >= HEADER_BYTES);
+    // SAFETY: in bounds (const-asserted), 64-byte aligned; a LifeLine is
+    // an atomic word and a process-shared mutex, valid as zeros, and its
+    // mutex is only touched once the word says ALIVE (see `liveness`).
+    unsafe { &*(head.as_ptr().add(CREATOR_LINE as usize) as *const LifeLine) }
+}
+
+/// What a creator finds at a taken name.
+enum Taken {
+    /// Nothing any more: try creating again.
+    Gone,
+    /// Stale (dead, released or garbage): removed, try again.
+    Removed,
+    /// A creator is between creating the file and arming its line.
+    Arming,
+}
+
+/// What an opener finds at the name.
+enum Found {
+    /// Ready, with a live creator and our layout version.
+    Ready(File),
+    /// Not yet (no file, no header, no magic): keep waiting.
+    NotYet,
+    /// A problem the creator should fix by replacing the file; reported if
+    /// it persists for [`REPLACE_GRACE`].
+    Suspect(SegmentError),
 }
 
 impl Segment {
     /// Create the segment (local rank 0).
     ///
     /// # Errors
-    /// I/O errors, [`SegmentError::InUse`] if a live process of another job
-    /// holds the name.
+    /// [`SegmentError::InUse`] if a live job of this user holds the name,
+    /// [`SegmentError::Untrusted`] if another user's file (or a link)
+    /// does, [`SegmentError::NoSpace`] if the directory cannot hold it,
+    /// I/O errors.
     pub fn create(path: &Path, job: &str, params: Params) -> Result<Segment, SegmentError> {
         let layout = Layout::new(params)?;
         let io = |op: &'static str| {
             let path = path.to_path_buf();
             move |source| SegmentError::Io { path, op, source }
         };
+        let mut arming_since: Option<Instant> = None;
+        let mut attempts = 0u32;
         let file = loop {
             match OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
             {
                 Ok(f) => break f,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    // A leftover: remove it if its creator is dead.
-                    Self::remove_stale(path)?;
+                    attempts += 1;
+                    if attempts > 1000 {
+                        return Err(io("create (the name keeps reappearing)")(e));
+                    }
+                    match Self::judge_taken(
+                        path,
+                        arming_since.is_some_and(|t| t.elapsed() > ARM_GRACE),
+                    )? {
+                        Taken::Gone | Taken::Removed => arming_since = None,
+                        Taken::Arming => {
+                            arming_since.get_or_insert_with(Instant::now);
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
                 }
                 Err(e) => return Err(io("create")(e)),
             }
         };
-        file.set_len(layout.total).map_err(io("resize"))?;
-        // SAFETY: we just created the file and own its contents; other
-        // processes only touch it through atomics once the magic is set.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(io("mmap"))?;
+        let made = Self::make(file, path, job, layout);
+        if made.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        made
+    }
+
+    /// Lay out a freshly created (empty) file.
+    fn make(file: File, path: &Path, job: &str, layout: Layout) -> Result<Segment, SegmentError> {
+        let io = |op: &'static str| {
+            let path = path.to_path_buf();
+            move |source| SegmentError::Io { path, op, source }
+        };
+        // Exactly 0600, whatever the umask left of the create mode.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io("fchmod"))?;
+        // The header page first, to arm the creator line at once: from now
+        // on another creator sees a live job, not an abandoned file.
+        file.set_len(HEADER_BYTES).map_err(io("resize"))?;
+        let head = map_head(&file, path)?;
+        // SAFETY: the line lies in `head`, which the segment keeps until
+        // the guard is dropped (field order; `release_creator_line`).
+        let line: &'static LifeLine = unsafe { &*(creator_line_of(&head) as *const LifeLine) };
+        // SAFETY: a fresh file: the line is unarmed and nobody uses it
+        // until ALIVE is published by `arm`.
+        let guard = unsafe { line.arm() }.map_err(|e| SegmentError::Io {
+            path: path.to_path_buf(),
+            op: e.call,
+            source: std::io::Error::from_raw_os_error(e.errno),
+        })?;
+        let mut seg_head = Some(head);
+        let mut creator_life = Some(guard);
+        let res = (|| {
+            reserve(&file, path, layout.total)?;
+            // SAFETY: we just created the file and own its contents; other
+            // processes only touch it through atomics once the magic is set.
+            unsafe { MmapMut::map_mut(&file) }.map_err(io("mmap"))
+        })();
+        let map = match res {
+            Ok(m) => m,
+            Err(e) => {
+                drop(creator_life.take());
+                drop(seg_head.take());
+                return Err(e);
+            }
+        };
         let seg = Segment {
+            creator_life,
+            _head: seg_head,
             map,
             layout,
             path: path.to_path_buf(),
@@ -136,28 +409,46 @@ impl Segment {
         Ok(seg)
     }
 
-    fn remove_stale(path: &Path) -> Result<(), SegmentError> {
-        if let Ok(file) = File::open(path) {
-            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-            if len >= HEADER_BYTES {
-                // SAFETY: read-only map of a file we only read through atomics.
-                if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                    // SAFETY: the map is at least HEADER_BYTES long and page
-                    // aligned; Header is all atomics, valid for any bytes.
-                    let h = unsafe { &*(map.as_ptr() as *const Header) };
-                    let pid = h.creator_pid.load(Ordering::Relaxed);
-                    if pid != 0 && pid != std::process::id() && pid_alive(pid) {
+    /// The name is taken: by a live job (error), another user (error), a
+    /// creator arming (wait), or a stale file of ours (removed).
+    /// `arm_expired`: it has been unarmed for longer than [`ARM_GRACE`].
+    fn judge_taken(path: &Path, arm_expired: bool) -> Result<Taken, SegmentError> {
+        let Some(file) = open_trusted(path, true)? else {
+            return Ok(Taken::Gone);
+        };
+        let len = file
+            .metadata()
+            .map_err(|source| SegmentError::Io {
+                path: path.to_path_buf(),
+                op: "fstat",
+                source,
+            })?
+            .len();
+        if len >= HEADER_BYTES {
+            let head = map_head(&file, path)?;
+            let h = header_of(&head);
+            let magic = h.magic.load(Ordering::Acquire);
+            let ours = magic == 0
+                || (magic == MAGIC && h.version.load(Ordering::Relaxed) == LAYOUT_VERSION);
+            if ours {
+                match creator_line_of(&head).probe() {
+                    Life::Alive => {
                         return Err(SegmentError::InUse {
                             path: path.to_path_buf(),
-                            pid,
-                        });
+                            pid: h.creator_pid.load(Ordering::Relaxed),
+                        })
                     }
+                    Life::Unarmed if !arm_expired && magic == 0 => return Ok(Taken::Arming),
+                    _ => {} // dead, released, or unarmed for too long
                 }
             }
+            // Garbage, another layout version, or a dead creator: stale.
+        } else if !arm_expired {
+            return Ok(Taken::Arming);
         }
         match std::fs::remove_file(path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Ok(()) => Ok(Taken::Removed),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Taken::Gone),
             Err(source) => Err(SegmentError::Io {
                 path: path.to_path_buf(),
                 op: "remove stale segment",
@@ -193,15 +484,65 @@ impl Segment {
             }
         }
         // SYNC POINT segment-ready (release side): everything above is
-        // visible to a process that sees the magic (Acquire in `open`).
+        // visible to a process that sees the magic (Acquire in `look`).
         h.magic.store(MAGIC, Ordering::Release);
+    }
+
+    /// One look at the name, for an opener.
+    fn look(path: &Path) -> Result<Found, SegmentError> {
+        let Some(file) = open_trusted(path, true)? else {
+            return Ok(Found::NotYet);
+        };
+        let len = file
+            .metadata()
+            .map_err(|source| SegmentError::Io {
+                path: path.to_path_buf(),
+                op: "fstat",
+                source,
+            })?
+            .len();
+        if len < HEADER_BYTES {
+            return Ok(Found::NotYet);
+        }
+        let head = map_head(&file, path)?;
+        let h = header_of(&head);
+        // SYNC POINT segment-ready (acquire side): pairs with the Release
+        // store of the magic in `initialise`.
+        let magic = h.magic.load(Ordering::Acquire);
+        if magic == 0 {
+            return Ok(Found::NotYet);
+        }
+        if magic != MAGIC {
+            return Ok(Found::Suspect(SegmentError::BadMagic {
+                path: path.to_path_buf(),
+                found: magic,
+                expected: MAGIC,
+            }));
+        }
+        let version = h.version.load(Ordering::Relaxed);
+        if version != LAYOUT_VERSION {
+            return Ok(Found::Suspect(SegmentError::VersionMismatch {
+                path: path.to_path_buf(),
+                found: version,
+                expected: LAYOUT_VERSION,
+            }));
+        }
+        if creator_line_of(&head).probe() != Life::Alive {
+            return Ok(Found::Suspect(SegmentError::Stale {
+                path: path.to_path_buf(),
+                pid: h.creator_pid.load(Ordering::Relaxed),
+            }));
+        }
+        Ok(Found::Ready(file))
     }
 
     /// Open the segment created by the local rank 0, waiting up to `timeout`
     /// for it to appear and be ready.
     ///
     /// # Errors
-    /// [`SegmentError::BadMagic`], [`SegmentError::VersionMismatch`],
+    /// [`SegmentError::Untrusted`] at once; [`SegmentError::BadMagic`],
+    /// [`SegmentError::VersionMismatch`] or [`SegmentError::Stale`] if the
+    /// file stays so for [`REPLACE_GRACE`];
     /// [`SegmentError::ConfigMismatch`], [`SegmentError::Truncated`],
     /// [`SegmentError::Timeout`] or I/O errors.
     pub fn open(
@@ -212,93 +553,50 @@ impl Segment {
         abort: Option<&AtomicBool>,
     ) -> Result<Segment, SegmentError> {
         let start = Instant::now();
+        let mut pause = Duration::from_micros(50);
+        let aborted = || abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed));
+        let mut suspect_since: Option<Instant> = None;
+        let file = loop {
+            match Self::look(path)? {
+                Found::Ready(f) => break f,
+                Found::NotYet => suspect_since = None,
+                Found::Suspect(e) => {
+                    let since = *suspect_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > REPLACE_GRACE {
+                        return Err(e);
+                    }
+                }
+            }
+            if aborted() {
+                return Err(SegmentError::Aborted {
+                    path: path.to_path_buf(),
+                });
+            }
+            if start.elapsed() > timeout {
+                return Err(SegmentError::Timeout {
+                    path: path.to_path_buf(),
+                    what: "the segment file, ready and owned by this user",
+                    waited: start.elapsed(),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
+        };
         let io = |op: &'static str| {
             let path = path.to_path_buf();
             move |source| SegmentError::Io { path, op, source }
         };
-        let timed_out = |what| SegmentError::Timeout {
-            path: path.to_path_buf(),
-            what,
-            waited: start.elapsed(),
-        };
-        let mut pause = Duration::from_micros(50);
-        let aborted = || abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed));
-        let mut backoff = |start: Instant| -> bool {
-            if start.elapsed() > timeout || aborted() {
-                return false;
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
-            true
-        };
-        // Wait for the file to exist with at least a header.
-        let file = loop {
-            match OpenOptions::new().read(true).write(true).open(path) {
-                Ok(f) => {
-                    let len = f.metadata().map_err(io("stat"))?.len();
-                    if len >= HEADER_BYTES {
-                        break f;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io("open")(e)),
-            }
-            if !backoff(start) {
-                return Err(if aborted() {
-                    SegmentError::Aborted {
-                        path: path.to_path_buf(),
-                    }
-                } else {
-                    timed_out("the segment file")
-                });
-            }
-        };
-        // Wait for the magic, through a header-sized map.
-        {
-            // SAFETY: the file is at least HEADER_BYTES long (checked above)
-            // and files under /dev/shm are not truncated by fastmsg.
-            let head = unsafe {
-                memmap2::MmapOptions::new()
-                    .len(HEADER_BYTES as usize)
-                    .map(&file)
-            }
-            .map_err(io("mmap header"))?;
-            // SAFETY: the map is page aligned and long enough; Header is
-            // all atomics, valid for any bytes.
-            let h = unsafe { &*(head.as_ptr() as *const Header) };
-            loop {
-                // SYNC POINT segment-ready (acquire side): pairs with the
-                // Release store of the magic in `initialise`.
-                let magic = h.magic.load(Ordering::Acquire);
-                if magic == MAGIC {
-                    break;
-                }
-                if magic != 0 {
-                    return Err(SegmentError::BadMagic {
-                        path: path.to_path_buf(),
-                        found: magic,
-                        expected: MAGIC,
-                    });
-                }
-                if !backoff(start) {
-                    return Err(if aborted() {
-                        SegmentError::Aborted {
-                            path: path.to_path_buf(),
-                        }
-                    } else {
-                        timed_out("the creator to initialise the segment")
-                    });
-                }
-            }
-        }
         let len = file.metadata().map_err(io("stat"))?.len();
         // Map everything the file has: validated below before any use
         // beyond the header.
-        // SAFETY: the file is at least HEADER_BYTES long; other processes
-        // access shared parts only through atomics and the queue protocol.
+        // SAFETY: the file is at least HEADER_BYTES long and this user's
+        // own (checked in `look`); other processes access shared parts only
+        // through atomics and the queue protocol.
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(io("mmap"))?;
         let layout = Layout::new(params)?;
         let seg = Segment {
+            creator_life: None,
+            _head: None,
             map,
             layout,
             path: path.to_path_buf(),
@@ -447,9 +745,11 @@ impl Segment {
             ));
         }
         if self.creator && !self.unlinked {
-            // Everyone has it mapped: the name is no longer needed.
+            // Everyone has it mapped: the name is no longer needed, nor is
+            // the creator line that told other creators it was in use.
             let _ = std::fs::remove_file(&self.path);
             self.unlinked = true;
+            self.creator_life = None;
         }
         Ok(out)
     }
@@ -587,18 +887,44 @@ mod tests {
 
     const T: Duration = Duration::from_secs(5);
 
-    #[test]
-    fn a_foreign_file_is_refused_by_magic() {
-        let p = path("magic");
-        let mut f = File::create(&p).unwrap();
+    fn private_garbage(p: &Path) {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(p)
+            .unwrap();
         f.write_all(&[0xAB; 8192]).unwrap();
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused_by_magic_once_it_stays() {
+        let p = path("magic");
+        private_garbage(&p);
+        let t = Instant::now();
         let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
         assert!(
             matches!(e, SegmentError::BadMagic { found, .. } if found == 0xABAB_ABAB_ABAB_ABAB),
             "{e}"
         );
         assert!(e.to_string().contains("not a fastmsg segment"));
+        assert!(t.elapsed() >= REPLACE_GRACE, "waited for a replacement");
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_garbage_file_is_replaced_by_the_creator_while_openers_wait() {
+        // The race of issue 11 class 5: openers that find the garbage first
+        // must not fail; they wait for the creator's fresh segment.
+        let p = path("race");
+        private_garbage(&p);
+        let q = p.clone();
+        let opener = std::thread::spawn(move || {
+            Segment::open(&q, "j", params(), T, None).map(|s| s.layout().total)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let seg = Segment::create(&p, "j", params()).unwrap();
+        assert_eq!(opener.join().unwrap().unwrap(), seg.layout().total);
     }
 
     #[test]
@@ -665,15 +991,19 @@ mod tests {
         assert!(e.to_string().contains("are all ranks of the job started"));
     }
 
+    /// A segment whose creator thread ended holding its line, as a killed
+    /// creator's would.
+    fn abandoned(p: &Path, job: &'static str) {
+        let q = p.to_path_buf();
+        std::thread::spawn(move || std::mem::forget(Segment::create(&q, job, params()).unwrap()))
+            .join()
+            .unwrap();
+    }
+
     #[test]
     fn a_stale_segment_of_a_dead_job_is_replaced() {
         let p = path("stale");
-        let seg = Segment::create(&p, "old", params()).unwrap();
-        // Pretend its creator was another process that has died.
-        seg.header()
-            .creator_pid
-            .store(u32::MAX - 1, Ordering::Relaxed);
-        std::mem::forget(seg); // leave the file behind, as a crash would
+        abandoned(&p, "old");
         let fresh = Segment::create(&p, "new", params()).unwrap();
         assert_eq!(
             fresh.header().job_hash.load(Ordering::Relaxed),
@@ -682,12 +1012,131 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_of_a_live_process_is_not_taken() {
+    fn an_opener_of_a_stale_segment_says_so() {
+        let p = path("stale-open");
+        abandoned(&p, "j");
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
+        assert!(matches!(e, SegmentError::Stale { .. }), "{e}");
+        assert!(e.to_string().contains("stale"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_file_left_unarmed_is_collected_after_the_grace() {
+        let p = path("unarmed");
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+            .unwrap(); // a creator killed right after creating the file
+        let t = Instant::now();
+        let _seg = Segment::create(&p, "j", params()).unwrap();
+        assert!(t.elapsed() >= ARM_GRACE);
+    }
+
+    #[test]
+    fn a_segment_of_a_live_job_is_not_taken() {
         let p = path("live");
-        let seg = Segment::create(&p, "other", params()).unwrap();
-        seg.header().creator_pid.store(1, Ordering::Relaxed); // init: alive
-        let e = Segment::create(&p, "mine", params()).unwrap_err();
-        assert!(matches!(e, SegmentError::InUse { pid: 1, .. }), "{e}");
+        let _seg = Segment::create(&p, "other", params()).unwrap();
+        let q = p.clone();
+        let e = std::thread::spawn(move || Segment::create(&q, "mine", params()).unwrap_err())
+            .join()
+            .unwrap();
+        assert!(
+            matches!(e, SegmentError::InUse { pid, .. } if pid == std::process::id()),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_segment_is_mode_0600_whatever_the_umask() {
+        let p = path("umask");
+        // SAFETY: umask only sets the process's file mode mask.
+        let old = unsafe { libc::umask(0o077 | 0o100) };
+        let seg = Segment::create(&p, "j", params());
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        let _seg = seg.unwrap();
+        let mode = std::fs::metadata(&p).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn group_or_other_bits_are_refused_before_reading() {
+        let p = path("mode");
+        let _seg = Segment::create(&p, "j", params()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
+        assert!(
+            matches!(e, SegmentError::Untrusted { mode: 0o666, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("0666"), "{e}");
+    }
+
+    #[test]
+    fn a_symbolic_link_is_refused() {
+        let p = path("link");
+        std::os::unix::fs::symlink("/dev/null", &p).unwrap();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
+        assert!(matches!(e, SegmentError::Untrusted { .. }), "{e}");
+        let e = Segment::create(&p, "j", params()).unwrap_err();
+        assert!(matches!(e, SegmentError::Untrusted { .. }), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn another_users_file_is_refused_naming_its_owner() {
+        if euid() != 0 {
+            eprintln!("skipped: needs root to give a file to another uid (chown)");
+            return;
+        }
+        let p = path("foreign");
+        let seg = Segment::create(&p, "j", params()).unwrap();
+        std::mem::forget(seg); // the file stays, as another user's would
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
+        assert!(
+            matches!(e, SegmentError::Untrusted { owner: 65534, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("uid 65534"), "{e}");
+        let e = Segment::create(&p, "j", params()).unwrap_err();
+        assert!(
+            matches!(e, SegmentError::Untrusted { owner: 65534, .. }),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_directory_too_small_is_a_typed_error() {
+        let p = path("nospace");
+        let mut big = params();
+        big.window_bytes = 1 << 36; // 64 GiB per rank, 128 GiB in all
+        let c = std::ffi::CString::new("/dev/shm").unwrap();
+        // SAFETY: an all-zero statvfs is a valid out-parameter; `c` is
+        // NUL-terminated.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        #[allow(clippy::unnecessary_cast)]
+        let size = (st.f_blocks as u64).saturating_mul(st.f_frsize as u64);
+        if size > 1 << 37 {
+            eprintln!(
+                "skipped: /dev/shm is {size} bytes, larger than the 128 GiB this test asks for"
+            );
+            return;
+        }
+        let e = Segment::create(&p, "j", big).unwrap_err();
+        let SegmentError::NoSpace { need, dir, .. } = &e else {
+            panic!("{e}");
+        };
+        assert!(*need > 1 << 37);
+        assert_eq!(dir, Path::new("/dev/shm"));
+        assert!(e.to_string().contains(&need.to_string()), "{e}");
+        assert!(!p.exists(), "nothing left behind");
     }
 
     #[test]

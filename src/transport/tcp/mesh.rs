@@ -6,10 +6,14 @@
 //! while a helper thread accepts its higher peers.
 //!
 //! Anything that connects to the listener without being an expected peer
-//! of this job — wrong secret, garbage, a rank already connected — is
-//! refused with a logged reason, and the wait for the real peers goes on.
+//! of this job — wrong secret, garbage, a rank already connected, a client
+//! that says nothing or one byte a second, a flood — is refused with a
+//! logged reason, and the wait for the real peers goes on beside it:
+//! connections are authenticated concurrently, each under a total
+//! deadline, and connecting ranks retry until the job's start-up deadline.
 
 use crate::bootstrap::auth::{self, Hello, Purpose};
+use crate::bootstrap::gate::Gate;
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
 use std::collections::BTreeSet;
@@ -75,15 +79,14 @@ pub fn connect(
     })
 }
 
-/// Connect to `addr` (retrying while it is not listening yet) and
-/// authenticate as a client.
+/// Connect to `addr` and authenticate as a client, retrying while it is
+/// not listening yet or is busy, until `deadline`.
 fn dial(
     addr: SocketAddr,
     rank: Rank,
     job: &MeshJob<'_>,
     deadline: Instant,
 ) -> Result<TcpStream, ConnectError> {
-    let mut stream = connect_retry(addr, deadline, || format!("rank {rank} at {addr}"))?;
     let hello = Hello {
         purpose: Purpose::Connect,
         rank: job.me.0,
@@ -91,15 +94,11 @@ fn dial(
         job_hash: auth::job_hash(job.job),
         params: job.params,
     };
-    let server = auth::client(&mut stream, job.secret, &hello).map_err(|source| {
-        ConnectError::Handshake {
-            peer: format!("rank {rank} at {addr}"),
-            source,
-        }
-    })?;
+    let who = || format!("rank {rank} at {addr}");
+    let (server, stream) = auth::client_retry(addr, job.secret, &hello, deadline, who)?;
     if server != rank.0 {
         return Err(ConnectError::Handshake {
-            peer: format!("rank {rank} at {addr}"),
+            peer: who(),
             source: HandshakeError::WrongPeer {
                 what: format!("rank {server}, not rank {rank}"),
             },
@@ -148,7 +147,9 @@ pub(crate) fn connect_retry(
     }
 }
 
-/// Accept connections until every rank of `want` has authenticated.
+/// Accept connections until every rank of `want` has authenticated; each
+/// connection is authenticated on a thread of its own under a total
+/// deadline (the private `bootstrap::gate`).
 fn accept_higher(
     listener: &TcpListener,
     job: &MeshJob<'_>,
@@ -164,24 +165,37 @@ fn accept_higher(
             peer: String::new(),
             source,
         })?;
+    // Runs on a handshake thread: judges the HELLO against the ranks
+    // expected at all; whether one has connected already is judged below.
+    let expected = want.clone();
+    let (secret, me, size, params) = (job.secret.to_vec(), job.me, job.size, job.params);
+    let hash = auth::job_hash(job.job);
+    let handshake = move |s: &TcpStream, by: Instant| {
+        let h = auth::server(s, &secret, me.0, by, |h| {
+            judge(h, hash, size, params, &expected)
+        })?;
+        Ok(Rank(h.rank))
+    };
+    let who = format!("rank {}", job.me);
+    let mut gate = Gate::new();
     let result = loop {
         if want.is_empty() {
             break Ok(std::mem::take(&mut out));
         }
-        let who = format!("rank {}", job.me);
-        let Some((mut s, from)) = auth::accept_before(listener, deadline, &who) else {
+        let Some(a) = gate.next(listener, deadline, &who, &handshake) else {
             break Err(ConnectError::Timeout {
                 what: format!("ranks {want:?} to connect to rank {}", job.me),
                 waited: start.elapsed(),
             });
         };
-        let judged = auth::server(&mut s, job.secret, job.me.0, |h| judge(h, job, &want));
-        match judged {
-            Ok(h) => {
-                want.remove(&h.rank);
-                out.push((Rank(h.rank), s));
-            }
-            Err(e) => tracing::warn!("rank {} refused a connection from {from}: {e}", job.me),
+        match a.result {
+            Ok((r, s)) if want.remove(&r.0) => out.push((r, s)),
+            Ok((r, _)) => tracing::warn!(
+                "rank {} refused a connection from {}: rank {r} is connected already",
+                job.me,
+                a.from
+            ),
+            Err(e) => tracing::warn!("rank {} refused a connection from {}: {e}", job.me, a.from),
         }
     };
     let _ = listener.set_nonblocking(false);
@@ -189,33 +203,36 @@ fn accept_higher(
 }
 
 /// Whether a HELLO is from an expected peer of this job.
-fn judge(h: &Hello, job: &MeshJob<'_>, want: &BTreeSet<u32>) -> Result<(), HandshakeError> {
+fn judge(
+    h: &Hello,
+    job_hash: u64,
+    size: u32,
+    params: [u64; 2],
+    expected: &BTreeSet<u32>,
+) -> Result<(), HandshakeError> {
     if h.purpose != Purpose::Connect {
         return Err(HandshakeError::WrongPeer {
             what: "joining a rendezvous that is over".into(),
         });
     }
-    if h.job_hash != auth::job_hash(job.job) || h.size != job.size {
+    if h.job_hash != job_hash || h.size != size {
         return Err(HandshakeError::WrongPeer {
             what: format!("of another job ({} ranks)", h.size),
         });
     }
-    if !want.contains(&h.rank) {
+    if !expected.contains(&h.rank) {
         return Err(HandshakeError::WrongPeer {
-            what: format!(
-                "rank {}, which is not expected to connect here (or is already connected)",
-                h.rank
-            ),
+            what: format!("rank {}, which is not expected to connect here", h.rank),
         });
     }
     for (i, what) in ["FASTMSG_NET_SLOTS", "FASTMSG_NET_SLOT_SIZE"]
         .into_iter()
         .enumerate()
     {
-        if h.params[i] != job.params[i] {
+        if h.params[i] != params[i] {
             return Err(HandshakeError::Mismatch {
                 what,
-                ours: job.params[i],
+                ours: params[i],
                 theirs: h.params[i],
             });
         }

@@ -149,7 +149,7 @@ impl TcpTransport {
                 window_len: targets.window.1,
                 bell: targets.bell.map_or(std::ptr::null(), |b| b as *const _),
             },
-        ));
+        )?);
         let mut peer_of_rank = vec![u32::MAX; world as usize];
         let mut peers = Vec::with_capacity(links.len());
         let mut fds = Vec::with_capacity(links.len());

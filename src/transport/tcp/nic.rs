@@ -78,11 +78,34 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     /// Region layout: rings, then one 64-byte credit line per peer.
-    pub(crate) fn new(geometry: RingGeometry, ranks: &[Rank], targets: NicTargets) -> Shared {
+    ///
+    /// # Errors
+    /// `OutOfMemory` naming the bytes if the rings cannot be allocated.
+    pub(crate) fn new(
+        geometry: RingGeometry,
+        ranks: &[Rank],
+        targets: NicTargets,
+    ) -> std::io::Result<Shared> {
         let n = ranks.len() as u64;
-        let bytes = geometry.ring_bytes() * n + 64 * n;
-        Shared {
-            region: RingRegion::zeroed(bytes),
+        let too_much = |bytes: Option<u64>| {
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!(
+                    "cannot allocate {} for the receive rings of {n} peers ({} slots of {} bytes each; lower FASTMSG_NET_SLOTS or FASTMSG_NET_SLOT_SIZE)",
+                    bytes.map_or_else(|| "more than 2^64 bytes".to_owned(), |b| format!("{b} bytes")),
+                    geometry.slots,
+                    geometry.slot_bytes
+                ),
+            )
+        };
+        let bytes = geometry
+            .ring_bytes()
+            .checked_add(64)
+            .and_then(|per| per.checked_mul(n))
+            .ok_or_else(|| too_much(None))?;
+        let region = RingRegion::try_zeroed(bytes).map_err(|b| too_much(Some(b)))?;
+        Ok(Shared {
+            region,
             geometry,
             links: ranks
                 .iter()
@@ -95,7 +118,7 @@ impl Shared {
                 .collect(),
             alerts: AtomicU64::new(0),
             targets,
-        }
+        })
     }
 
     /// Byte offset of peer `k`'s ring in the region.

@@ -312,7 +312,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
         let addr: std::net::SocketAddr = rogue_root.parse().unwrap();
         let mut s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
         s.write_all(&[0x42; 64]).unwrap();
-        let mut s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
+        let s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
         let hello = crate::bootstrap::auth::Hello {
             purpose: crate::bootstrap::auth::Purpose::Join,
             rank: 1,
@@ -320,7 +320,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
             job_hash: 0,
             params: [0, 0],
         };
-        crate::bootstrap::auth::client(&mut s, b"wrong", &hello)
+        crate::bootstrap::auth::client(&s, b"wrong", &hello, deadline)
     });
     let out = threads::run(
         2,

@@ -1,0 +1,204 @@
+//! Every setting, at its edges and beyond, gives a typed error naming it
+//! (or works): never a panic, an abort allocating a terabyte, an overflow,
+//! or a SIGBUS (issue 11 class 6). Each row runs a 2-rank job under fmrun
+//! with the setting in the environment and checks the exit status and the
+//! message.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Rank program: start (the settings are checked here), close, exit 0; a
+/// start error is printed and exits with status 2.
+#[test]
+fn settings_rank() {
+    if std::env::var("FASTMSG_RANK").is_err() {
+        return;
+    }
+    let mut b = match fastmsg::EndpointBuilder::from_env() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("START-ERROR: {e}");
+            std::process::exit(2);
+        }
+    };
+    b.register_fn("unused", |_c, _p| Ok(()));
+    match b.start() {
+        Ok(ep) => {
+            ep.close().expect("close");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("START-ERROR: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Run `cmd` to its end within `limit`, collecting its output.
+fn run(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let t = Instant::now();
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("job did not finish within {:?}", t.elapsed());
+        }
+    }
+}
+
+fn fmrun_job(ranks: &str, env: &[(&str, &str)]) -> Command {
+    fmrun_job_with(ranks, &[], env)
+}
+
+fn fmrun_job_with(ranks: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+    c.args(["-n", ranks, "--grace", "1"])
+        .args(args)
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "settings_rank",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env_remove("FASTMSG_SECRET")
+        .env_remove("FASTMSG_SECRET_FILE")
+        .env_remove("FASTMSG_SHM_DIR")
+        .envs(env.iter().copied());
+    c
+}
+
+/// What 65536 slots of 16 MiB ask for per rank in a 2-rank job: a ring,
+/// a credit line and a staging slot for its one peer.
+const TB_ASK: u64 = 65536 * 16_777_216 + 64 + 16_777_216;
+
+/// (environment, expected exit status, text the error must contain)
+type Row<'a> = (&'a [(&'a str, &'a str)], i32, &'a str);
+
+#[test]
+fn every_setting_is_validated_with_a_typed_error() {
+    let tb = TB_ASK.to_string();
+    let rows: &[Row] = &[
+        (&[], 0, ""),
+        (&[("FASTMSG_TIMEOUT", "31536000")], 0, ""),
+        (
+            &[("FASTMSG_TIMEOUT", "18446744073709551615")],
+            2,
+            "invalid setting FASTMSG_TIMEOUT",
+        ),
+        (
+            &[("FASTMSG_CLOSE_WARN", "18446744073709551615")],
+            2,
+            "invalid setting FASTMSG_CLOSE_WARN",
+        ),
+        (
+            &[("FASTMSG_TIMEOUT", "soon")],
+            2,
+            "FASTMSG_TIMEOUT=\"soon\"",
+        ),
+        (
+            &[
+                ("FASTMSG_NET", "tcp"),
+                ("FASTMSG_NET_SLOTS", "65536"),
+                ("FASTMSG_NET_SLOT_SIZE", "16777216"),
+            ],
+            2,
+            &tb,
+        ),
+        (
+            &[("FASTMSG_NET", "tcp"), ("FASTMSG_NET_SLOTS", "3")],
+            2,
+            "FASTMSG_NET_SLOTS",
+        ),
+        (
+            &[("FASTMSG_NET_SLOT_SIZE", "4294967296")],
+            2,
+            "FASTMSG_NET_SLOT_SIZE",
+        ),
+        (&[("FASTMSG_CREDITS", "0")], 2, "FASTMSG_CREDITS"),
+        (&[("FASTMSG_CREDITS", "4294967296")], 2, "FASTMSG_CREDITS"),
+        (&[("FASTMSG_FRAME_SIZE", "100")], 2, "FASTMSG_FRAME_SIZE"),
+        (&[("FASTMSG_QUEUES", "3")], 2, "FASTMSG_QUEUES"),
+        (
+            &[
+                ("FASTMSG_CREDITS", "65536"),
+                ("FASTMSG_FRAME_SIZE", "16777216"),
+            ],
+            2,
+            "layout too large",
+        ),
+        (
+            &[("FASTMSG_SECRET_FILE", "/nonexistent/secret")],
+            2,
+            "secret file /nonexistent/secret",
+        ),
+    ];
+    for &(env, status, text) in rows {
+        let out = run(fmrun_job("2", env), Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(status),
+            "{env:?}: expected status {status}, stderr:\n{err}"
+        );
+        assert!(err.contains(text), "{env:?}: no {text:?} in:\n{err}");
+        assert!(!err.contains("panicked"), "{env:?}: a panic:\n{err}");
+    }
+}
+
+/// A segment directory too small for the segment (a 1 MiB tmpfs, mounted
+/// in a mount namespace of the test's own) is a typed error naming the
+/// bytes needed and the directory, not a SIGBUS.
+#[test]
+fn a_small_segment_directory_is_a_typed_error() {
+    if !common::netns::is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs (unshare --mount)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fastmsg-small-shm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap().to_owned();
+    // 4096 credits: 16 queues of 4096 slot stamps (4 MiB) that the creator
+    // writes at once, so a sparse segment that does not fit gets a SIGBUS
+    // at start-up rather than only under traffic.
+    let job = fmrun_job_with("4", &["--shm-dir", &d], &[("FASTMSG_CREDITS", "4096")]);
+    let mut line = format!("mount -t tmpfs -o size=1m fastmsg-test {d} && exec");
+    line.push_str(&format!(" {:?}", job.get_program()));
+    for a in job.get_args() {
+        line.push_str(&format!(" {a:?}"));
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", &line]);
+    for (k, v) in job.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let out = run(c, Duration::from_secs(60));
+    let _ = std::fs::remove_dir(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("unshare failed") || err.contains("mount:") {
+        eprintln!("skipped: cannot mount a tmpfs here: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{err}");
+    assert!(err.contains("needs"), "{err}");
+    assert!(
+        err.contains(&format!("but {d} cannot provide them")),
+        "{err}"
+    );
+}
