@@ -272,3 +272,46 @@ fn fmrun_names_the_failed_rank_once() {
         "{stderr}"
     );
 }
+
+/// Run the singleton rank program with `env`; its stderr.
+fn singleton_stderr(env: &[(&str, &str)]) -> String {
+    let (out, _) = run_within(
+        bare(&mut rank_program("singleton_rank_program"))
+            .env("FASTMSG_TEST_SCENARIO", "singleton")
+            .envs(env.iter().copied()),
+        Duration::from_secs(60),
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn the_log_filter_works_per_module() {
+    let start = "INFO fastmsg::endpoint::builder: rank 0 of 1 started";
+    let on = singleton_stderr(&[("FASTMSG_LOG", "warn,fastmsg::endpoint::builder=info")]);
+    assert!(on.contains(start), "{on}");
+    let off = singleton_stderr(&[("FASTMSG_LOG", "warn,fastmsg::copy=info")]);
+    assert!(!off.contains(start), "{off}");
+    // A filter that does not parse is reported, and the default applies.
+    let bad = singleton_stderr(&[("FASTMSG_LOG", "fastmsg=loud")]);
+    assert!(
+        bad.contains("FASTMSG_LOG=\"fastmsg=loud\" is not a valid filter"),
+        "{bad}"
+    );
+    assert!(!bad.contains(start), "{bad}");
+}
+
+#[test]
+fn verbose_env_prints_the_report_at_start() {
+    let stderr = singleton_stderr(&[("FASTMSG_VERBOSE_ENV", "1"), ("FASTMSG_WAIT", "yield")]);
+    assert!(stderr.contains("launcher: none (singleton)"), "{stderr}");
+    let wait = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("FASTMSG_WAIT "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(
+        wait.split_whitespace().collect::<Vec<_>>(),
+        ["FASTMSG_WAIT", "yield", "environment"]
+    );
+}

@@ -286,6 +286,12 @@ impl Core {
                 Some(Err(e)) => return Err(e.into()),
             };
             frag.transport = index;
+            #[cfg(feature = "stats")]
+            self.net.borrow().tally.received(
+                frag.header.src as usize,
+                frag.header.len,
+                frag.header.flags & FragFlags::FIRST.0 != 0,
+            );
             out.fragments += 1;
             out.bytes += frag.header.len as usize;
             match self.fast_kind(&frag) {
@@ -371,10 +377,14 @@ impl Core {
             data: frag.bytes(),
             aborted,
         };
+        #[cfg(feature = "stats")]
+        let t = self.net.borrow().tally.call_start();
         let result = self
             .registry
             .borrow_mut()
             .call_fn(h.handler, Ctx::from_core(self), &piece);
+        #[cfg(feature = "stats")]
+        self.net.borrow().tally.call_end(t);
         self.release(frag);
         result
     }

@@ -63,6 +63,7 @@ pub(crate) mod core;
 mod health;
 mod message;
 mod net;
+pub mod stats;
 mod straggle;
 mod stream;
 mod wait;
@@ -254,7 +255,12 @@ impl Endpoint {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);
         }
-        self.core.progress(max_bytes)
+        let r = self.core.progress(max_bytes);
+        #[cfg(feature = "stats")]
+        if matches!(&r, Ok(x) if !x.any()) {
+            self.core.net.borrow().tally.empty_extract();
+        }
+        r
     }
 
     /// Make progress, waiting per the wait policy, until `done()` is true.
@@ -321,6 +327,7 @@ impl Endpoint {
             .for_each(|t| t.quiesce(std::time::Duration::from_secs(60)))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
+        self.print_stats_if_asked();
         match core.take_deferred() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -400,7 +407,15 @@ impl Core {
             return Err(SendError::PeerGone { rank: dest });
         }
         let mut ready = || self.net.borrow().has_credit(dest);
-        match self.progress_round(waiter, &mut ready) {
+        #[cfg(feature = "stats")]
+        let t0 = std::time::Instant::now();
+        let round = self.progress_round(waiter, &mut ready);
+        #[cfg(feature = "stats")]
+        self.net
+            .borrow()
+            .tally
+            .credit_wait(dest.index(), t0.elapsed());
+        match round {
             Ok(()) => Ok(()),
             Err(e) if e.failed_peer() == Some(dest) => Err(SendError::PeerGone { rank: dest }),
             Err(ExtractError::Aborted) => Err(SendError::Aborted),

@@ -179,6 +179,8 @@ pub(crate) struct Net {
     pub(crate) open: Option<Rank>,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
+    /// Counters (feature `stats`; empty without it).
+    pub(crate) tally: super::stats::Tally,
     /// User messages whose last fragment went to a transport (the close
     /// barrier's count; parked ones are added by [`Net::sent_count`]).
     sent: u64,
@@ -202,6 +204,7 @@ impl Net {
             open: None,
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
+            tally: super::stats::Tally::new(n),
             sent: 0,
             unflushed: false,
         }
@@ -214,6 +217,8 @@ impl Net {
 
     #[inline]
     fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+        let last = header.flags & FragFlags::LAST.0 != 0;
+        self.tally.sent(frame.dest.index(), header.len, last);
         on_transport!(self, self.route[frame.dest.index()], t => t.commit(frame, header));
     }
 
@@ -243,6 +248,9 @@ impl Net {
             total <= t.inline_max() as u64 && t.try_send_inline(dest, header, pieces)
         });
         self.sent += u64::from(sent);
+        if sent {
+            self.tally.sent(dest.index(), total as u32, true);
+        }
         sent
     }
 
@@ -357,6 +365,11 @@ impl Net {
             self.pending_dests.push(d as u32);
         }
         self.pending[d].push_back(p);
+        if super::stats::ENABLED {
+            let q = &self.pending[d];
+            let bytes = q.iter().map(|p| p.data.len() - p.off).sum();
+            self.tally.parked(d, q.len(), bytes);
+        }
     }
 
     /// Push parked sends out as far as credit allows (skipping the

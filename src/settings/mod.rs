@@ -258,6 +258,13 @@ pub static SETTINGS: &[Setting] = &[
         |_| env_or(VERBOSE_VAR, "0")
     ),
     setting!(
+        "FASTMSG_STATS",
+        "0",
+        None,
+        "1: each rank prints its counters when it closes (feature `stats`)",
+        |_| env_or("FASTMSG_STATS", "0")
+    ),
+    setting!(
         "FASTMSG_FLAGS",
         "set by fmrun",
         None,

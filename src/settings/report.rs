@@ -163,7 +163,7 @@ fn copy_line() -> String {
         Ok(path) => match store::load(&path) {
             Ok(p) => format!("{} from {}", show(&p), path.display()),
             Err(_) => format!(
-                "none stored at {}: measured at the first send and stored",
+                "plain copies: no plan stored at {} (`fmbench tune-copy` or FASTMSG_COPY=tune makes one)",
                 path.display()
             ),
         },
