@@ -10,7 +10,7 @@
 //! [`Cpus::oversubscribed`] decides:
 //!
 //! - A mask narrower than the CPUs the host gives the job, under a launcher
-//!   that binds each rank on its own (Slurm, Open MPI, PMI), and small
+//!   that binds each rank on its own (Slurm, Open MPI, PMI, PMIx), and small
 //!   enough that every local rank can have one like it, is taken to be
 //!   this rank's own share: oversubscribed when the rank's threads outnumber
 //!   its CPUs.
@@ -68,7 +68,7 @@ impl Cpus {
     pub fn reading(&self, local_ranks: u32, launcher: Launcher) -> MaskReading {
         let binds = matches!(
             launcher,
-            Launcher::Slurm | Launcher::OpenMpi | Launcher::Pmi
+            Launcher::Slurm | Launcher::OpenMpi | Launcher::Pmi | Launcher::Pmix
         );
         let narrowed = self.affinity < self.host();
         let fits = u64::from(self.affinity) * u64::from(local_ranks) <= u64::from(self.host());

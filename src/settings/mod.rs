@@ -189,6 +189,13 @@ pub static SETTINGS: &[Setting] = &[
         |c| c.net.root.clone().unwrap_or_else(|| "-".into())
     ),
     setting!(
+        "FASTMSG_NET_IF",
+        "host name's address, else first non-loopback IPv4",
+        None,
+        "under PMIx / PMI-2: the interface whose address a rank listens on and publishes",
+        |_| env_or("FASTMSG_NET_IF", "-")
+    ),
+    setting!(
         "FASTMSG_SECRET",
         "none (fmrun makes one)",
         None,
