@@ -56,20 +56,24 @@
 //! A peer that is alive but never calls `close` keeps the others in
 //! `close`; they say whom they wait for (see [`Endpoint::close`]).
 
+mod backpressure;
 mod builder;
 mod config;
 pub(crate) mod control;
 pub(crate) mod core;
 mod health;
+mod hook;
 mod message;
 mod net;
+mod quiesce;
 mod straggle;
 mod stream;
+pub(crate) mod termination;
 mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::{Config, NetConfig, NetMode};
+pub use self::config::{Config, NetConfig, NetMode, DEFAULT_MAX_PARKED};
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
@@ -254,7 +258,12 @@ impl Endpoint {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);
         }
-        self.core.progress(max_bytes)
+        let x = self.core.progress(max_bytes)?;
+        if !x.any() && self.core.hooks.pending.get() {
+            // Idle, and an idle hook has work (one load when it has not).
+            self.core.idle_hooks()?;
+        }
+        Ok(x)
     }
 
     /// Make progress, waiting per the wait policy, until `done()` is true.
@@ -287,6 +296,10 @@ impl Endpoint {
     /// delivered too, so a request sent just before `close` still gets its
     /// answer. (A program whose handlers keep sending to each other for
     /// ever never closes.) Costs at least two rounds to rank 0 and back.
+    /// Items waiting in idle hooks' buffers (aggregation) are flushed and
+    /// delivered too. `close` is a termination round like
+    /// [`quiesce`](Self::quiesce) (the same counting), and counts as one
+    /// in the sequence of rounds every rank must make alike.
     ///
     /// A rank that never calls `close` keeps every other rank here: after
     /// [`Config::close_warn`] (10 s by default, `FASTMSG_CLOSE_WARN`) and
@@ -299,18 +312,13 @@ impl Endpoint {
     ///
     /// # Errors
     /// As [`extract`](Self::extract), including errors deferred earlier;
-    /// a failed peer (see [`wait_until`](Self::wait_until)).
+    /// a failed peer (see [`wait_until`](Self::wait_until));
+    /// [`ExtractError::CloseQuiesceMismatch`] if another rank is in
+    /// `quiesce` in this round.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        core.check_failures(health::Scope::Any)?;
-        let report = control::encode_report(0, core.close_counts());
-        core.send_control(Rank(0), control::OP_CLOSE, &report);
-        let mut waiter = Waiter::new();
         let mut straggle = straggle::StraggleWatch::new(core.close_warn);
-        while !core.control.borrow().released {
-            core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
-            straggle.tick(core);
-        }
+        core.termination_round(termination::RoundKind::Close, &mut |c| straggle.tick(c))?;
         // Released: leaving is orderly from now on, whatever happens next
         // (peers still closing must not take our exit for a failure).
         core.set_closed();

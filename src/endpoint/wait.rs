@@ -158,6 +158,12 @@ impl Waiter {
         core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
+        // Idle: what idle hooks left for this moment (aggregation buffers).
+        // A hook's error is reported by the caller's next `extract` (or
+        // by `wait_until` at once), like a handler's.
+        if let Err(e) = core.idle_hooks() {
+            core.defer(e);
+        }
         let cfg = core.wait;
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         if self.idle_rounds < cfg.spin_rounds {
