@@ -402,6 +402,34 @@ impl Ctx {
         self.core.relieve()
     }
 
+    /// Send like [`send`](Self::send) from inside a handler or an idle
+    /// hook (never blocks: parks without credit), and like
+    /// [`Endpoint::send`](crate::Endpoint::send) from anywhere else —
+    /// without credit it makes progress until credit returns instead of
+    /// copying the message into the pending queue. What a library that
+    /// sends both from handlers and from the main loop wants (aggregation
+    /// buffers: no copy, no parked memory from the main loop).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send); from outside handlers also as
+    /// [`Endpoint::send`](crate::Endpoint::send) (a destination that fails
+    /// while this waits for its credit: [`SendError::PeerGone`]).
+    #[inline]
+    pub fn post(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
+        if self.core.depth.get() > 0 || self.core.hooks.running() {
+            self.send(dest, handler, pieces)
+        } else {
+            self.core.send_waiting(dest, handler, pieces)
+        }
+    }
+
+    /// Whether this is running inside a handler or an idle hook (where
+    /// sends never block).
+    #[inline]
+    pub fn in_handler(&self) -> bool {
+        self.core.depth.get() > 0 || self.core.hooks.running()
+    }
+
     /// Raise the idle-work flag: some idle hook
     /// ([`EndpointBuilder::on_idle`](crate::EndpointBuilder::on_idle)) has
     /// work, so the engine runs the hooks at the next idle moment — an

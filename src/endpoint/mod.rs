@@ -199,17 +199,7 @@ impl Endpoint {
         len: usize,
         handler: HandlerId,
     ) -> Result<MessageWriter<'_>, SendError> {
-        self.core.check_send(dest, handler)?;
-        let mut waiter = Waiter::for_peer(dest);
-        while self.core.net.borrow().has_pending_to(dest) {
-            self.core.net.borrow_mut().drain_pending();
-            if self.core.net.borrow().has_pending_to(dest) {
-                self.core.wait_for_credit(dest, &mut waiter)?;
-            }
-        }
-        self.core.net.borrow_mut().open = Some(dest);
-        let s = OutStream::new(self.core.rank, dest, handler.0, len as u64, false);
-        Ok(MessageWriter::new(&self.core, s))
+        self.core.begin_message(dest, len, handler)
     }
 
     /// Send a whole message gathered from `pieces` (blocking only for
@@ -223,23 +213,7 @@ impl Endpoint {
         handler: HandlerId,
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
-        let len = pieces.iter().map(|p| p.len()).sum();
-        self.core.check_send(dest, handler)?;
-        let inline = self.core.net.borrow_mut().try_send_inline(
-            self.core.rank,
-            dest,
-            handler.0,
-            len as u64,
-            pieces,
-        );
-        if inline {
-            return Ok(());
-        }
-        let mut w = self.begin_message(dest, len, handler)?;
-        for p in pieces {
-            w.send_piece(p)?;
-        }
-        w.end()
+        self.core.send_waiting(dest, handler, pieces)
     }
 
     /// Poll every transport in turn and run handlers (`FM_extract`): one
@@ -343,6 +317,51 @@ impl Drop for Endpoint {
 }
 
 impl Core {
+    /// `Endpoint::begin_message`: wait until nothing is parked towards
+    /// `dest`, then open the main thread's stream to it.
+    pub(crate) fn begin_message(
+        self: &Rc<Self>,
+        dest: Rank,
+        len: usize,
+        handler: HandlerId,
+    ) -> Result<MessageWriter<'_>, SendError> {
+        self.check_send(dest, handler)?;
+        let mut waiter = Waiter::for_peer(dest);
+        while self.net.borrow().has_pending_to(dest) {
+            self.net.borrow_mut().drain_pending();
+            if self.net.borrow().has_pending_to(dest) {
+                self.wait_for_credit(dest, &mut waiter)?;
+            }
+        }
+        self.net.borrow_mut().open = Some(dest);
+        let s = OutStream::new(self.rank, dest, handler.0, len as u64, false);
+        Ok(MessageWriter::new(self, s))
+    }
+
+    /// `Endpoint::send`: a whole message, waiting for credit (making
+    /// progress) rather than parking.
+    pub(crate) fn send_waiting(
+        self: &Rc<Self>,
+        dest: Rank,
+        handler: HandlerId,
+        pieces: &[&[u8]],
+    ) -> Result<(), SendError> {
+        let len = pieces.iter().map(|p| p.len()).sum();
+        self.check_send(dest, handler)?;
+        let inline = self
+            .net
+            .borrow_mut()
+            .try_send_inline(self.rank, dest, handler.0, len as u64, pieces);
+        if inline {
+            return Ok(());
+        }
+        let mut w = self.begin_message(dest, len, handler)?;
+        for p in pieces {
+            w.send_piece(p)?;
+        }
+        w.end()
+    }
+
     /// Validate a send's destination and handler.
     pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
         if dest.0 >= self.size {

@@ -48,7 +48,7 @@ impl<T: Pod> Channel<T> {
             // A zero-sized item still counts: one byte each on the wire.
             return self.out.push(ctx, dest, &[&[0]]);
         }
-        self.out.push(ctx, dest, &[bytemuck::bytes_of(&item)])
+        self.out.push_one(ctx, dest, bytemuck::bytes_of(&item))
     }
 
     /// Send `dest`'s partly filled buffer now.

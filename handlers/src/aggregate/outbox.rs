@@ -30,9 +30,25 @@ impl Outbox {
         }
     }
 
+    /// Append `item` to `dest`'s buffer: the common case (the buffer has
+    /// items and room to spare) inline, the rest in [`push`](Self::push).
+    #[inline(always)]
+    pub(crate) fn push_one(&self, ctx: &Ctx, dest: Rank, item: &[u8]) -> Result<(), AggError> {
+        {
+            let mut bufs = self.bufs.borrow_mut();
+            if let Some(b) = bufs.get_mut(dest.index()) {
+                if !b.is_empty() && b.len() + item.len() < self.cap {
+                    b.extend_from_slice(item);
+                    return Ok(());
+                }
+            }
+        }
+        self.push(ctx, dest, &[item])
+    }
+
     /// Append `parts` (one item) to `dest`'s buffer; send the buffer first
     /// if the item would not fit, or after if it is full.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn push(&self, ctx: &Ctx, dest: Rank, parts: &[&[u8]]) -> Result<(), AggError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let d = dest.index();
@@ -85,7 +101,10 @@ impl Outbox {
                 _ => return Ok(()),
             }
         };
-        let r = ctx.send(Rank(d as u32), self.handler, &[&out]);
+        // From the main loop this waits for credit (making progress)
+        // rather than copying the buffer into the pending queue; from a
+        // handler or the idle hook it never blocks.
+        let r = ctx.post(Rank(d as u32), self.handler, &[&out]);
         let mut out = out;
         out.clear();
         self.spare.borrow_mut().push(out);
