@@ -40,7 +40,7 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn relieve_slow(self: &Rc<Self>) -> Result<(), SendError> {
-        let mut waiter = Waiter::new();
+        let mut waiter = Waiter::draining();
         let max = self.max_parked;
         while self.net.borrow().parked_bytes() > max {
             let mut ready = || self.net.borrow().parked_bytes() <= max;

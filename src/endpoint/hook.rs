@@ -3,14 +3,18 @@
 //!
 //! A hook is registered on the builder
 //! ([`EndpointBuilder::on_idle`](crate::EndpointBuilder::on_idle)). It runs
-//! whenever this rank waits — every idle round of
+//! whenever this rank waits for something to happen — every idle round of
 //! [`wait_until`](crate::Endpoint::wait_until) (hence every blocking
 //! collective of a library built on it), of
 //! [`quiesce`](crate::Endpoint::quiesce) and of
 //! [`close`](crate::Endpoint::close) — and when
 //! [`extract`](crate::Endpoint::extract) finds nothing, but only while the
 //! *idle-work flag* is raised ([`Ctx::note_idle_work`]): an empty
-//! `extract` with the flag down pays one more load, nothing else.
+//! `extract` with the flag down pays one more load, nothing else. Waits
+//! for the network to drain (a send waiting for credit, the parked-send
+//! bound) do not run hooks: the rank is busy sending then, and a hook
+//! flushing half-empty buffers would spend a frame of credit on a few
+//! items.
 //!
 //! The engine lowers the flag before it runs the hooks; a hook that still
 //! has work afterwards raises it again. A rank whose flag is up is not
@@ -75,6 +79,21 @@ impl Core {
             return Ok(());
         }
         self.run_hooks()
+    }
+
+    /// `extract` while the flag is up: a pass, then the hooks if it found
+    /// nothing.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn extract_then_hooks(
+        self: &Rc<Self>,
+        max_bytes: usize,
+    ) -> Result<super::Extracted, ExtractError> {
+        let x = self.progress(max_bytes)?;
+        if !x.any() {
+            self.idle_hooks()?;
+        }
+        Ok(x)
     }
 
     #[inline(never)]

@@ -227,17 +227,16 @@ impl Endpoint {
     /// network error — each failure reported once, within about 100 ms
     /// of it (see the failure semantics in the [module docs](self)). The
     /// endpoint stays usable: call again to continue with the live peers.
-    #[inline]
+    #[inline(always)]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);
         }
-        let x = self.core.progress(max_bytes)?;
-        if !x.any() && self.core.hooks.pending.get() {
-            // Idle, and an idle hook has work (one load when it has not).
-            self.core.idle_hooks()?;
+        if self.core.hooks.pending.get() {
+            // An idle hook has work (one load and a branch when none has).
+            return self.core.extract_then_hooks(max_bytes);
         }
-        Ok(x)
+        self.core.progress(max_bytes)
     }
 
     /// Make progress, waiting per the wait policy, until `done()` is true.

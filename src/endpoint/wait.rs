@@ -117,6 +117,12 @@ pub(crate) struct Waiter {
     last_health: Option<Instant>,
     /// Whose failure stops this wait.
     scope: Scope,
+    /// Whether idle rounds run the idle hooks: yes when the rank waits for
+    /// something to happen (`wait_until`, quiescence, close, start); no
+    /// when it waits for the network to drain (credit, the parked-send
+    /// bound) — the rank is not idle then, and flushing half-empty
+    /// aggregation buffers would spend a frame of credit per few items.
+    hooks: bool,
 }
 
 impl Waiter {
@@ -127,6 +133,16 @@ impl Waiter {
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
+            hooks: true,
+        }
+    }
+
+    /// A wait for the network to drain (the parked-send bound): any
+    /// peer's failure stops it; idle hooks do not run.
+    pub(crate) fn draining() -> Self {
+        Waiter {
+            hooks: false,
+            ..Waiter::new()
         }
     }
 
@@ -134,6 +150,7 @@ impl Waiter {
     pub(crate) fn for_peer(dest: Rank) -> Self {
         Waiter {
             scope: Scope::Peer(dest),
+            hooks: false,
             ..Waiter::new()
         }
     }
@@ -158,11 +175,14 @@ impl Waiter {
         core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
-        // Idle: what idle hooks left for this moment (aggregation buffers).
+        // Idle: what idle hooks left for this moment (aggregation buffers),
+        // unless this wait is for the network to drain.
         // A hook's error is reported by the caller's next `extract` (or
         // by `wait_until` at once), like a handler's.
-        if let Err(e) = core.idle_hooks() {
-            core.defer(e);
+        if self.hooks {
+            if let Err(e) = core.idle_hooks() {
+                core.defer(e);
+            }
         }
         let cfg = core.wait;
         self.idle_rounds = self.idle_rounds.saturating_add(1);
