@@ -10,7 +10,8 @@
 //! The same parameters and random streams as `../shared/anchors/histo_mpi.c`
 //! (splitmix64, `common.h`), so both print the same table hash. Verified
 //! against a sequential recomputation of this rank's block. `--json`: one
-//! line per run with `kernel`, `ranks`, `ok`, `updates_per_s`, `time_s`,
+//! line per run with `max_rss_mib` (the largest peak resident memory of
+//! any rank, MiB), `kernel`, `ranks`, `ok`, `updates_per_s`, `time_s`,
 //! `hash`, `rep`.
 
 use clap::Parser;
@@ -97,14 +98,17 @@ fn main() -> Result<(), fastmsg::Error> {
         }
         coll.allreduce(&mut ep, &mut loc, Op::Sum)
             .map_err(fastmsg::Error::other)?;
+        let mut rss = [fastmsg_examples::peak_rss_mib()];
+        coll.allreduce(&mut ep, &mut rss, Op::Max)
+            .map_err(fastmsg::Error::other)?;
         let ok = loc[0] == u64::from(n) * l && loc[1] == 0;
         failed |= !ok;
         let rate = (u64::from(n) * l) as f64 / worst[0];
         if me == 0 {
             if args.json {
                 println!(
-                    "{{\"kernel\":\"histo\",\"ranks\":{n},\"ok\":{ok},\"updates_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{}}}",
-                    worst[0], loc[2], args.buffer
+                    "{{\"kernel\":\"histo\",\"ranks\":{n},\"ok\":{ok},\"updates_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
+                    worst[0], loc[2], args.buffer, rss[0]
                 );
             } else {
                 println!(

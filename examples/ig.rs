@@ -10,7 +10,8 @@
 //! `Aggregator::quiesce` ends the phase (replies included). The same
 //! parameters and random streams as `../shared/anchors/ig_mpi.c`
 //! (splitmix64, `common.h`); every value read is checked against the
-//! table's formula. `--json`: one line per run with `kernel`, `ranks`,
+//! table's formula. `--json`: one line per run with `max_rss_mib` (the largest peak
+//! resident memory of any rank), `kernel`, `ranks`,
 //! `ok`, `requests_per_s`, `time_s`, `rep`.
 
 use bytemuck::{Pod, Zeroable};
@@ -122,14 +123,17 @@ fn main() -> Result<(), fastmsg::Error> {
         let mut gbad = [bad as u64];
         coll.allreduce(&mut ep, &mut gbad, Op::Sum)
             .map_err(fastmsg::Error::other)?;
+        let mut rss = [fastmsg_examples::peak_rss_mib()];
+        coll.allreduce(&mut ep, &mut rss, Op::Max)
+            .map_err(fastmsg::Error::other)?;
         let ok = gbad[0] == 0;
         failed |= !ok;
         let rate = (u64::from(n) * l) as f64 / worst[0];
         if me == 0 {
             if args.json {
                 println!(
-                    "{{\"kernel\":\"ig\",\"ranks\":{n},\"ok\":{ok},\"requests_per_s\":{rate:.4e},\"time_s\":{:.4},\"rep\":{rep},\"buffer\":{}}}",
-                    worst[0], args.buffer
+                    "{{\"kernel\":\"ig\",\"ranks\":{n},\"ok\":{ok},\"requests_per_s\":{rate:.4e},\"time_s\":{:.4},\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
+                    worst[0], args.buffer, rss[0]
                 );
             } else {
                 println!(

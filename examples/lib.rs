@@ -88,6 +88,19 @@ pub fn median(v: &mut [f64]) -> f64 {
     percentile(v, 50.0)
 }
 
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`),
+/// MiB; 0 where it cannot be read.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 /// The Bale kernels' shared parts, identical to the MPI anchors'
 /// (`../shared/anchors/common.h`): splitmix64 streams, the value table of
 /// index-gather, and the block distribution of the table.

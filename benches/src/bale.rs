@@ -29,6 +29,8 @@ pub struct BaleOptions {
     pub runs: usize,
     /// Where the children's output goes.
     pub out: PathBuf,
+    /// `fmrun --wait` for the fastmsg runs (None: the default policy).
+    pub wait: Option<String>,
 }
 
 /// The kernels compared with MPI: (name, the rate's JSON field and the
@@ -112,6 +114,9 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
         for &n in &o.ranks {
             for &(kernel, field) in &KERNELS {
                 let mut cmd = Command::new(&fmrun);
+                if let Some(w) = &o.wait {
+                    cmd.arg("--wait").arg(w);
+                }
                 cmd.arg("-n")
                     .arg(n.to_string())
                     .arg(o.target.join("release/examples").join(kernel))
@@ -145,10 +150,13 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
 /// As [`run`].
 pub fn agglat(o: &BaleOptions) -> Result<(f64, f64), String> {
     let mut cmd = Command::new(o.target.join("release/fmrun"));
+    if let Some(w) = &o.wait {
+        cmd.arg("--wait").arg(w);
+    }
     cmd.arg("-n")
         .arg("2")
         .arg(o.target.join("release/examples/agglat"))
-        .arg("--json");
+        .args(["--json", "--iters", "20000", "--runs", "5"]);
     let out = run_child(cmd, &o.out.join("agglat.log"))?;
     let d = fastmsg_rate(&out, "direct_ns")?;
     let a = fastmsg_rate(&out, "agg_ns")?;

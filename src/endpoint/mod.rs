@@ -14,9 +14,18 @@
 //! ```
 //!
 //! Progress happens only inside calls into the library: `extract`,
-//! `wait_until`, and sends that wait for credit. A sender out of credit
-//! extracts until credit returns, so head-to-head floods and sends from
-//! handlers never deadlock. Delivery is reliable and in order per pair.
+//! `wait_until`, `quiesce`, and sends that wait for credit. A sender out of
+//! credit extracts until credit returns, so head-to-head floods and sends
+//! from handlers never deadlock. Delivery is reliable and in order per pair.
+//!
+//! Beyond single messages: [`quiesce`](Endpoint::quiesce) is a reusable
+//! termination round (everything sent before it, and everything handlers
+//! sent in response, has been handled — `close` is the last such round);
+//! idle hooks ([`EndpointBuilder::on_idle`]) let a library run work when
+//! the rank waits (an aggregation library flushes its buffers there); and
+//! sends parked for credit are bounded ([`Config::max_parked`]): a main
+//! loop that sends faster than its peers drain makes progress instead of
+//! growing memory.
 //!
 //! # When a peer fails
 //!

@@ -69,6 +69,10 @@ enum Cmd {
         /// beside the repository, or `$FASTMSG_ANCHORS_SH`).
         #[arg(long)]
         anchors: Option<PathBuf>,
+        /// Wait policy of the fastmsg runs (`fmrun --wait`; default: the
+        /// engine's default, `auto`).
+        #[arg(long)]
+        wait: Option<String>,
     },
     /// Measure the empty `extract` for each transport set-up.
     Extract {
@@ -134,16 +138,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ranks,
         runs,
         anchors,
+        wait,
     }) = &args.cmd
     {
-        return bale(
-            &repo,
-            &target,
+        let o = BaleArgs {
             ranks,
-            *runs,
-            anchors.clone(),
-            !args.no_build,
-        );
+            runs: *runs,
+            anchors: anchors.clone(),
+            wait: wait.clone(),
+            build: !args.no_build,
+        };
+        return bale(&repo, &target, o);
     }
     let profile = if args.quick {
         suite::Profile::quick()
@@ -225,16 +230,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// `fmbench bale`'s options.
+struct BaleArgs<'a> {
+    ranks: &'a [u32],
+    runs: usize,
+    anchors: Option<PathBuf>,
+    wait: Option<String>,
+    build: bool,
+}
+
 /// `fmbench bale`: build, run, print the table.
 fn bale(
     repo: &std::path::Path,
     target: &std::path::Path,
-    ranks: &[u32],
-    runs: usize,
-    anchors: Option<PathBuf>,
-    build: bool,
+    a: BaleArgs<'_>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use fastmsg_benches::bale;
+    let BaleArgs {
+        ranks,
+        runs,
+        anchors,
+        wait,
+        build,
+    } = a;
     if build {
         let st = std::process::Command::new("cargo")
             .current_dir(repo)
@@ -262,6 +280,7 @@ fn bale(
         ranks: ranks.to_vec(),
         runs,
         out: repo.join("bench-results/bale"),
+        wait,
     };
     let load0 = fastmsg_benches::machine::loadavg();
     let rows = bale::run(&o)?;

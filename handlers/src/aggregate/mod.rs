@@ -134,10 +134,12 @@ struct Shared {
 impl Shared {
     /// Send every non-empty buffer of every channel.
     fn flush(&self, ctx: &Ctx) -> Result<(), AggError> {
-        // Cloned out: a flush may run handlers that add channels' items.
-        let boxes: Vec<Rc<Outbox>> = self.outboxes.borrow().clone();
+        // No borrow is held across a flush (it may run handlers); channels
+        // are only added before start, so the list does not change.
+        let n = self.outboxes.borrow().len();
         let mut first = Ok(());
-        for b in boxes {
+        for i in 0..n {
+            let b = Rc::clone(&self.outboxes.borrow()[i]);
             if let Err(e) = b.flush_all(ctx) {
                 first = first.and(Err(e));
             }
