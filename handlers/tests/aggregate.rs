@@ -357,3 +357,50 @@ fn a_flood_to_a_slow_receiver_stays_within_the_bound() {
         }
     }
 }
+
+/// Bad input gets typed errors: at the sender, a destination outside the
+/// job and an item past the limit; at the receiver, buffers from a peer
+/// that are not whole items (sent straight to the channels' handlers).
+#[test]
+fn bad_items_and_malformed_buffers_are_typed_errors() {
+    use fastmsg::error::ExtractError;
+    use fastmsg_handlers::aggregate::AggError;
+    let _s = serial();
+    let out = run(2, None, |mut b| {
+        let mut cfg = AggConfig::default();
+        cfg.max_item_bytes = 100;
+        let agg = Aggregator::new(&mut b, cfg);
+        let typed = agg.channel::<u64, _>(&mut b, "typed", |_, _, _| Ok(()));
+        let bytes = agg.byte_channel(&mut b, "bytes", |_, _, _| Ok(()));
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let mut seen = Vec::new();
+        if ep.rank() == Rank(0) {
+            let e = typed.send(&ctx, Rank(5), 1).unwrap_err();
+            seen.push(matches!(e, AggError::BadDestination { dest: Rank(5), size: 2 }));
+            let e = bytes.send(&ctx, Rank(1), &[0; 101]).unwrap_err();
+            seen.push(matches!(e, AggError::ItemTooLong { len: 101, max: 100, .. }));
+            // 12 bytes: not a whole number of u64 items; a length prefix
+            // saying 200 bytes with 2 behind it; 3 bytes, too few for one.
+            ep.send(Rank(1), typed.handler(), &[&[0; 12]])?;
+            ep.send(Rank(1), bytes.handler(), &[&200u32.to_le_bytes(), &[1, 2]])?;
+            ep.send(Rank(1), bytes.handler(), &[&[1, 2, 3]])?;
+        } else {
+            while seen.len() < 3 {
+                match ep.extract(usize::MAX) {
+                    Ok(_) => {}
+                    Err(ExtractError::Handler { source, .. }) => {
+                        let e = source.downcast_ref::<AggError>();
+                        seen.push(matches!(e, Some(AggError::Malformed { src: Rank(0), .. })));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        agg.quiesce(&mut ep)?;
+        ep.close()?;
+        Ok(seen)
+    });
+    assert_eq!(out[0], vec![true, true]);
+    assert_eq!(out[1], vec![true, true, true]);
+}

@@ -27,6 +27,11 @@ impl std::fmt::Debug for ByteChannel {
 }
 
 impl ByteChannel {
+    /// The handler id carrying this channel's buffers.
+    pub fn handler(&self) -> fastmsg::HandlerId {
+        self.out.handler
+    }
+
     /// Send `item` to this channel's handler on `dest` (see
     /// [`Channel::send`](super::Channel::send)).
     ///

@@ -51,6 +51,12 @@ impl<T: Pod> Channel<T> {
         self.out.push_one(ctx, dest, bytemuck::bytes_of(&item))
     }
 
+    /// The handler id carrying this channel's buffers (for tools and
+    /// tests that talk to it directly).
+    pub fn handler(&self) -> fastmsg::HandlerId {
+        self.out.handler
+    }
+
     /// Send `dest`'s partly filled buffer now.
     ///
     /// # Errors
