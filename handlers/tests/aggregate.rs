@@ -377,9 +377,22 @@ fn bad_items_and_malformed_buffers_are_typed_errors() {
         let mut seen = Vec::new();
         if ep.rank() == Rank(0) {
             let e = typed.send(&ctx, Rank(5), 1).unwrap_err();
-            seen.push(matches!(e, AggError::BadDestination { dest: Rank(5), size: 2 }));
+            seen.push(matches!(
+                e,
+                AggError::BadDestination {
+                    dest: Rank(5),
+                    size: 2
+                }
+            ));
             let e = bytes.send(&ctx, Rank(1), &[0; 101]).unwrap_err();
-            seen.push(matches!(e, AggError::ItemTooLong { len: 101, max: 100, .. }));
+            seen.push(matches!(
+                e,
+                AggError::ItemTooLong {
+                    len: 101,
+                    max: 100,
+                    ..
+                }
+            ));
             // 12 bytes: not a whole number of u64 items; a length prefix
             // saying 200 bytes with 2 behind it; 3 bytes, too few for one.
             ep.send(Rank(1), typed.handler(), &[&[0; 12]])?;

@@ -56,6 +56,12 @@ impl std::str::FromStr for WaitPolicy {
 /// How often an idle waiter runs the transports' checks.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(100);
 
+/// Idle rounds a wait for credit (or for parked sends to drain) spins
+/// before it yields, when the policy yields at all: the peer has to run to
+/// return credit, and on a busy host a sender spinning 65,536 rounds keeps
+/// it off the core.
+pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
+
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 
@@ -184,7 +190,12 @@ impl Waiter {
                 core.defer(e);
             }
         }
-        let cfg = core.wait;
+        let mut cfg = core.wait;
+        if !self.hooks && cfg.yield_ {
+            // Waiting for the network to drain (credit, the parked bound):
+            // the peer must run to return credit, so spin only briefly.
+            cfg.spin_rounds = cfg.spin_rounds.min(DRAIN_SPIN_ROUNDS);
+        }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();
