@@ -118,3 +118,71 @@ pub fn error_text(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`),
+/// MiB; 0 where it cannot be read.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// The Bale kernels' shared parts, identical to the MPI anchors'
+/// (`../shared/anchors/common.h`): splitmix64 streams, the value table of
+/// index-gather, and the block distribution of the table.
+pub mod bale {
+    /// Golden-ratio increment of splitmix64.
+    pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// The seed of `rank`'s stream `salt` (1: histogram, 2: index-gather).
+    pub fn seed(rank: u32, salt: u64) -> u64 {
+        0x1234_5678_9abc_def0 ^ salt.wrapping_mul(GOLDEN) ^ (u64::from(rank) << 32)
+    }
+
+    /// The next value of a splitmix64 stream.
+    #[inline(always)]
+    pub fn next(s: &mut u64) -> u64 {
+        *s = s.wrapping_add(GOLDEN);
+        let mut z = *s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Table entry `g`'s value in index-gather (and the histogram hash's
+    /// weight).
+    #[inline(always)]
+    pub fn value(g: u64) -> u64 {
+        let x = g.wrapping_mul(GOLDEN) ^ 0x00AB_CDEF_0123_4567;
+        x.rotate_left(17)
+    }
+
+    /// A table of `t` entries split in blocks over `n` ranks: entries per
+    /// rank, and `rank`'s block `[lo, hi)`.
+    pub fn block(t: u64, n: u32, rank: u32) -> (u64, u64, u64) {
+        let per = t.div_ceil(u64::from(n));
+        let lo = (per * u64::from(rank)).min(t);
+        let hi = (per * (u64::from(rank) + 1)).min(t);
+        (per, lo, hi)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// Values computed by `common.h`'s C functions (compiled with gcc):
+        /// rank 3's index-gather stream, its first draw and that entry's
+        /// value.
+        #[test]
+        fn streams_match_common_h() {
+            let mut s = super::seed(3, 2);
+            let a = super::next(&mut s);
+            assert_eq!(a, 9_062_082_224_769_321_921);
+            assert_eq!(super::value(a & ((1 << 20) - 1)), 2_592_108_579_282_845_555);
+            assert_eq!(super::block(1 << 20, 3, 2), (349_526, 699_052, 1 << 20));
+        }
+    }
+}

@@ -396,6 +396,26 @@ pub enum StartError {
         /// Second id.
         second: u32,
     },
+    /// A handler id was declared ([`EndpointBuilder::declare`]) and never
+    /// given its function.
+    ///
+    /// [`EndpointBuilder::declare`]: crate::EndpointBuilder::declare
+    #[error("handler {name:?} (id {id}) was declared but never defined")]
+    UndefinedHandler {
+        /// The id.
+        id: u32,
+        /// The name it was declared under.
+        name: String,
+    },
+    /// `define*` was given an id that is not a declared, still undefined
+    /// handler of this builder.
+    #[error("handler id {id} cannot be defined: {why}")]
+    BadDefinition {
+        /// The id given.
+        id: u32,
+        /// What was wrong.
+        why: &'static str,
+    },
     /// Handler tables differ between ranks.
     #[error("handler tables differ: handler {index} is {ours:?} on rank {our_rank} but {theirs:?} on rank {their_rank}; every rank must register the same handlers in the same order")]
     HandlerMismatch {
@@ -550,6 +570,19 @@ pub enum ReceiveError {
         /// Bytes that arrived before the abort.
         received: u64,
     },
+    /// A message for a whole-message handler is longer than the bound it
+    /// was registered with (nothing of it was handed to the handler).
+    #[error(
+        "message from rank {src} has {len} bytes; its whole-message handler takes at most {max}"
+    )]
+    TooLong {
+        /// The sender.
+        src: Rank,
+        /// The message's length.
+        len: u64,
+        /// The handler's bound.
+        max: u64,
+    },
 }
 
 /// `extract` (progress) reported a problem. The engine stays usable.
@@ -592,6 +625,27 @@ pub enum ExtractError {
     /// The job's supervisor asked every rank to give up (another rank failed).
     #[error("aborted: another rank of the job failed")]
     Aborted,
+    /// An idle hook ([`EndpointBuilder::on_idle`]) returned an error.
+    ///
+    /// [`EndpointBuilder::on_idle`]: crate::EndpointBuilder::on_idle
+    #[error("idle hook failed: {source}")]
+    IdleHook {
+        /// The hook's error.
+        source: BoxError,
+    },
+    /// Termination round `round` (the ranks' `round`-th call of
+    /// `quiesce` or `close`, counted from 0) was `quiesce` on one rank and
+    /// `close` on another: every rank must make the same sequence of such
+    /// calls. Sticky: later rounds fail too.
+    #[error("termination round {round}: rank {quiescing} called quiesce while rank {closing} called close; every rank must call quiesce and close in the same sequence")]
+    CloseQuiesceMismatch {
+        /// The round (0 = the first `quiesce` or `close` of the job).
+        round: u32,
+        /// A rank in `quiesce`.
+        quiescing: Rank,
+        /// A rank in `close`.
+        closing: Rank,
+    },
 }
 
 impl ExtractError {

@@ -10,8 +10,8 @@
 //! What is here, by the bytes it decodes:
 //! - `handler_table`: the handler-name table every rank sends rank 0 at
 //!   start;
-//! - `control`: the endpoint's control messages (table verdict, the close
-//!   barrier's reports and probes) and the state machine that consumes them;
+//! - `control`: the endpoint's control messages (table verdict, the
+//!   termination rounds of `quiesce` and `close`) and the state machine that consumes them;
 //! - `tcp`: the TCP software NIC's write records and the NIC loop that
 //!   applies them to a rank's memory;
 //! - `shm`: where a shared-memory transport's mapping lies, so a target
@@ -54,6 +54,7 @@ pub mod handler_table {
 /// The endpoint's control messages (see `crate::endpoint::control`).
 pub mod control {
     use crate::endpoint::control as inner;
+    use crate::endpoint::termination::{Report, RoundKind};
     use crate::error::{ProtocolError, StartError};
     use crate::id::Rank;
 
@@ -61,18 +62,49 @@ pub mod control {
     pub const OP_TABLE: u32 = inner::OP_TABLE;
     /// Rank 0's verdict on the tables.
     pub const OP_VERDICT: u32 = inner::OP_VERDICT;
-    /// A rank's close report (wave, sent, received).
-    pub const OP_CLOSE: u32 = inner::OP_CLOSE;
-    /// Rank 0 releases everyone from `close`.
+    /// A rank's report for a wave of a termination round (`quiesce`,
+    /// `close`).
+    pub const OP_REPORT: u32 = inner::OP_REPORT;
+    /// Rank 0 releases everyone from a round.
     pub const OP_RELEASE: u32 = inner::OP_RELEASE;
-    /// Rank 0 asks for the counts of a close wave.
+    /// Rank 0 asks for the counts of a wave of a round.
     pub const OP_PROBE: u32 = inner::OP_PROBE;
-    /// Rank 0 names the ranks a close waits for.
+    /// Rank 0 says a round is `quiesce` on one rank, `close` on another.
+    pub const OP_MISMATCH: u32 = inner::OP_MISMATCH;
+    /// Rank 0 names the ranks that have not called `close` (u32 LE each).
     pub const OP_STRAGGLERS: u32 = inner::OP_STRAGGLERS;
 
-    /// Encode a close report.
-    pub fn encode_report(wave: u32, sent: u64, received: u64) -> Vec<u8> {
-        inner::encode_report(wave, inner::CloseCounts { sent, received })
+    fn kind(close: bool) -> RoundKind {
+        if close {
+            RoundKind::Close
+        } else {
+            RoundKind::Quiesce
+        }
+    }
+
+    /// Encode a round report (`close`: the round's kind is close, else
+    /// quiesce; `busy`: the rank's idle hooks have work).
+    pub fn encode_report(
+        round: u32,
+        close: bool,
+        wave: u32,
+        busy: bool,
+        sent: u64,
+        received: u64,
+    ) -> Vec<u8> {
+        Report {
+            round,
+            wave,
+            kind: kind(close),
+            busy,
+            counts: inner::CloseCounts { sent, received },
+        }
+        .encode()
+    }
+
+    /// Encode a probe for wave `wave` of round `round`.
+    pub fn encode_probe(round: u32, wave: u32) -> Vec<u8> {
+        crate::endpoint::termination::encode_probe(round, wave)
     }
 
     /// Messages a control step sends in reaction: (destination, op, payload).
@@ -94,7 +126,8 @@ pub mod control {
         }
 
         /// Handle one complete control message from `src`; `sent` and
-        /// `received` are this rank's close counts now.
+        /// `received` are this rank's message counts now, `busy` whether
+        /// its idle hooks have work.
         ///
         /// # Errors
         /// [`ProtocolError::BadControl`] for a malformed or unexpected message.
@@ -105,9 +138,40 @@ pub mod control {
             payload: &[u8],
             sent: u64,
             received: u64,
+            busy: bool,
         ) -> Result<Sends, ProtocolError> {
+            let counts = inner::CloseCounts { sent, received };
+            self.0.on_message(src, op, payload, counts, busy)
+        }
+
+        /// Enter termination round `round` (`close` or quiesce): the
+        /// wave-0 report this rank sends rank 0.
+        pub fn enter(
+            &mut self,
+            round: u32,
+            close: bool,
+            sent: u64,
+            received: u64,
+            busy: bool,
+        ) -> Vec<u8> {
+            let counts = inner::CloseCounts { sent, received };
             self.0
-                .on_message(src, op, payload, inner::CloseCounts { sent, received })
+                .rounds
+                .enter(round, kind(close), counts, busy)
+                .encode()
+        }
+
+        /// The mismatch rank 0 reported, as (round, a quiescing rank, a
+        /// closing rank).
+        pub fn mismatch(&self) -> Option<(u32, u32, u32)> {
+            match self.0.rounds.mismatch()? {
+                crate::error::ExtractError::CloseQuiesceMismatch {
+                    round,
+                    quiescing,
+                    closing,
+                } => Some((round, quiescing.0, closing.0)),
+                _ => None,
+            }
         }
 
         /// The verdict received, as `start` would report it.
@@ -115,9 +179,9 @@ pub mod control {
             self.0.verdict.clone().map(inner::Verdict::into_result)
         }
 
-        /// Whether rank 0 has released this rank from `close`.
-        pub fn released(&self) -> bool {
-            self.0.released
+        /// Whether rank 0 has released this rank from round `round`.
+        pub fn released(&self, round: u32) -> bool {
+            self.0.rounds.released(round)
         }
     }
 }

@@ -11,6 +11,10 @@
 //!   writes CSV, SVG plots and a Markdown report with the targets
 //!   under `bench-results/`.
 //!
+//! - `fmbench bale`: the Bale kernels (`histo`, `ig` examples, natural
+//!   code over aggregated active messages) beside the aggregated MPI
+//!   programs, interleaved, medians and ratios ([`bale`]).
+//!
 //! Modules: [`suite`] (the list of measurements: adding a transport or a
 //! collective is one entry there), [`fastmsg_run`] (runs fastmsg programs),
 //! [`anchor`] (runs and parses the Open MPI / hardware anchors), [`report`]
@@ -20,6 +24,7 @@
 //! so they can be measured and the plan stored from here.
 
 pub mod anchor;
+pub mod bale;
 pub mod child;
 pub use fastmsg::internal::copy;
 pub mod fastmsg_run;

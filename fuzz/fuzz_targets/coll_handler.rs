@@ -5,8 +5,9 @@
 //! group, instance, step and kind, or garbage, short or long (several
 //! fragments) — to rank 0's collectives handler, then a "done" message.
 //!
-//! Rank 0 must report every bad message as a typed `CollError` from
-//! `extract` (never a panic), keep its early buffer within its bounds,
+//! Rank 0 must report every bad message as a typed `CollError` (or, past
+//! `max_message_bytes`, `ReceiveError::TooLong`) from `extract` (never a
+//! panic), keep its early buffer within its bounds,
 //! and end each collective with a typed error or a result of the right
 //! length.
 
@@ -14,7 +15,7 @@
 
 use arbitrary::Arbitrary;
 use fastmsg::bootstrap::threads;
-use fastmsg::error::ExtractError;
+use fastmsg::error::{ExtractError, ReceiveError};
 use fastmsg::Rank;
 use fastmsg_handlers::internal::wire::{emit, KINDS};
 use fastmsg_handlers::{CollConfig, CollError, Collectives, Op, Request};
@@ -106,7 +107,14 @@ fn attack_bytes(a: &Attack) -> Vec<u8> {
 fn is_typed(e: &ExtractError) -> bool {
     match e {
         ExtractError::Handler { src, source, .. } => {
-            *src == Rank(1) && source.downcast_ref::<CollError>().is_some()
+            // A message past `max_message_bytes` is refused by fastmsg's
+            // whole-message handler before the collectives see it.
+            *src == Rank(1)
+                && (source.downcast_ref::<CollError>().is_some()
+                    || matches!(
+                        source.downcast_ref::<ReceiveError>(),
+                        Some(ReceiveError::TooLong { .. })
+                    ))
         }
         _ => false,
     }

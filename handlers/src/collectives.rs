@@ -16,6 +16,7 @@ use crate::op::Reduce;
 use crate::request::Request;
 use crate::sig::{op_code, type_code, Sig};
 use crate::window::{window_bytes, Layout};
+use crate::wire::HEADER;
 use fastmsg::{Endpoint, EndpointBuilder, Rank};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -69,8 +70,10 @@ impl Collectives {
         let name = format!("fastmsg-coll/{}", cfg.name);
         let eng = Engine::new(me, size, window, cfg);
         let e = Rc::clone(&eng);
-        let id = b.register_fn(&name, move |ctx, piece| {
-            e.on_piece(ctx, piece).map_err(|err| Box::new(err) as _)
+        let max = eng.cfg.max_message_bytes.saturating_add(HEADER);
+        let id = b.register_whole(&name, max, move |ctx, src, bytes| {
+            e.on_message(ctx, src, bytes)
+                .map_err(|err| Box::new(err) as _)
         });
         eng.handler
             .set(id)

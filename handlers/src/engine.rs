@@ -40,7 +40,6 @@ use crate::group::{tag_of, Group};
 use crate::machine::{Io, Machine, Output};
 use crate::sig::Sig;
 use crate::wire::{Header, Kind, HEADER};
-use fastmsg::endpoint::Piece;
 use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -111,8 +110,6 @@ struct Tables {
     others: HashMap<u32, GroupState>,
     early: VecDeque<Early>,
     early_bytes: usize,
-    /// Per source: the message being assembled from several pieces.
-    asm: Vec<Vec<u8>>,
     /// How many groups with each member list this rank created.
     created: HashMap<Vec<Rank>, u32>,
     poisoned: Option<String>,
@@ -182,7 +179,6 @@ impl Engine {
         let world = Rc::new(Group::world(me, size));
         let t = Tables {
             world: Some(GroupState::new(world)),
-            asm: vec![Vec::new(); size as usize],
             ..Tables::default()
         };
         Rc::new(Engine {
@@ -224,44 +220,13 @@ impl Engine {
         Ok(g)
     }
 
-    /// The registered handler's body: one piece of a collective message.
-    pub(crate) fn on_piece(&self, ctx: &Ctx, p: &Piece<'_>) -> Result<(), CollError> {
-        let src = p.source();
-        if p.is_first() && p.is_last() {
-            let d = p.data();
-            let h = Header::parse(src, d)?;
-            return self.dispatch(ctx, src, h, &d[HEADER..]);
-        }
-        let mut buf = {
-            let mut t = self.t.borrow_mut();
-            let Some(slot) = t.asm.get_mut(src.index()) else {
-                return Err(CollError::BadArgument(format!(
-                    "message from rank {src} outside the job"
-                )));
-            };
-            if p.is_first() {
-                let max = self.cfg.max_message_bytes.saturating_add(HEADER);
-                if p.message_len() > max {
-                    return Err(CollError::MessageTooLong {
-                        src,
-                        len: p.message_len(),
-                        max,
-                    });
-                }
-                slot.clear();
-                slot.reserve(p.message_len());
-            }
-            slot.extend_from_slice(p.data());
-            if !p.is_last() {
-                return Ok(());
-            }
-            std::mem::take(slot)
-        };
-        let r = Header::parse(src, &buf).and_then(|h| self.dispatch(ctx, src, h, &buf[HEADER..]));
-        // Keep the capacity for the next long message of this source.
-        buf.clear();
-        self.t.borrow_mut().asm[src.index()] = buf;
-        r
+    /// The registered whole-message handler's body: one collective
+    /// message (gathered by fastmsg if it spanned several frames; longer
+    /// than `CollConfig::max_message_bytes` plus the header, it was
+    /// refused there with `ReceiveError::TooLong`).
+    pub(crate) fn on_message(&self, ctx: &Ctx, src: Rank, d: &[u8]) -> Result<(), CollError> {
+        let h = Header::parse(src, d)?;
+        self.dispatch(ctx, src, h, &d[HEADER..])
     }
 
     fn dispatch(&self, ctx: &Ctx, src: Rank, h: Header, data: &[u8]) -> Result<(), CollError> {

@@ -34,16 +34,6 @@ pub enum CollError {
         /// Header length.
         need: usize,
     },
-    /// A message longer than [`CollConfig::max_message_bytes`](crate::CollConfig::max_message_bytes).
-    #[error("collective message from rank {src} declares {len} bytes, more than the limit of {max} (CollConfig::max_message_bytes)")]
-    MessageTooLong {
-        /// Sender.
-        src: Rank,
-        /// Declared length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
     /// The ranks called different collectives as the same instance (every
     /// member of a group must call the same collectives in the same order).
     #[error("collective #{seq} of group {group:#x}: this rank runs {ours}, rank {src} sent a message of {theirs}; every member must call the same collectives in the same order")]
@@ -191,11 +181,6 @@ impl CollError {
                 src: *src,
                 len: *len,
                 need: *need,
-            },
-            CollError::MessageTooLong { src, len, max } => CollError::MessageTooLong {
-                src: *src,
-                len: *len,
-                max: *max,
             },
             CollError::Mismatch {
                 group,

@@ -36,6 +36,7 @@
 //! host. `tests/net_collectives.rs` runs every collective across two
 //! network namespaces.
 
+pub mod aggregate;
 mod collectives;
 mod config;
 mod element;

@@ -12,13 +12,14 @@
 use super::config::Config;
 use super::control::OP_TABLE;
 use super::core::{Core, CoreSetup};
+use super::hook::Hook;
 use super::net::Net;
 use super::wait::{WaitConfig, Waiter};
 use super::{Ctx, Endpoint, Message, Piece};
 use crate::bootstrap::hosts;
 use crate::endpoint::NetMode;
 use crate::error::{ConfigError, StartError};
-use crate::handler::{encode_table, HandlerResult, Registry};
+use crate::handler::{encode_table, whole, HandlerResult, Registry};
 use crate::id::{HandlerId, Rank, WindowId};
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::tcp::mesh::{self, MeshJob};
@@ -47,11 +48,22 @@ use std::time::Instant;
 /// ep.send(next, hello, &[b"hi"])?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct EndpointBuilder {
     config: Config,
     registry: Registry,
     windows: WindowTable,
+    hooks: Vec<Hook>,
+}
+
+impl std::fmt::Debug for EndpointBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointBuilder")
+            .field("config", &self.config)
+            .field("registry", &self.registry)
+            .field("windows", &self.windows)
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
 }
 
 impl EndpointBuilder {
@@ -63,6 +75,7 @@ impl EndpointBuilder {
             config,
             registry: Registry::default(),
             windows: WindowTable::default(),
+            hooks: Vec::new(),
         }
     }
 
@@ -132,6 +145,105 @@ impl EndpointBuilder {
         self.registry.register_fn(name, handler)
     }
 
+    /// Register a whole-message handler under `name`: called once per
+    /// message with all of its bytes as one contiguous slice, however many
+    /// frames it spanned (a message that fits one frame is not copied; a
+    /// longer one is gathered in a buffer kept per source). A message
+    /// longer than `max_len` bytes is refused: the handler is not called
+    /// and `extract` reports [`ReceiveError::TooLong`](crate::error::ReceiveError::TooLong)
+    /// as the handler's error. An aborted message is dropped the same way
+    /// ([`ReceiveError::Aborted`](crate::error::ReceiveError::Aborted)).
+    ///
+    /// ```no_run
+    /// # fn f(b: &mut fastmsg::EndpointBuilder) {
+    /// b.register_whole("records", 1 << 20, |_ctx, src, bytes| {
+    ///     for rec in bytes.chunks_exact(12) {
+    ///         let _ = (src, rec); // every record whole, wherever frames end
+    ///     }
+    ///     Ok(())
+    /// });
+    /// # }
+    /// ```
+    pub fn register_whole<F>(&mut self, name: &str, max_len: usize, handler: F) -> HandlerId
+    where
+        F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
+    {
+        let entry = crate::handler::Entry::Fn(whole::whole(max_len, handler));
+        self.registry.register_entry(name, entry)
+    }
+
+    /// Reserve the id of a handler under `name` (the next dense id) and
+    /// give its function later with [`define`](Self::define),
+    /// [`define_fn`](Self::define_fn) or
+    /// [`define_whole`](Self::define_whole): handlers that send to each
+    /// other can then hold each other's ids.
+    ///
+    /// ```no_run
+    /// # fn f(b: &mut fastmsg::EndpointBuilder) {
+    /// let ping = b.declare("ping");
+    /// let pong = b.register_fn("pong", move |ctx, p| {
+    ///     ctx.send(p.source(), ping, &[p.data()])?;      // names `ping`
+    ///     Ok(())
+    /// });
+    /// b.define_fn(ping, move |ctx, p| {
+    ///     if p.data()[0] > 0 {
+    ///         ctx.send(p.source(), pong, &[&[p.data()[0] - 1]])?;  // and back
+    ///     }
+    ///     Ok(())
+    /// });
+    /// # }
+    /// ```
+    ///
+    /// `start` fails with [`StartError::UndefinedHandler`] if a declared id
+    /// is never defined, and with [`StartError::BadDefinition`] if a
+    /// `define*` names an id that is not declared or defines one twice.
+    pub fn declare(&mut self, name: &str) -> HandlerId {
+        self.registry.declare(name)
+    }
+
+    /// Give declared handler `id` an async function (as
+    /// [`register`](Self::register)).
+    pub fn define<F, Fut>(&mut self, id: HandlerId, handler: F)
+    where
+        F: FnMut(Ctx, Message) -> Fut + 'static,
+        Fut: Future<Output = HandlerResult> + 'static,
+    {
+        self.registry.define(id, Registry::async_entry(handler));
+    }
+
+    /// Give declared handler `id` a plain function (as
+    /// [`register_fn`](Self::register_fn)).
+    pub fn define_fn<F>(&mut self, id: HandlerId, handler: F)
+    where
+        F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
+    {
+        self.registry
+            .define(id, crate::handler::Entry::Fn(Box::new(handler)));
+    }
+
+    /// Give declared handler `id` a whole-message function (as
+    /// [`register_whole`](Self::register_whole)).
+    pub fn define_whole<F>(&mut self, id: HandlerId, max_len: usize, handler: F)
+    where
+        F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
+    {
+        let entry = crate::handler::Entry::Fn(whole::whole(max_len, handler));
+        self.registry.define(id, entry);
+    }
+
+    /// Add an idle hook: `hook` runs when this rank waits or polls idle
+    /// while the idle-work flag is up ([`Ctx::note_idle_work`]); see the
+    /// rules in [`Ctx::note_idle_work`]. An aggregation library flushes
+    /// its partly filled buffers here, so that no item waits in a buffer
+    /// while its sender is idle. A hook's error is reported by the wait or
+    /// `extract` that ran it ([`ExtractError::IdleHook`](crate::error::ExtractError::IdleHook)).
+    pub fn on_idle<F>(&mut self, hook: F)
+    where
+        F: FnMut(&Ctx) -> HandlerResult + 'static,
+    {
+        self.hooks.push(Box::new(hook));
+    }
+
     /// Register a one-sided window of `bytes` bytes under `name`: memory
     /// of this rank that every rank may write with
     /// [`Ctx::put`] / [`Ctx::put_u64`] (also on [`Endpoint`]). Every rank
@@ -145,17 +257,20 @@ impl EndpointBuilder {
     ///
     /// # Errors
     /// [`StartError::HandlerMismatch`] naming the first differing handler;
-    /// [`StartError::DuplicateHandler`]; configuration, segment or network
+    /// [`StartError::DuplicateHandler`]; [`StartError::UndefinedHandler`],
+    /// [`StartError::BadDefinition`]; configuration, segment or network
     /// errors; [`StartError::Timeout`] if peers do not appear.
     pub fn start(self) -> Result<Endpoint, StartError> {
         let EndpointBuilder {
             config,
             registry,
             windows,
+            hooks,
         } = self;
         config.validate()?;
         crate::settings::report::print_if_verbose(&config);
         registry.check_unique()?;
+        registry.check_defined()?;
         let mut job = config.job.clone();
         if config.net.mode == NetMode::Verbs {
             // Fail at once on a host without RDMA (or a build without it).
@@ -292,6 +407,8 @@ impl EndpointBuilder {
             local,
             watchdog,
             close_warn: config.close_warn,
+            hooks,
+            max_parked: config.max_parked,
         };
         let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
         let ep = Endpoint { core };

@@ -36,7 +36,15 @@ pub struct Config {
     /// How long `close` waits before saying which ranks have not called
     /// it (then again at each doubling; `FASTMSG_CLOSE_WARN`, seconds).
     pub close_warn: Duration,
+    /// Bytes of sends this rank may keep parked (waiting for credit)
+    /// before a send from outside any handler makes progress instead of
+    /// parking more (`FASTMSG_MAX_PARKED`, bytes; 4 MiB by default). Sends
+    /// from handlers and idle hooks never block: they park beyond it.
+    pub max_parked: usize,
 }
+
+/// The default of [`Config::max_parked`]: 4 MiB.
+pub const DEFAULT_MAX_PARKED: usize = 4 << 20;
 
 /// Which transport carries traffic between ranks (`FASTMSG_NET`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -139,6 +147,7 @@ impl Config {
             shm_dir: PathBuf::from("/dev/shm"),
             abort: None,
             close_warn: Duration::from_secs(10),
+            max_parked: DEFAULT_MAX_PARKED,
         }
     }
 
@@ -159,7 +168,8 @@ impl Config {
 
     /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
-    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`, and the
+    /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`,
+    /// `FASTMSG_MAX_PARKED`, and the
     /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
     /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
@@ -206,6 +216,9 @@ impl Config {
         }
         if let Some(n) = env_num("FASTMSG_NET_SLOT_SIZE")? {
             self.net.rings.slot_bytes = fits("FASTMSG_NET_SLOT_SIZE", n)?;
+        }
+        if let Some(b) = env_num("FASTMSG_MAX_PARKED")? {
+            self.max_parked = usize::try_from(b).unwrap_or(usize::MAX);
         }
         if let Some(t) = env_num("FASTMSG_CLOSE_WARN")? {
             self.close_warn = Duration::from_secs(t.max(1));

@@ -4,21 +4,13 @@
 //! - **start**: every rank sends its handler-name table to rank 0
 //!   ([`OP_TABLE`]); rank 0 compares each with its own and sends every rank
 //!   the verdict ([`OP_VERDICT`]): "ok", or the first differing handler.
-//! - **close**: a termination barrier (the counting method of Mattern's
-//!   four-counter algorithm). Every rank counts the user messages it has
-//!   sent (a parked one counts as sent) and those that arrived whole. On
-//!   `close` it reports both counts to rank 0 ([`OP_CLOSE`], wave 0). Once
-//!   every rank has reported a wave, rank 0 sums the counts; if sent equals
-//!   received and the sums equal the previous wave's, no user message was
-//!   in flight or parked in between, and no handler could send another, so
-//!   rank 0 sends [`OP_RELEASE`] to all. Otherwise it asks every rank for
-//!   its counts again ([`OP_PROBE`], the next wave). Handlers keep running
-//!   meanwhile, so messages that handlers send while ranks close (answers,
-//!   acknowledgements) are delivered too; no rank leaves while another may
-//!   still be sending to it. Rank 0 remembers who has reported, so that a
+//! - **termination rounds** (`quiesce` and `close`): reports, probes,
+//!   releases and mismatch notices, handled by [`super::termination`].
+//!   Rank 0 remembers who has entered the round it collects, so that a
 //!   close held up by a rank that never calls it can name that rank
 //!   ([`OP_STRAGGLERS`], see `super::straggle`).
 
+use super::termination::Rounds;
 use crate::error::{ProtocolError, StartError};
 use crate::handler::{decode_table, first_difference};
 use crate::id::Rank;
@@ -27,42 +19,18 @@ use crate::id::Rank;
 pub(crate) const OP_TABLE: u32 = 1;
 /// Rank 0's verdict on the tables.
 pub(crate) const OP_VERDICT: u32 = 2;
-/// A rank has called `close`.
-pub(crate) const OP_CLOSE: u32 = 3;
-/// Everyone has called `close` and no user message is left anywhere.
-pub(crate) const OP_RELEASE: u32 = 4;
-/// Rank 0 asks for the counts of close wave `n`.
-pub(crate) const OP_PROBE: u32 = 5;
+pub(crate) use super::termination::{OP_MISMATCH, OP_PROBE, OP_RELEASE, OP_REPORT};
 /// Rank 0 tells a closing rank which ranks have not called `close` yet
 /// (a list of u32 LE ranks).
 pub(crate) const OP_STRAGGLERS: u32 = 6;
 
-/// A rank's message counts, reported while closing.
+/// A rank's message counts, reported in termination rounds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CloseCounts {
     /// User messages sent (parked ones included).
     pub(crate) sent: u64,
     /// User messages whose last fragment arrived here.
     pub(crate) received: u64,
-}
-
-/// Encode a close report: wave, sent, received (little-endian).
-pub(crate) fn encode_report(wave: u32, c: CloseCounts) -> Vec<u8> {
-    let mut b = Vec::with_capacity(20);
-    b.extend_from_slice(&wave.to_le_bytes());
-    b.extend_from_slice(&c.sent.to_le_bytes());
-    b.extend_from_slice(&c.received.to_le_bytes());
-    b
-}
-
-fn decode_report(payload: &[u8]) -> Option<(u32, CloseCounts)> {
-    if payload.len() != 20 {
-        return None;
-    }
-    let wave = u32::from_le_bytes(payload[0..4].try_into().ok()?);
-    let sent = u64::from_le_bytes(payload[4..12].try_into().ok()?);
-    let received = u64::from_le_bytes(payload[12..20].try_into().ok()?);
-    Some((wave, CloseCounts { sent, received }))
 }
 
 /// The verdict of the table comparison.
@@ -175,16 +143,8 @@ pub(crate) struct Control {
     tables: Vec<Option<Vec<String>>>,
     tables_in: u32,
     pub(crate) verdict: Option<Verdict>,
-    /// Rank 0: the close wave being collected, who has reported in it and
-    /// the sums so far, and the previous complete wave's sums.
-    wave: u32,
-    reported: Vec<bool>,
-    reports: u32,
-    sums: CloseCounts,
-    last_wave: Option<CloseCounts>,
-    pub(crate) released: bool,
-    /// Rank 0: which ranks have called `close` (reported wave 0).
-    closing: Vec<bool>,
+    /// Termination rounds (`quiesce`, `close`).
+    pub(crate) rounds: Rounds,
     /// A straggler list from rank 0, not yet shown.
     stragglers: Option<Vec<Rank>>,
 }
@@ -200,24 +160,15 @@ impl Control {
             tables: vec![None; size as usize],
             tables_in: 0,
             verdict: None,
-            wave: 0,
-            reported: vec![false; size as usize],
-            reports: 0,
-            sums: CloseCounts::default(),
-            last_wave: None,
-            released: false,
-            closing: vec![false; size as usize],
+            rounds: Rounds::new(size),
             stragglers: None,
         }
     }
 
-    /// Rank 0: the ranks that have not called `close`, and those that have.
+    /// Rank 0: the ranks that have not entered the current termination
+    /// round (not called `close`), and those that have.
     pub(crate) fn close_census(&self) -> (Vec<Rank>, Vec<Rank>) {
-        let (mut missing, mut closing) = (Vec::new(), Vec::new());
-        for (r, &c) in self.closing.iter().enumerate() {
-            if c { &mut closing } else { &mut missing }.push(Rank(r as u32));
-        }
-        (missing, closing)
+        self.rounds.census()
     }
 
     /// A straggler list rank 0 sent, once.
@@ -230,20 +181,25 @@ impl Control {
         self.own_table = names;
     }
 
-    /// Handle a complete control message from `src`; `counts` are this
-    /// rank's close counts now (reported when rank 0 probes).
+    /// Handle a complete control message from `src`; `counts` and `busy`
+    /// are this rank's now (reported when rank 0 probes).
     pub(crate) fn on_message(
         &mut self,
         src: Rank,
         op: u32,
         payload: &[u8],
         counts: CloseCounts,
+        busy: bool,
     ) -> Result<Sends, ProtocolError> {
         let bad = |what| ProtocolError::BadControl { src: src.0, what };
-        // Verdicts, probes, the release and straggler lists come from rank 0
-        // alone: another rank's could end a start or a close early, or name
-        // innocent ranks.
-        if matches!(op, OP_VERDICT | OP_PROBE | OP_RELEASE | OP_STRAGGLERS) && src != Rank(0) {
+        // Verdicts, probes, releases, mismatch notices and straggler lists
+        // come from rank 0 alone: another rank's could end a start or a
+        // round early, or name innocent ranks.
+        if matches!(
+            op,
+            OP_VERDICT | OP_PROBE | OP_RELEASE | OP_MISMATCH | OP_STRAGGLERS
+        ) && src != Rank(0)
+        {
             return Err(bad("a message only rank 0 sends came from another rank"));
         }
         match op {
@@ -288,63 +244,8 @@ impl Control {
                 self.verdict = Some(Verdict::decode(src, payload)?);
                 Ok(Vec::new())
             }
-            OP_CLOSE => {
-                let (wave, c) = decode_report(payload).ok_or(bad("malformed close report"))?;
-                if wave != self.wave {
-                    return Err(bad("close report for the wrong wave"));
-                }
-                // One report per rank per wave: a wave counted with a
-                // rank twice and another not at all could release early.
-                let seen = self
-                    .reported
-                    .get_mut(src.index())
-                    .ok_or(bad("close report from unknown rank"))?;
-                if *seen {
-                    return Err(bad("close report sent twice in one wave"));
-                }
-                if let Some(c) = self.closing.get_mut(src.index()) {
-                    *c = true;
-                }
-                let sent = self.sums.sent.checked_add(c.sent);
-                let received = self.sums.received.checked_add(c.received);
-                let (Some(sent), Some(received)) = (sent, received) else {
-                    return Err(bad("close counts overflow"));
-                };
-                *seen = true;
-                self.sums = CloseCounts { sent, received };
-                self.reports += 1;
-                if self.reports < self.size {
-                    return Ok(Vec::new());
-                }
-                let now = std::mem::take(&mut self.sums);
-                self.reports = 0;
-                self.reported.fill(false);
-                let quiet = now.sent == now.received && self.last_wave == Some(now);
-                self.last_wave = Some(now);
-                if quiet {
-                    return Ok((0..self.size)
-                        .map(|r| (Rank(r), OP_RELEASE, Vec::new()))
-                        .collect());
-                }
-                self.wave += 1;
-                let probe = self.wave.to_le_bytes().to_vec();
-                Ok((0..self.size)
-                    .map(|r| (Rank(r), OP_PROBE, probe.clone()))
-                    .collect())
-            }
-            OP_PROBE => {
-                let wave = payload
-                    .try_into()
-                    .map(u32::from_le_bytes)
-                    .map_err(|_| bad("malformed close probe"))?;
-                Ok(vec![(Rank(0), OP_CLOSE, encode_report(wave, counts))])
-            }
-            OP_RELEASE => {
-                if !payload.is_empty() {
-                    return Err(bad("release with a payload"));
-                }
-                self.released = true;
-                Ok(Vec::new())
+            OP_REPORT | OP_PROBE | OP_RELEASE | OP_MISMATCH => {
+                self.rounds.on_message(src, op, payload, counts, busy)
             }
             OP_STRAGGLERS => {
                 if payload.len() % 4 != 0 || payload.len() / 4 > self.size as usize {
@@ -396,11 +297,23 @@ mod tests {
         let mut c = Control::new(2);
         c.set_own_table(vec!["a".into(), "b".into()]);
         assert!(c
-            .on_message(Rank(0), OP_TABLE, &t(&["a", "b"]), CloseCounts::default())
+            .on_message(
+                Rank(0),
+                OP_TABLE,
+                &t(&["a", "b"]),
+                CloseCounts::default(),
+                false
+            )
             .unwrap()
             .is_empty());
         let sends = c
-            .on_message(Rank(1), OP_TABLE, &t(&["a", "c"]), CloseCounts::default())
+            .on_message(
+                Rank(1),
+                OP_TABLE,
+                &t(&["a", "c"]),
+                CloseCounts::default(),
+                false,
+            )
             .unwrap();
         assert_eq!(sends.len(), 2);
         let v = Verdict::decode(Rank(0), &sends[1].2).unwrap();
@@ -415,10 +328,32 @@ mod tests {
         );
     }
 
-    /// Rank 0's side of one close: feed it reports, get its next sends.
+    use crate::endpoint::termination::{encode_probe, Report, RoundKind};
+
+    fn rep(
+        round: u32,
+        wave: u32,
+        kind: RoundKind,
+        busy: bool,
+        sent: u64,
+        received: u64,
+    ) -> Vec<u8> {
+        let counts = CloseCounts { sent, received };
+        Report {
+            round,
+            wave,
+            kind,
+            busy,
+            counts,
+        }
+        .encode()
+    }
+
+    /// Rank 0's side of a close round: feed it reports, get its next sends.
     fn report(c: &mut Control, src: u32, wave: u32, sent: u64, received: u64) -> Sends {
         let counts = CloseCounts { sent, received };
-        c.on_message(Rank(src), OP_CLOSE, &encode_report(wave, counts), counts)
+        let p = rep(0, wave, RoundKind::Close, false, sent, received);
+        c.on_message(Rank(src), OP_REPORT, &p, counts, false)
             .unwrap()
     }
 
@@ -430,7 +365,7 @@ mod tests {
         let sends = report(&mut c, 1, 0, 2, 5);
         assert!(sends
             .iter()
-            .all(|s| s.1 == OP_PROBE && s.2 == 1u32.to_le_bytes()));
+            .all(|s| s.1 == OP_PROBE && s.2 == encode_probe(0, 1)));
         // Wave 1: a handler sent one more message meanwhile: probe again.
         report(&mut c, 0, 1, 6, 2);
         let sends = report(&mut c, 1, 1, 2, 5);
@@ -439,26 +374,121 @@ mod tests {
         report(&mut c, 0, 2, 6, 2);
         let sends = report(&mut c, 1, 2, 2, 6);
         assert!(sends.iter().all(|s| s.1 == OP_PROBE));
-        // Wave 3: the same sums again: release everyone.
+        // Wave 3: the same sums again: release everyone from round 0.
         report(&mut c, 0, 3, 6, 2);
         let sends = report(&mut c, 1, 3, 2, 6);
         assert_eq!(sends.len(), 2);
+        assert!(sends
+            .iter()
+            .all(|s| s.1 == OP_RELEASE && s.2 == 0u32.to_le_bytes()));
+    }
+
+    /// Rounds are reusable: round 1 follows round 0, a busy rank (items
+    /// in an aggregation buffer) holds the release, and a quiet round
+    /// right after a quiet one ends in one wave (the last wave of the
+    /// previous round is the comparison).
+    #[test]
+    fn quiesce_rounds_repeat_and_busy_ranks_hold_them() {
+        let mut c = Control::new(2);
+        let z = CloseCounts::default();
+        let q = RoundKind::Quiesce;
+        let feed = |c: &mut Control, src, round, wave, busy| {
+            c.on_message(
+                Rank(src),
+                OP_REPORT,
+                &rep(round, wave, q, busy, 0, 0),
+                z,
+                false,
+            )
+            .unwrap()
+        };
+        assert!(feed(&mut c, 0, 0, 0, false).is_empty());
+        assert!(feed(&mut c, 1, 0, 0, false).iter().all(|s| s.1 == OP_PROBE));
+        feed(&mut c, 0, 0, 1, false);
+        let sends = feed(&mut c, 1, 0, 1, true);
+        assert!(sends.iter().all(|s| s.1 == OP_PROBE), "busy holds it");
+        feed(&mut c, 0, 0, 2, false);
+        let sends = feed(&mut c, 1, 0, 2, false);
         assert!(sends.iter().all(|s| s.1 == OP_RELEASE));
+        // Round 1, nothing sent since: one wave.
+        feed(&mut c, 1, 1, 0, false);
+        let sends = feed(&mut c, 0, 1, 0, false);
+        assert!(sends
+            .iter()
+            .all(|s| s.1 == OP_RELEASE && s.2 == 1u32.to_le_bytes()));
+        // A report for a round already over is refused.
+        let e = c.on_message(Rank(1), OP_REPORT, &rep(1, 0, q, false, 0, 0), z, false);
+        assert!(e.is_err());
+    }
+
+    /// One rank in `quiesce`, another in `close` in the same round: every
+    /// rank is told, and each then fails with the typed error.
+    #[test]
+    fn quiesce_beside_close_is_a_mismatch_for_everyone() {
+        let mut c = Control::new(3);
+        let z = CloseCounts::default();
+        c.on_message(
+            Rank(0),
+            OP_REPORT,
+            &rep(0, 0, RoundKind::Quiesce, false, 0, 0),
+            z,
+            false,
+        )
+        .unwrap();
+        let sends = c
+            .on_message(
+                Rank(2),
+                OP_REPORT,
+                &rep(0, 0, RoundKind::Close, false, 0, 0),
+                z,
+                false,
+            )
+            .unwrap();
+        assert_eq!(sends.len(), 3);
+        assert!(sends.iter().all(|s| s.1 == OP_MISMATCH));
+        let mut peer = Control::new(3);
+        peer.rounds.enter(0, RoundKind::Close, z, false);
+        peer.on_message(Rank(0), OP_MISMATCH, &sends[2].2, z, false)
+            .unwrap();
+        assert!(matches!(
+            peer.rounds.mismatch(),
+            Some(crate::error::ExtractError::CloseQuiesceMismatch {
+                round: 0,
+                quiescing: Rank(0),
+                closing: Rank(2)
+            })
+        ));
     }
 
     #[test]
     fn bad_close_reports_are_protocol_errors() {
         let mut c = Control::new(2);
         let z = CloseCounts::default();
-        assert!(c.on_message(Rank(1), OP_CLOSE, &[1, 2, 3], z).is_err());
+        let k = RoundKind::Close;
         assert!(c
-            .on_message(Rank(1), OP_CLOSE, &encode_report(4, z), z)
+            .on_message(Rank(1), OP_REPORT, &[1, 2, 3], z, false)
             .is_err());
-        assert!(c.on_message(Rank(1), OP_PROBE, &[1], z).is_err());
+        assert!(c
+            .on_message(Rank(1), OP_REPORT, &rep(0, 4, k, false, 0, 0), z, false)
+            .is_err());
+        assert!(c
+            .on_message(Rank(1), OP_REPORT, &rep(3, 0, k, false, 0, 0), z, false)
+            .is_err());
+        let mut bad_kind = rep(0, 0, k, false, 0, 0);
+        bad_kind[8] = 9;
+        assert!(c
+            .on_message(Rank(1), OP_REPORT, &bad_kind, z, false)
+            .is_err());
+        assert!(c.on_message(Rank(1), OP_PROBE, &[1], z, false).is_err());
+        // A probe for a round this rank is not in.
+        assert!(c
+            .on_message(Rank(0), OP_PROBE, &encode_probe(0, 7), z, false)
+            .is_err());
+        c.rounds.enter(0, k, z, false);
         let sends = c
-            .on_message(Rank(0), OP_PROBE, &7u32.to_le_bytes(), z)
+            .on_message(Rank(0), OP_PROBE, &encode_probe(0, 7), z, true)
             .unwrap();
-        assert_eq!(sends, vec![(Rank(0), OP_CLOSE, encode_report(7, z))]);
+        assert_eq!(sends, vec![(Rank(0), OP_REPORT, rep(0, 7, k, true, 0, 0))]);
     }
 
     /// The `control` fuzz target's model of the close rule (its first
@@ -471,9 +501,10 @@ mod tests {
     fn a_wave_counts_each_rank_once_and_sums_without_overflow() {
         let mut c = Control::new(3);
         let z = CloseCounts::default();
+        let k = RoundKind::Close;
         for wave in 0..2 {
             assert!(report(&mut c, 0, wave, 1, 1).is_empty());
-            let e = c.on_message(Rank(0), OP_CLOSE, &encode_report(wave, z), z);
+            let e = c.on_message(Rank(0), OP_REPORT, &rep(0, wave, k, false, 0, 0), z, false);
             assert!(
                 matches!(e, Err(ProtocolError::BadControl { src: 0, what }) if what.contains("twice")),
                 "{e:?}"
@@ -487,15 +518,11 @@ mod tests {
         }
         let mut c = Control::new(2);
         assert!(report(&mut c, 0, 0, u64::MAX, 0).is_empty());
-        let big = CloseCounts {
-            sent: 1,
-            received: 0,
-        };
-        let e = c.on_message(Rank(1), OP_CLOSE, &encode_report(0, big), z);
+        let e = c.on_message(Rank(1), OP_REPORT, &rep(0, 0, k, false, 1, 0), z, false);
         assert!(
             matches!(e, Err(ProtocolError::BadControl { src: 1, what }) if what.contains("overflow"))
         );
-        let e = c.on_message(Rank(2), OP_CLOSE, &encode_report(0, z), z);
+        let e = c.on_message(Rank(2), OP_REPORT, &rep(0, 0, k, false, 0, 0), z, false);
         assert!(
             matches!(e, Err(ProtocolError::BadControl { src: 2, .. })),
             "{e:?}"
@@ -508,28 +535,34 @@ mod tests {
     fn only_rank0_releases_probes_and_judges() {
         let z = CloseCounts::default();
         for (op, payload) in [
-            (OP_RELEASE, Vec::new()),
-            (OP_PROBE, 1u32.to_le_bytes().to_vec()),
+            (OP_RELEASE, 0u32.to_le_bytes().to_vec()),
+            (OP_PROBE, encode_probe(0, 1)),
             (OP_VERDICT, vec![0]),
+            (OP_MISMATCH, vec![0; 12]),
             (OP_STRAGGLERS, 1u32.to_le_bytes().to_vec()),
         ] {
             let mut c = Control::new(2);
-            let e = c.on_message(Rank(1), op, &payload, z);
+            c.rounds.enter(0, RoundKind::Close, z, false);
+            let e = c.on_message(Rank(1), op, &payload, z, false);
             assert!(
                 matches!(e, Err(ProtocolError::BadControl { src: 1, .. })),
                 "op {op}: {e:?}"
             );
-            assert!(!c.released && c.verdict.is_none());
+            assert!(!c.rounds.released(0) && c.verdict.is_none() && c.rounds.mismatch().is_none());
             assert!(
-                c.on_message(Rank(0), op, &payload, z).is_ok(),
+                c.on_message(Rank(0), op, &payload, z, false).is_ok(),
                 "op {op} from 0"
             );
         }
         let mut c = Control::new(2);
-        assert!(c.on_message(Rank(0), OP_RELEASE, &[1], z).is_err());
-        assert!(!c.released);
+        c.rounds.enter(0, RoundKind::Close, z, false);
+        assert!(c.on_message(Rank(0), OP_RELEASE, &[1], z, false).is_err());
+        assert!(c
+            .on_message(Rank(0), OP_RELEASE, &1u32.to_le_bytes(), z, false)
+            .is_err());
+        assert!(!c.rounds.released(0));
         // A straggler list may name only ranks of the job.
-        let e = c.on_message(Rank(0), OP_STRAGGLERS, &2u32.to_le_bytes(), z);
+        let e = c.on_message(Rank(0), OP_STRAGGLERS, &2u32.to_le_bytes(), z, false);
         assert!(matches!(e, Err(ProtocolError::BadControl { src: 0, .. })));
         assert!(c.take_stragglers().is_none());
     }

@@ -60,6 +60,24 @@ enum Fast {
     Async,
 }
 
+/// Marks a pass of `progress` on the stack for its length.
+struct Inside<'a>(&'a Core);
+
+impl<'a> Inside<'a> {
+    #[inline]
+    fn enter(core: &'a Core) -> Self {
+        core.depth.set(core.depth.get() + 1);
+        Inside(core)
+    }
+}
+
+impl Drop for Inside<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.depth.set(self.0.depth.get() - 1);
+    }
+}
+
 /// Errors kept for the next `extract` at most.
 const MAX_DEFERRED: usize = 64;
 
@@ -99,6 +117,16 @@ pub(crate) struct Core {
     pub(crate) bell: Option<super::wait::BellRef>,
     /// How long `close` waits before saying whom it waits for.
     pub(crate) close_warn: std::time::Duration,
+    /// Idle hooks and their flag.
+    pub(crate) hooks: super::hook::Hooks,
+    /// Passes of `progress` on the stack (handlers run inside them): a
+    /// send made there never blocks.
+    pub(crate) depth: Cell<u32>,
+    /// Parked bytes past which a send from outside handlers makes
+    /// progress instead (see `super::backpressure`).
+    pub(crate) max_parked: usize,
+    /// Termination rounds this rank has entered (`quiesce` and `close`).
+    pub(crate) rounds: Cell<u32>,
 }
 
 /// What the builder hands the engine besides transports and handlers.
@@ -110,6 +138,8 @@ pub(crate) struct CoreSetup {
     pub(crate) local: Vec<Rank>,
     pub(crate) watchdog: Watchdog,
     pub(crate) close_warn: std::time::Duration,
+    pub(crate) hooks: Vec<super::hook::Hook>,
+    pub(crate) max_parked: usize,
 }
 
 impl std::fmt::Debug for Core {
@@ -158,6 +188,10 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
+            hooks: super::hook::Hooks::new(setup.hooks),
+            depth: Cell::new(0),
+            max_parked: setup.max_parked,
+            rounds: Cell::new(0),
         }
     }
 
@@ -215,6 +249,7 @@ impl Core {
         max_bytes: usize,
         stop_early: bool,
     ) -> Result<Extracted, ExtractError> {
+        let _inside = Inside::enter(self);
         if self.watchdog.alarm().raised() {
             // A peer failed (or the job was aborted): record it, then
             // report the first news now.
@@ -456,11 +491,13 @@ impl Core {
             }
             Accepted::Resume => self.resume_handler(src),
             Accepted::Control(op, payload) => {
+                let busy = self.hooks.pending.get() || self.hooks.running();
                 let sends = self.control.borrow_mut().on_message(
                     Rank(src),
                     op,
                     &payload,
                     self.close_counts(),
+                    busy,
                 )?;
                 for (dest, op, payload) in sends {
                     self.send_control(dest, op, &payload);

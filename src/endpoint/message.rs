@@ -287,6 +287,11 @@ impl<'a> Piece<'a> {
 ///
 /// Sends from a handler never block. Without credit, the rest of the message
 /// is copied into a pending queue and sent by later progress, in order.
+/// From outside any handler (a `Ctx` got from
+/// [`Endpoint::ctx`](crate::Endpoint::ctx) in the main loop), a send that
+/// finds more than [`Config::max_parked`](crate::Config::max_parked) bytes
+/// parked makes progress until they are under it: memory stays bounded
+/// however fast the main loop sends.
 #[derive(Debug, Clone)]
 #[repr(transparent)]
 pub struct Ctx {
@@ -381,7 +386,8 @@ impl Ctx {
     ///
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
-    /// [`SendError::PeerGone`].
+    /// [`SendError::PeerGone`]; [`SendError::Aborted`] if the job is
+    /// aborted while this send makes progress for the parked-send bound.
     #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
         self.core.check_send(dest, handler)?;
@@ -392,6 +398,60 @@ impl Ctx {
         }
         let stream = OutStream::new(self.core.rank, dest, handler.0, total, false);
         net.send_or_park(stream, pieces);
-        Ok(())
+        drop(net);
+        self.core.relieve()
+    }
+
+    /// Send like [`send`](Self::send) from inside a handler or an idle
+    /// hook (never blocks: parks without credit), and like
+    /// [`Endpoint::send`](crate::Endpoint::send) from anywhere else —
+    /// without credit it makes progress until credit returns instead of
+    /// copying the message into the pending queue. What a library that
+    /// sends both from handlers and from the main loop wants (aggregation
+    /// buffers: no copy, no parked memory from the main loop).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send); from outside handlers also as
+    /// [`Endpoint::send`](crate::Endpoint::send) (a destination that fails
+    /// while this waits for its credit: [`SendError::PeerGone`]).
+    #[inline]
+    pub fn post(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
+        if self.core.depth.get() > 0 || self.core.hooks.running() {
+            self.send(dest, handler, pieces)
+        } else {
+            self.core.send_waiting(dest, handler, pieces)
+        }
+    }
+
+    /// Whether this is running inside a handler or an idle hook (where
+    /// sends never block).
+    #[inline]
+    pub fn in_handler(&self) -> bool {
+        self.core.depth.get() > 0 || self.core.hooks.running()
+    }
+
+    /// Raise the idle-work flag: some idle hook
+    /// ([`EndpointBuilder::on_idle`](crate::EndpointBuilder::on_idle)) has
+    /// work, so the engine runs the hooks at the next idle moment — an
+    /// idle round of any wait, or an `extract` that finds nothing. The
+    /// engine lowers the flag before running the hooks; a hook that still
+    /// has work afterwards raises it again. While the flag is up this rank
+    /// is not quiescent: [`quiesce`](crate::Endpoint::quiesce) and
+    /// [`close`](crate::Endpoint::close) wait for the hooks to run.
+    #[inline]
+    pub fn note_idle_work(&self) {
+        self.core.hooks.pending.set(true);
+    }
+
+    /// Whether the idle-work flag is up (see [`note_idle_work`](Self::note_idle_work)).
+    #[inline]
+    pub fn idle_work_pending(&self) -> bool {
+        self.core.hooks.pending.get()
+    }
+
+    /// Bytes of this rank's sends parked for credit now (see
+    /// [`Config::max_parked`](crate::Config::max_parked)).
+    pub fn parked_bytes(&self) -> usize {
+        self.core.net.borrow().parked_bytes()
     }
 }

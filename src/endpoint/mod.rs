@@ -14,9 +14,18 @@
 //! ```
 //!
 //! Progress happens only inside calls into the library: `extract`,
-//! `wait_until`, and sends that wait for credit. A sender out of credit
-//! extracts until credit returns, so head-to-head floods and sends from
-//! handlers never deadlock. Delivery is reliable and in order per pair.
+//! `wait_until`, `quiesce`, and sends that wait for credit. A sender out of
+//! credit extracts until credit returns, so head-to-head floods and sends
+//! from handlers never deadlock. Delivery is reliable and in order per pair.
+//!
+//! Beyond single messages: [`quiesce`](Endpoint::quiesce) is a reusable
+//! termination round (everything sent before it, and everything handlers
+//! sent in response, has been handled — `close` is the last such round);
+//! idle hooks ([`EndpointBuilder::on_idle`]) let a library run work when
+//! the rank waits (an aggregation library flushes its buffers there); and
+//! sends parked for credit are bounded ([`Config::max_parked`]): a main
+//! loop that sends faster than its peers drain makes progress instead of
+//! growing memory.
 //!
 //! # When a peer fails
 //!
@@ -56,21 +65,25 @@
 //! A peer that is alive but never calls `close` keeps the others in
 //! `close`; they say whom they wait for (see [`Endpoint::close`]).
 
+mod backpressure;
 mod builder;
 mod config;
 pub(crate) mod control;
 pub(crate) mod core;
 mod health;
+mod hook;
 mod message;
 mod net;
+mod quiesce;
 pub mod stats;
 mod straggle;
 mod stream;
+pub(crate) mod termination;
 mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::{Config, NetConfig, NetMode};
+pub use self::config::{Config, NetConfig, NetMode, DEFAULT_MAX_PARKED};
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
@@ -196,17 +209,7 @@ impl Endpoint {
         len: usize,
         handler: HandlerId,
     ) -> Result<MessageWriter<'_>, SendError> {
-        self.core.check_send(dest, handler)?;
-        let mut waiter = Waiter::for_peer(dest);
-        while self.core.net.borrow().has_pending_to(dest) {
-            self.core.net.borrow_mut().drain_pending();
-            if self.core.net.borrow().has_pending_to(dest) {
-                self.core.wait_for_credit(dest, &mut waiter)?;
-            }
-        }
-        self.core.net.borrow_mut().open = Some(dest);
-        let s = OutStream::new(self.core.rank, dest, handler.0, len as u64, false);
-        Ok(MessageWriter::new(&self.core, s))
+        self.core.begin_message(dest, len, handler)
     }
 
     /// Send a whole message gathered from `pieces` (blocking only for
@@ -220,23 +223,7 @@ impl Endpoint {
         handler: HandlerId,
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
-        let len = pieces.iter().map(|p| p.len()).sum();
-        self.core.check_send(dest, handler)?;
-        let inline = self.core.net.borrow_mut().try_send_inline(
-            self.core.rank,
-            dest,
-            handler.0,
-            len as u64,
-            pieces,
-        );
-        if inline {
-            return Ok(());
-        }
-        let mut w = self.begin_message(dest, len, handler)?;
-        for p in pieces {
-            w.send_piece(p)?;
-        }
-        w.end()
+        self.core.send_waiting(dest, handler, pieces)
     }
 
     /// Poll every transport in turn and run handlers (`FM_extract`): one
@@ -250,10 +237,14 @@ impl Endpoint {
     /// network error — each failure reported once, within about 100 ms
     /// of it (see the failure semantics in the [module docs](self)). The
     /// endpoint stays usable: call again to continue with the live peers.
-    #[inline]
+    #[inline(always)]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);
+        }
+        if self.core.hooks.pending.get() {
+            // An idle hook has work (one load and a branch when none has).
+            return self.core.extract_then_hooks(max_bytes);
         }
         let r = self.core.progress(max_bytes);
         #[cfg(feature = "stats")]
@@ -293,6 +284,10 @@ impl Endpoint {
     /// delivered too, so a request sent just before `close` still gets its
     /// answer. (A program whose handlers keep sending to each other for
     /// ever never closes.) Costs at least two rounds to rank 0 and back.
+    /// Items waiting in idle hooks' buffers (aggregation) are flushed and
+    /// delivered too. `close` is a termination round like
+    /// [`quiesce`](Self::quiesce) (the same counting), and counts as one
+    /// in the sequence of rounds every rank must make alike.
     ///
     /// A rank that never calls `close` keeps every other rank here: after
     /// [`Config::close_warn`] (10 s by default, `FASTMSG_CLOSE_WARN`) and
@@ -305,18 +300,13 @@ impl Endpoint {
     ///
     /// # Errors
     /// As [`extract`](Self::extract), including errors deferred earlier;
-    /// a failed peer (see [`wait_until`](Self::wait_until)).
+    /// a failed peer (see [`wait_until`](Self::wait_until));
+    /// [`ExtractError::CloseQuiesceMismatch`] if another rank is in
+    /// `quiesce` in this round.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        core.check_failures(health::Scope::Any)?;
-        let report = control::encode_report(0, core.close_counts());
-        core.send_control(Rank(0), control::OP_CLOSE, &report);
-        let mut waiter = Waiter::new();
         let mut straggle = straggle::StraggleWatch::new(core.close_warn);
-        while !core.control.borrow().released {
-            core.progress_round(&mut waiter, &mut || core.control.borrow().released)?;
-            straggle.tick(core);
-        }
+        core.termination_round(termination::RoundKind::Close, &mut |c| straggle.tick(c))?;
         // Released: leaving is orderly from now on, whatever happens next
         // (peers still closing must not take our exit for a failure).
         core.set_closed();
@@ -342,6 +332,51 @@ impl Drop for Endpoint {
 }
 
 impl Core {
+    /// `Endpoint::begin_message`: wait until nothing is parked towards
+    /// `dest`, then open the main thread's stream to it.
+    pub(crate) fn begin_message(
+        self: &Rc<Self>,
+        dest: Rank,
+        len: usize,
+        handler: HandlerId,
+    ) -> Result<MessageWriter<'_>, SendError> {
+        self.check_send(dest, handler)?;
+        let mut waiter = Waiter::for_peer(dest);
+        while self.net.borrow().has_pending_to(dest) {
+            self.net.borrow_mut().drain_pending();
+            if self.net.borrow().has_pending_to(dest) {
+                self.wait_for_credit(dest, &mut waiter)?;
+            }
+        }
+        self.net.borrow_mut().open = Some(dest);
+        let s = OutStream::new(self.rank, dest, handler.0, len as u64, false);
+        Ok(MessageWriter::new(self, s))
+    }
+
+    /// `Endpoint::send`: a whole message, waiting for credit (making
+    /// progress) rather than parking.
+    pub(crate) fn send_waiting(
+        self: &Rc<Self>,
+        dest: Rank,
+        handler: HandlerId,
+        pieces: &[&[u8]],
+    ) -> Result<(), SendError> {
+        let len = pieces.iter().map(|p| p.len()).sum();
+        self.check_send(dest, handler)?;
+        let inline = self
+            .net
+            .borrow_mut()
+            .try_send_inline(self.rank, dest, handler.0, len as u64, pieces);
+        if inline {
+            return Ok(());
+        }
+        let mut w = self.begin_message(dest, len, handler)?;
+        for p in pieces {
+            w.send_piece(p)?;
+        }
+        w.end()
+    }
+
     /// Validate a send's destination and handler.
     pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
         if dest.0 >= self.size {

@@ -181,6 +181,8 @@ pub(crate) struct Net {
     pending_dests: Vec<u32>,
     /// Counters (feature `stats`; empty without it).
     pub(crate) tally: super::stats::Tally,
+    /// Bytes held by parked sends (what `FASTMSG_MAX_PARKED` bounds).
+    parked_bytes: usize,
     /// User messages whose last fragment went to a transport (the close
     /// barrier's count; parked ones are added by [`Net::sent_count`]).
     sent: u64,
@@ -205,6 +207,7 @@ impl Net {
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
             tally: super::stats::Tally::new(n),
+            parked_bytes: 0,
             sent: 0,
             unflushed: false,
         }
@@ -309,6 +312,8 @@ impl Net {
     pub(crate) fn drop_pending_to(&mut self, dest: Rank) {
         let d = dest.index();
         if self.pending.get(d).is_some_and(|p| !p.is_empty()) {
+            let held: usize = self.pending[d].iter().map(|p| p.data.len() - p.off).sum();
+            self.parked_bytes -= held;
             self.pending[d].clear();
             self.pending_dests.retain(|&x| x as usize != d);
         }
@@ -359,7 +364,14 @@ impl Net {
         });
     }
 
+    /// Bytes held by parked sends now.
+    #[inline]
+    pub(crate) fn parked_bytes(&self) -> usize {
+        self.parked_bytes
+    }
+
     fn park(&mut self, p: Pending) {
+        self.parked_bytes += p.data.len() - p.off;
         let d = p.stream.dest.index();
         if self.pending[d].is_empty() {
             self.pending_dests.push(d as u32);
@@ -392,7 +404,9 @@ impl Net {
 
     fn drain_dest(&mut self, d: usize) {
         while let Some(mut p) = self.pending[d].pop_front() {
-            p.off += p.stream.write(self, &p.data[p.off..]);
+            let n = p.stream.write(self, &p.data[p.off..]);
+            p.off += n;
+            self.parked_bytes -= n;
             if p.off < p.data.len() || !p.stream.finish(self) {
                 self.pending[d].push_front(p);
                 return;

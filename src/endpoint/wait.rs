@@ -56,6 +56,12 @@ impl std::str::FromStr for WaitPolicy {
 /// How often an idle waiter runs the transports' checks.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(100);
 
+/// Idle rounds a wait for credit (or for parked sends to drain) spins
+/// before it yields, when the policy yields at all: the peer has to run to
+/// return credit, and on a busy host a sender spinning 65,536 rounds keeps
+/// it off the core.
+pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
+
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 
@@ -117,6 +123,12 @@ pub(crate) struct Waiter {
     last_health: Option<Instant>,
     /// Whose failure stops this wait.
     scope: Scope,
+    /// Whether idle rounds run the idle hooks: yes when the rank waits for
+    /// something to happen (`wait_until`, quiescence, close, start); no
+    /// when it waits for the network to drain (credit, the parked-send
+    /// bound) — the rank is not idle then, and flushing half-empty
+    /// aggregation buffers would spend a frame of credit per few items.
+    hooks: bool,
 }
 
 impl Waiter {
@@ -127,6 +139,16 @@ impl Waiter {
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
+            hooks: true,
+        }
+    }
+
+    /// A wait for the network to drain (the parked-send bound): any
+    /// peer's failure stops it; idle hooks do not run.
+    pub(crate) fn draining() -> Self {
+        Waiter {
+            hooks: false,
+            ..Waiter::new()
         }
     }
 
@@ -134,6 +156,7 @@ impl Waiter {
     pub(crate) fn for_peer(dest: Rank) -> Self {
         Waiter {
             scope: Scope::Peer(dest),
+            hooks: false,
             ..Waiter::new()
         }
     }
@@ -158,7 +181,21 @@ impl Waiter {
         core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), ExtractError> {
-        let cfg = core.wait;
+        // Idle: what idle hooks left for this moment (aggregation buffers),
+        // unless this wait is for the network to drain.
+        // A hook's error is reported by the caller's next `extract` (or
+        // by `wait_until` at once), like a handler's.
+        if self.hooks {
+            if let Err(e) = core.idle_hooks() {
+                core.defer(e);
+            }
+        }
+        let mut cfg = core.wait;
+        if !self.hooks && cfg.yield_ {
+            // Waiting for the network to drain (credit, the parked bound):
+            // the peer must run to return credit, so spin only briefly.
+            cfg.spin_rounds = cfg.spin_rounds.min(DRAIN_SPIN_ROUNDS);
+        }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();

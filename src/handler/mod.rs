@@ -12,9 +12,17 @@
 //!   future slots ([`pool`]), so running one allocates nothing once warm;
 //! - a plain function, run to completion once per arriving piece (fragment)
 //!   with the bytes borrowed straight from the frame: the cheapest path, for
-//!   small messages and for consumers that fold data as it streams in.
+//!   small messages and for consumers that fold data as it streams in;
+//! - a whole-message function ([`whole`]), a plain function underneath that
+//!   gets each message as one contiguous slice.
+//!
+//! An id may be *declared* before its function is given (`declare`, then
+//! `define`), so that handlers can name each other (a request handler
+//! sends to the reply handler and the other way round). `start` refuses a
+//! declared id that was never defined.
 
 pub(crate) mod pool;
+pub(crate) mod whole;
 
 use crate::endpoint::{Ctx, Message, Piece};
 use crate::error::{BoxError, StartError};
@@ -33,6 +41,8 @@ pub(crate) enum Entry {
     Async(Box<dyn pool::ErasedHandler>),
     /// A plain function called per piece.
     Fn(FnHandler),
+    /// Declared, not defined yet (`start` refuses it).
+    Declared,
 }
 
 /// The registry: names and type-erased handlers, indexed by id.
@@ -40,6 +50,8 @@ pub(crate) enum Entry {
 pub(crate) struct Registry {
     names: Vec<String>,
     entries: Vec<Entry>,
+    /// The first bad `define` (reported by `start`).
+    bad_define: Option<(u32, &'static str)>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -75,6 +87,62 @@ impl Registry {
         id
     }
 
+    /// Reserve the next id for a handler defined later.
+    pub(crate) fn declare(&mut self, name: &str) -> HandlerId {
+        let id = HandlerId(self.names.len() as u32);
+        self.names.push(name.to_owned());
+        self.entries.push(Entry::Declared);
+        id
+    }
+
+    /// Give declared id `id` its handler; a bad id is kept for `start` to
+    /// report.
+    pub(crate) fn define(&mut self, id: HandlerId, entry: Entry) {
+        let why = match self.entries.get_mut(id.0 as usize) {
+            None => "no handler was declared under this id",
+            Some(Entry::Declared) => {
+                self.entries[id.0 as usize] = entry;
+                return;
+            }
+            Some(_) => "it is already defined",
+        };
+        self.bad_define.get_or_insert((id.0, why));
+    }
+
+    /// An async handler's entry.
+    pub(crate) fn async_entry<F, Fut>(f: F) -> Entry
+    where
+        F: FnMut(Ctx, Message) -> Fut + 'static,
+        Fut: Future<Output = HandlerResult> + 'static,
+    {
+        Entry::Async(Box::new(pool::Pooled::new(f)))
+    }
+
+    /// Add a plain-function handler given as an entry.
+    pub(crate) fn register_entry(&mut self, name: &str, entry: Entry) -> HandlerId {
+        let id = self.declare(name);
+        self.entries[id.0 as usize] = entry;
+        id
+    }
+
+    /// Reject a declared id that was never defined, or a bad `define`.
+    pub(crate) fn check_defined(&self) -> Result<(), StartError> {
+        if let Some((id, why)) = self.bad_define {
+            return Err(StartError::BadDefinition { id, why });
+        }
+        match self
+            .entries
+            .iter()
+            .position(|e| matches!(e, Entry::Declared))
+        {
+            Some(i) => Err(StartError::UndefinedHandler {
+                id: i as u32,
+                name: self.names[i].clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Per id, whether the handler is a plain function.
     pub(crate) fn fn_kinds(&self) -> Vec<bool> {
         self.entries
@@ -88,7 +156,9 @@ impl Registry {
     pub(crate) fn call_fn(&mut self, id: u32, ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
         match &mut self.entries[id as usize] {
             Entry::Fn(f) => f(ctx, piece),
-            Entry::Async(_) => unreachable!("handler {id} is async; the stream checked its kind"),
+            Entry::Async(_) | Entry::Declared => {
+                unreachable!("handler {id} is async; the stream checked its kind")
+            }
         }
     }
 
@@ -111,7 +181,7 @@ impl Registry {
     pub(crate) fn entry(&mut self, id: u32) -> &mut dyn pool::ErasedHandler {
         match &mut self.entries[id as usize] {
             Entry::Async(h) => &mut **h,
-            Entry::Fn(_) => {
+            Entry::Fn(_) | Entry::Declared => {
                 unreachable!("handler {id} is a plain function; the stream checked its kind")
             }
         }

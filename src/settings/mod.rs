@@ -175,6 +175,13 @@ pub static SETTINGS: &[Setting] = &[
         |c| c.close_warn.as_secs().to_string()
     ),
     setting!(
+        "FASTMSG_MAX_PARKED",
+        "4194304 (4 MiB)",
+        None,
+        "bytes of parked sends past which a send outside handlers makes progress instead",
+        |c| c.max_parked.to_string()
+    ),
+    setting!(
         "FASTMSG_NET",
         "auto",
         Some("--net"),

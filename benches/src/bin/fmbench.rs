@@ -4,6 +4,7 @@
 //! cargo run --release -p fastmsg-benches --bin fmbench            # full suite (70–100 s here)
 //! cargo run --release -p fastmsg-benches --bin fmbench -- --quick # about a minute
 //! cargo run --release -p fastmsg-benches --bin fmbench -- tune-copy
+//! cargo run --release -p fastmsg-benches --bin fmbench -- bale   # Bale kernels beside MPI
 //! ```
 //!
 //! The suite builds `fmrun` and the `pingpong` example (release), tunes the
@@ -54,6 +55,25 @@ enum Cmd {
     /// Measure the frame-copy strategies, store the chosen plan where
     /// fastmsg reads it, and print the measurements.
     TuneCopy,
+    /// The Bale kernels written the natural way (examples `histo`, `ig`)
+    /// beside the aggregated MPI programs (`run.sh histo N`, `ig N`),
+    /// interleaved; medians and ratios; and `agglat`.
+    Bale {
+        /// Rank counts (comma-separated).
+        #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
+        ranks: Vec<u32>,
+        /// Runs per kernel, rank count and side.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The anchors' `run.sh` (default `../shared/anchors/run.sh`
+        /// beside the repository, or `$FASTMSG_ANCHORS_SH`).
+        #[arg(long)]
+        anchors: Option<PathBuf>,
+        /// Wait policy of the fastmsg runs (`fmrun --wait`; default: the
+        /// engine's default, `auto`).
+        #[arg(long)]
+        wait: Option<String>,
+    },
     /// Measure the empty `extract` for each transport set-up.
     Extract {
         /// Calls per run.
@@ -135,6 +155,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let repo = repo.canonicalize().unwrap_or(repo);
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
+    if let Some(Cmd::Bale {
+        ranks,
+        runs,
+        anchors,
+        wait,
+    }) = &args.cmd
+    {
+        let o = BaleArgs {
+            ranks,
+            runs: *runs,
+            anchors: anchors.clone(),
+            wait: wait.clone(),
+            build: !args.no_build,
+        };
+        return bale(&repo, &target, o);
+    }
     let profile = if args.quick {
         suite::Profile::quick()
     } else {
@@ -212,5 +248,65 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if !res.failures.is_empty() {
         return Err(format!("{} step(s) failed; see report.md", res.failures.len()).into());
     }
+    Ok(())
+}
+
+/// `fmbench bale`'s options.
+struct BaleArgs<'a> {
+    ranks: &'a [u32],
+    runs: usize,
+    anchors: Option<PathBuf>,
+    wait: Option<String>,
+    build: bool,
+}
+
+/// `fmbench bale`: build, run, print the table.
+fn bale(
+    repo: &std::path::Path,
+    target: &std::path::Path,
+    a: BaleArgs<'_>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use fastmsg_benches::bale;
+    let BaleArgs {
+        ranks,
+        runs,
+        anchors,
+        wait,
+        build,
+    } = a;
+    if build {
+        let st = std::process::Command::new("cargo")
+            .current_dir(repo)
+            .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
+            .args([
+                "-p",
+                "fastmsg-examples",
+                "--example",
+                "histo",
+                "--example",
+                "ig",
+            ])
+            .args(["--example", "agglat"])
+            .status()?;
+        if !st.success() {
+            return Err("building fmrun and the examples failed".into());
+        }
+    }
+    let anchors = anchors
+        .or_else(|| std::env::var_os("FASTMSG_ANCHORS_SH").map(PathBuf::from))
+        .unwrap_or_else(|| repo.join("../shared/anchors/run.sh"));
+    let o = bale::BaleOptions {
+        target: target.to_owned(),
+        anchors,
+        ranks: ranks.to_vec(),
+        runs,
+        out: repo.join("bench-results/bale"),
+        wait,
+    };
+    let load0 = fastmsg_benches::machine::loadavg();
+    let rows = bale::run(&o)?;
+    let lat = bale::agglat(&o)?;
+    let load1 = fastmsg_benches::machine::loadavg();
+    println!("{}", bale::markdown(&rows, Some(lat), (&load0, &load1)));
     Ok(())
 }

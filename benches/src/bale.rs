@@ -1,0 +1,196 @@
+//! `fmbench bale`: the Bale kernels written the natural way — the
+//! `histo` and `ig` examples, one aggregated active message per update or
+//! request — beside the aggregated MPI programs of `../shared/anchors/`
+//! (`run.sh histo N`, `run.sh ig N`), interleaved run by run for each rank
+//! count, with medians and ratios; and `agglat`, one item through
+//! aggregation against a direct 8-byte send.
+//!
+//! Each run is one process group: `fmrun -n N examples/histo --json` then
+//! `run.sh histo N`, then the same for `ig`, for N = 2, 4, 8, repeated
+//! `runs` times, so machine noise falls on both sides alike.
+
+use crate::child;
+use crate::stats::median;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BaleOptions {
+    /// The cargo target directory with the release `fmrun` and examples.
+    pub target: PathBuf,
+    /// `../shared/anchors/run.sh`.
+    pub anchors: PathBuf,
+    /// Rank counts.
+    pub ranks: Vec<u32>,
+    /// Runs per (kernel, ranks, side).
+    pub runs: usize,
+    /// Where the children's output goes.
+    pub out: PathBuf,
+    /// `fmrun --wait` for the fastmsg runs (None: the default policy).
+    pub wait: Option<String>,
+}
+
+/// The kernels compared with MPI: (name, the rate's JSON field and the
+/// MPI line's key).
+const KERNELS: [(&str, &str); 2] = [("histo", "updates_per_s"), ("ig", "requests_per_s")];
+
+/// One row of the table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Kernel.
+    pub kernel: &'static str,
+    /// Ranks.
+    pub ranks: u32,
+    /// fastmsg's rates (per second), one per run.
+    pub fastmsg: Vec<f64>,
+    /// MPI's rates, one per run.
+    pub mpi: Vec<f64>,
+}
+
+impl Row {
+    /// median(fastmsg) / median(MPI).
+    pub fn ratio(&self) -> Option<f64> {
+        Some(median(&self.fastmsg)? / median(&self.mpi)?)
+    }
+}
+
+/// The rate in a fastmsg `--json` line, if the run says `ok`.
+fn fastmsg_rate(out: &str, field: &str) -> Result<f64, String> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .ok_or_else(|| format!("no JSON line in {out:?}"))?;
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
+    if v["ok"] != serde_json::Value::Bool(true) {
+        return Err(format!("the run failed its check: {line}"));
+    }
+    v[field]
+        .as_f64()
+        .ok_or_else(|| format!("no {field} in {line}"))
+}
+
+/// The rate in an MPI anchor's line (`… updates_per_s=4.4e+08 … OK`).
+fn mpi_rate(out: &str, field: &str) -> Result<f64, String> {
+    let line = out
+        .lines()
+        .find(|l| l.contains(field))
+        .ok_or_else(|| format!("no {field} in {out:?}"))?;
+    if !line.trim_end().ends_with("OK") {
+        return Err(format!("the MPI run failed its check: {line}"));
+    }
+    let key = format!("{field}=");
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&key))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("unreadable {field} in {line}"))
+}
+
+fn run_child(cmd: Command, log: &Path) -> Result<String, String> {
+    child::run(cmd, Duration::from_secs(300), log).map_err(|e| e.to_string())
+}
+
+/// Run the comparison; progress lines go to stderr.
+///
+/// # Errors
+/// A program that fails, times out or prints no usable figure.
+pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
+    std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
+    let fmrun = o.target.join("release/fmrun");
+    let mut rows: Vec<Row> = Vec::new();
+    for &(kernel, _) in &KERNELS {
+        for &n in &o.ranks {
+            rows.push(Row {
+                kernel,
+                ranks: n,
+                fastmsg: Vec::new(),
+                mpi: Vec::new(),
+            });
+        }
+    }
+    for run in 0..o.runs {
+        for &n in &o.ranks {
+            for &(kernel, field) in &KERNELS {
+                let mut cmd = Command::new(&fmrun);
+                if let Some(w) = &o.wait {
+                    cmd.arg("--wait").arg(w);
+                }
+                cmd.arg("-n")
+                    .arg(n.to_string())
+                    .arg(o.target.join("release/examples").join(kernel))
+                    .arg("--json");
+                let log = o.out.join(format!("{kernel}-fastmsg-{n}-{run}.log"));
+                let f = fastmsg_rate(&run_child(cmd, &log)?, field)?;
+                let mut cmd = Command::new(&o.anchors);
+                cmd.arg(kernel).arg(n.to_string());
+                let log = o.out.join(format!("{kernel}-mpi-{n}-{run}.log"));
+                let m = mpi_rate(&run_child(cmd, &log)?, field)?;
+                eprintln!(
+                    "bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s, MPI {m:.3e}/s ({:.2}x)",
+                    f / m
+                );
+                let row = rows
+                    .iter_mut()
+                    .find(|r| r.kernel == kernel && r.ranks == n)
+                    .expect("a row per kernel and rank count");
+                row.fastmsg.push(f);
+                row.mpi.push(m);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// `agglat`'s line (one-way ns direct and aggregated), medians over its
+/// own runs.
+///
+/// # Errors
+/// As [`run`].
+pub fn agglat(o: &BaleOptions) -> Result<(f64, f64), String> {
+    let mut cmd = Command::new(o.target.join("release/fmrun"));
+    if let Some(w) = &o.wait {
+        cmd.arg("--wait").arg(w);
+    }
+    cmd.arg("-n")
+        .arg("2")
+        .arg(o.target.join("release/examples/agglat"))
+        .args(["--json", "--iters", "20000", "--runs", "5"]);
+    let out = run_child(cmd, &o.out.join("agglat.log"))?;
+    let d = fastmsg_rate(&out, "direct_ns")?;
+    let a = fastmsg_rate(&out, "agg_ns")?;
+    Ok((d, a))
+}
+
+/// The Markdown table (rates in millions per second).
+pub fn markdown(rows: &[Row], agglat: Option<(f64, f64)>, load: (&str, &str)) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| kernel | ranks | fastmsg, natural code (M/s, median) | MPI exstack (M/s, median) | ratio | runs |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let m = |v: &[f64]| median(v).map_or("–".to_owned(), |x| format!("{:.1}", x / 1e6));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.kernel,
+            r.ranks,
+            m(&r.fastmsg),
+            m(&r.mpi),
+            r.ratio().map_or("–".to_owned(), |x| format!("{x:.2}×")),
+            r.fastmsg.len()
+        );
+    }
+    if let Some((d, a)) = agglat {
+        let _ = writeln!(
+            s,
+            "\nOne item through aggregation to an idle peer: {a:.0} ns one-way, direct 8-byte send {d:.0} ns ({:.2}×).",
+            a / d
+        );
+    }
+    let _ = writeln!(s, "\nloadavg at start {}, at end {}.", load.0, load.1);
+    s
+}

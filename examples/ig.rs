@@ -1,0 +1,152 @@
+//! Bale index-gather, written the natural way: one aggregated request per
+//! read, answered from the owner's handler.
+//!
+//! `fmrun -n N target/release/examples/ig [--json] [--reps 3]`
+//!
+//! Every rank reads `2^log-requests` random entries of a distributed table
+//! of `2^log-table` u64 values: one request (slot, local index) to the
+//! owner per read, whose handler sends the value back on the reply channel
+//! (from inside the handler); the reply handler stores it in the slot.
+//! `Aggregator::quiesce` ends the phase (replies included). The same
+//! parameters and random streams as `../shared/anchors/ig_mpi.c`
+//! (splitmix64, `common.h`); every value read is checked against the
+//! table's formula. `--json`: one line per run with `max_rss_mib` (the largest peak
+//! resident memory of any rank), `kernel`, `ranks`,
+//! `ok`, `requests_per_s`, `time_s`, `rep`.
+
+use bytemuck::{Pod, Zeroable};
+use clap::Parser;
+use fastmsg::{EndpointBuilder, Rank};
+use fastmsg_examples::bale;
+use fastmsg_handlers::aggregate::{AggConfig, Aggregator, Channel};
+use fastmsg_handlers::{CollConfig, Collectives, Op};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// log2 of the table's entries (all ranks together).
+    #[arg(long, default_value_t = 20)]
+    log_table: u32,
+    /// log2 of the requests per rank.
+    #[arg(long, default_value_t = 21)]
+    log_requests: u32,
+    /// Repetitions (one line each).
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// Aggregation buffer bytes per destination.
+    #[arg(long, default_value_t = AggConfig::default().buffer_bytes)]
+    buffer: usize,
+}
+
+/// A request: where the answer goes, and which local entry.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Req {
+    slot: u32,
+    idx: u32,
+}
+
+/// A reply: the slot and the value.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Rep {
+    slot: u32,
+    pad: u32,
+    val: u64,
+}
+
+fn main() -> Result<(), fastmsg::Error> {
+    let args = Args::parse();
+    let mut b = EndpointBuilder::from_env()?;
+    let (me, n) = (b.rank().0, b.size());
+    let coll = Collectives::register(&mut b, CollConfig::default());
+    let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(args.buffer));
+    let t = 1u64 << args.log_table;
+    let l = 1u64 << args.log_requests;
+    let (per, lo, hi) = bale::block(t, n, me);
+    let table: Rc<Vec<u64>> = Rc::new((lo..hi).map(bale::value).collect());
+    let out = Rc::new(RefCell::new(vec![0u64; l as usize]));
+    let o = Rc::clone(&out);
+    let reply: Channel<Rep> = agg.channel(&mut b, "ig-reply", move |_ctx, _src, r: Rep| {
+        let mut o = o.borrow_mut();
+        *o.get_mut(r.slot as usize)
+            .ok_or("reply slot out of range")? = r.val;
+        Ok(())
+    });
+    let tb = Rc::clone(&table);
+    let rp = reply.clone();
+    let request: Channel<Req> = agg.channel(&mut b, "ig-request", move |ctx, src, q: Req| {
+        let val = *tb.get(q.idx as usize).ok_or("request index out of range")?;
+        rp.send(
+            ctx,
+            src,
+            Rep {
+                slot: q.slot,
+                pad: 0,
+                val,
+            },
+        )?;
+        Ok(())
+    });
+    let mut ep = b.start()?;
+    let ctx = ep.ctx();
+    let mut failed = false;
+    for rep in 0..args.reps {
+        out.borrow_mut().fill(0);
+        coll.barrier(&mut ep).map_err(fastmsg::Error::other)?;
+        let t0 = Instant::now();
+        let mut s = bale::seed(me, 2);
+        for i in 0..l {
+            let g = bale::next(&mut s) & (t - 1);
+            let d = (g / per) as u32;
+            let q = Req {
+                slot: i as u32,
+                idx: (g - per * u64::from(d)) as u32,
+            };
+            request.send(&ctx, Rank(d), q)?;
+        }
+        agg.quiesce(&mut ep)?;
+        let mut worst = [t0.elapsed().as_secs_f64()];
+        coll.allreduce(&mut ep, &mut worst, Op::Max)
+            .map_err(fastmsg::Error::other)?;
+        let mut s2 = bale::seed(me, 2);
+        let bad = out
+            .borrow()
+            .iter()
+            .filter(|&&v| v != bale::value(bale::next(&mut s2) & (t - 1)))
+            .count();
+        let mut gbad = [bad as u64];
+        coll.allreduce(&mut ep, &mut gbad, Op::Sum)
+            .map_err(fastmsg::Error::other)?;
+        let mut rss = [fastmsg_examples::peak_rss_mib()];
+        coll.allreduce(&mut ep, &mut rss, Op::Max)
+            .map_err(fastmsg::Error::other)?;
+        let ok = gbad[0] == 0;
+        failed |= !ok;
+        let rate = (u64::from(n) * l) as f64 / worst[0];
+        if me == 0 {
+            if args.json {
+                println!(
+                    "{{\"kernel\":\"ig\",\"ranks\":{n},\"ok\":{ok},\"requests_per_s\":{rate:.4e},\"time_s\":{:.4},\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
+                    worst[0], args.buffer, rss[0]
+                );
+            } else {
+                println!(
+                    "ig-fastmsg ranks={n} table=2^{} requests/rank=2^{} buffer={} rep={rep} time_s={:.4} requests_per_s={rate:.4e} bad={} {}",
+                    args.log_table, args.log_requests, args.buffer, worst[0], gbad[0],
+                    if ok { "OK" } else { "FAILED" }
+                );
+            }
+        }
+    }
+    ep.close()?;
+    if failed {
+        std::process::exit(1);
+    }
+    Ok(())
+}
