@@ -1,6 +1,6 @@
 //! Cost of the empty poll of the unified loop: `extract` with nothing
 //! arrived, on a rank that polls shared memory alone, and shared memory
-//! plus network rings (seed 004 §4: parity of polling costs is what lets
+//! plus network rings (HPVM §4: parity of polling costs is what lets
 //! the engine poll every transport in turn).
 //!
 //! `target/release/examples/net_overhead [--iters N] [--runs R]`

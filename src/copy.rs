@@ -1,5 +1,5 @@
 //! Moving pieces into frames: the one place payload bytes are copied on the
-//! send side, and its self-tuning — seed 004 §6 ("PCI chipset pacing") in
+//! send side, and its self-tuning — HPVM §6 ("PCI chipset pacing") in
 //! today's terms.
 //!
 //! HPVM 1.9 found that the best way to push bytes over the PCI bridge

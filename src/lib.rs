@@ -13,7 +13,7 @@
 //!  endpoint   registry · begin/send_piece/end · extract · credits · waiting
 //!     │       one polling loop over every transport, no adaptive scheme
 //!  transport  the contract: frames out, frames in, credit, release in order
-//!     └── shm    SMT (seed 004 §5): lock-free free list + receive queue
+//!     └── shm    SMT (HPVM §5): lock-free free list + receive queue
 //!  queue · flow · wake   the lock-free core, through the `sync` shim
 //!  frame      the fragment header shared by all transports
 //!  bootstrap  rank/size/job from fmrun, Slurm, Open MPI, PMI; threads

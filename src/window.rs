@@ -1,6 +1,6 @@
 //! One-sided windows: memory each rank exposes for other ranks to write
 //! into with `put` / `put_u64`, without a handler running on the target —
-//! what flag-based barriers (seed 000) and put/get layers need.
+//! what flag-based barriers (VIA-BARRIER) and put/get layers need.
 //!
 //! Every rank registers the same windows, by name and size, before start
 //! (checked with the handler tables). A rank's windows live in the host's

@@ -1,4 +1,4 @@
-//! SVG plots in the manner of seed 004's Fig. 2–3: one-way latency and
+//! SVG plots in the manner of HPVM's Fig. 2–3: one-way latency and
 //! streamed bandwidth against message size, fastmsg and Open MPI on the
 //! same axes (sizes on a log2 axis; 0-byte points are in the tables only).
 

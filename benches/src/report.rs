@@ -468,7 +468,7 @@ impl Results {
             .filter(|s| s.starts_with("fastmsg shm, "))
             .collect();
         if !copy_series.is_empty() || self.copy_plan.is_some() {
-            let _ = writeln!(m, "## Frame copy strategy (seed 004 §6)\n");
+            let _ = writeln!(m, "## Frame copy strategy (HPVM §6)\n");
             if let Some(p) = &self.copy_plan {
                 let t = if p.threshold == usize::MAX {
                     "never".to_owned()

@@ -350,7 +350,7 @@ impl Collectives {
 
     /// Non-blocking reduce: returns as soon as this rank's part is
     /// handed over; children's data is combined and forwarded by the
-    /// handler inside later `extract`s (seed 003). The request yields the
+    /// handler inside later `extract`s (NIC-REDUCE). The request yields the
     /// result at the root and the rank's own data elsewhere.
     ///
     /// # Errors

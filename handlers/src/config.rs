@@ -8,23 +8,23 @@
 /// Barrier algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum BarrierAlgo {
-    /// Dissemination (seed 002 §5.1): in step `k` rank `i` sends to
+    /// Dissemination (NIC-BARRIER §5.1): in step `k` rank `i` sends to
     /// `i + 2^k mod N` and waits for `i - 2^k`; ⌈log2 N⌉ steps, by
     /// messages to a registered handler. Works on any group.
     Dissemination,
-    /// Pairwise exchange / recursive doubling (seed 002 §5.1, as in
+    /// Pairwise exchange / recursive doubling (NIC-BARRIER §5.1, as in
     /// MPICH): partners `i xor 2^k`; for a non-power-of-two N the ranks
     /// past the largest power of two M first notify rank `i - M` and are
     /// released by it at the end (⌊log2 N⌋ + 2 steps). By messages; works
     /// on any group.
     PairwiseExchange,
-    /// The SMP flat barrier (seed 000 §5.2): each rank raises its own flag,
+    /// The SMP flat barrier (VIA-BARRIER §5.2): each rank raises its own flag,
     /// on its own cache line, in the master's window; the master waits
     /// for all flags and releases everyone through a flag in each rank's
     /// window. One-sided stores only; the whole group must share one host
     /// (the world group only).
     Smp,
-    /// The hierarchical barrier (seed 000 §5.3): the SMP barrier inside
+    /// The hierarchical barrier (VIA-BARRIER §5.3): the SMP barrier inside
     /// each host (or [`SmpDomain`]), then the hosts' masters run pairwise
     /// exchange by `put_u64` of the barrier number into a per-rank word
     /// array, checked with `>=` so that consecutive barriers never confuse
@@ -35,7 +35,7 @@ pub enum BarrierAlgo {
     /// sleeping rank); hosts are the groups of `Endpoint::local_ranks`.
     /// World group only.
     Hierarchical,
-    /// Pairwise exchange by one-sided `put_u64` among all ranks (seed 000
+    /// Pairwise exchange by one-sided `put_u64` among all ranks (VIA-BARRIER
     /// §5.1, the inter-node barrier, with every rank its own "node"): the
     /// hierarchical barrier with SMP domains of one rank. One store per
     /// step and no handler: the lowest-latency barrier with a core per

@@ -11,7 +11,7 @@
 //! [`CollConfig::max_early_messages`] and `max_early_bytes`, past which it
 //! is dropped with [`CollError::EarlyOverflow`] and the engine is poisoned
 //! (the collective cannot finish; later calls say why) — and fed to the
-//! instance, in arrival order, when the program starts it (seed 003 §III.A
+//! instance, in arrival order, when the program starts it (NIC-REDUCE §III.A
 //! and B: unexpected messages, several instances outstanding).
 //!
 //! Every message carries its call's signature ([`crate::sig`]); a message

@@ -12,9 +12,9 @@
 //!     │       └── ibarrier / ibcast / ireduce / iallreduce / iallgather → Request
 //!     ├── engine   groups · live instances · early-message buffer · the handler
 //!     ├── machine  one state machine per collective instance, driven by
-//!     │            messages inside any extract (seed 002 barriers, seed 003
+//!     │            messages inside any extract (NIC-BARRIER barriers, NIC-REDUCE
 //!     │            binomial reduce, broadcast, recursive doubling, Bruck)
-//!     └── window   one-sided: SMP flat and hierarchical barriers (seed 000),
+//!     └── window   one-sided: SMP flat and hierarchical barriers (VIA-BARRIER),
 //!                  pairwise exchange by put_u64, flat allreduce
 //! ```
 //!
@@ -23,7 +23,7 @@
 //! results are bit-identical run to run whatever the arrival order
 //! ([`op`]). Non-blocking collectives progress inside any `extract`:
 //! their messages run the handler, which combines and forwards, so a rank
-//! that only supplies data is not held by skewed peers (seed 003 §IV.D).
+//! that only supplies data is not held by skewed peers (NIC-REDUCE §IV.D).
 //! Messages of instances this rank has not started yet are buffered
 //! (bounded, [`CollConfig::max_early_messages`]) and matched by group and
 //! instance number.

@@ -1,6 +1,6 @@
 //! One-sided collectives through the window every rank registers: the SMP
 //! flat barrier, the hierarchical barrier and pairwise exchange by
-//! `put_u64` (seed 000), and two allreduces for small data: flat (rank 0
+//! `put_u64` (VIA-BARRIER), and two allreduces for small data: flat (rank 0
 //! combines) and recursive doubling, both by puts of data then a flag.
 //!
 //! Window layout (per rank; `N` ranks in the job): one *slot* per writer
@@ -22,7 +22,7 @@
 //! in between — which needed every rank to take part in it, hence the
 //! reader to have finished (and read) the earlier one. So a flag word only
 //! grows, is never reset, and the reader of epoch `e` finds exactly `e`
-//! in it once written (seed 000 §6.4's growing barrier numbers).
+//! in it once written (VIA-BARRIER §6.4's growing barrier numbers).
 //!
 //! The 24 signature bits say what the writer is doing — which one-sided
 //! algorithm, element type, operator and byte length — and the reader
@@ -392,7 +392,7 @@ impl Engine {
         })
     }
 
-    /// A one-sided barrier over the world (seed 000 §5).
+    /// A one-sided barrier over the world (VIA-BARRIER §5).
     pub(crate) fn window_barrier(
         self: &Rc<Self>,
         ep: &mut Endpoint,
@@ -428,7 +428,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Pairwise exchange among the masters by flags (seed 000 §5.1, with
+    /// Pairwise exchange among the masters by flags (VIA-BARRIER §5.1, with
     /// the pre and post steps for a non-power-of-two count).
     fn masters_exchange(
         &self,

@@ -1,5 +1,5 @@
 //! Model 1: the free list's claim (fetch-and-increment + in-use
-//! test-and-set) and release, seed 004 §5 send steps 2–3.
+//! test-and-set) and release, HPVM §5 send steps 2–3.
 //!
 //! Two frames, two senders, one receiver. Frame 0 starts in use, holding
 //! a message the receiver has not read yet, and the free-list head points

@@ -2,7 +2,7 @@
 //!
 //! Every connection of a network job — a rank joining the rendezvous, a
 //! rank connecting to a peer — starts with this exchange. The connecting
-//! side speaks first (seed 001 §3.2: the active side sends first):
+//! side speaks first (IWARP §3.2: the active side sends first):
 //!
 //! ```text
 //!  client → server  HELLO      magic, version, purpose, rank, size, job hash,

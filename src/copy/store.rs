@@ -107,7 +107,7 @@ pub fn store(path: &Path, p: &CopyPlan) -> Result<(), CopyPlanError> {
 }
 
 pub(super) fn render(p: &CopyPlan) -> String {
-    let mut s = String::from("# fastmsg copy plan (seed 004 §6); delete to measure again\n");
+    let mut s = String::from("# fastmsg copy plan (HPVM §6); delete to measure again\n");
     s += "version=2\n";
     s += &format!("machine={}\n", machine_key());
     s += &format!("strategy={}\n", p.strategy.name());

@@ -1,4 +1,4 @@
-//! Measuring the strategies (seed 004 §6's start-up test, in today's
+//! Measuring the strategies (HPVM §6's start-up test, in today's
 //! terms): a producer/consumer pipeline through a ring of frames, and the
 //! rule that turns the measurements into a [`CopyPlan`].
 

@@ -1,6 +1,6 @@
 //! Credit flow control per (sender, receiver) pair, counted in fragments.
 //!
-//! FM's rule (seed 004 §3): a receiver guarantees memory for every fragment a
+//! FM's rule (HPVM §3): a receiver guarantees memory for every fragment a
 //! sender may have in flight; each fragment, full or partial, costs one
 //! credit; a sender without credit must make progress itself (extract) until
 //! credit returns. Here:

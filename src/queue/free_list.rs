@@ -1,4 +1,4 @@
-//! The free list of a shared receive queue: seed 004 §5, send steps 2–3.
+//! The free list of a shared receive queue: HPVM §5, send steps 2–3.
 //!
 //! "Fetch-and-increment the head of the receiver's free list to consume a
 //! message frame. Test-and-set an in-use flag in the frame. If the fetched

@@ -1,4 +1,4 @@
-//! The shared-memory transport's lock-free queues (seed 004 §5, HPVM 1.9 SMT).
+//! The shared-memory transport's lock-free queues (HPVM §5, HPVM 1.9 SMT).
 //!
 //! Each receiver owns `M` receive queues; each queue is
 //! - a **receive queue** ([`RecvQueue`]): a power-of-two ring of one-cache-line

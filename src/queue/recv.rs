@@ -15,7 +15,7 @@
 //!
 //! The consumer's head is private to the receiving process; polling an
 //! empty queue is one Acquire load of a line that stays in the receiver's
-//! cache until a producer writes it (seed 004 §4.1, memory-based
+//! cache until a producer writes it (HPVM §4.1, memory-based
 //! notification).
 
 #![allow(unsafe_code)]
@@ -307,7 +307,7 @@ impl<'a> RecvQueue<'a> {
 }
 
 /// The stamp word a consumer polls and the value that means "published":
-/// an empty poll is one load and one compare (seed 004 §4.1).
+/// an empty poll is one load and one compare (HPVM §4.1).
 #[derive(Debug, Clone, Copy)]
 pub struct Watch<'a> {
     stamp: &'a AtomicU64,

@@ -1,5 +1,5 @@
 //! End-of-frame length-flag rings: the network transports' fast path
-//! (seed 004 §4.1, "memory-based atomic notification"; seed 001 §3.3, the
+//! (HPVM §4.1, "memory-based atomic notification"; IWARP §3.3, the
 //! MVAPICH "RDMA fast path").
 //!
 //! Per (sender, receiver) pair the **receiver** owns a ring of `slots`

@@ -19,7 +19,7 @@
 //!    arrived (a shared frame, a ring slot) until released; its bytes are
 //!    read through [`RxFragment::bytes`].
 //! 5. **Cheap empty poll.** Polling with nothing arrived costs a load of a
-//!    cached line or two (seed 004 §4.1), so the engine polls every
+//!    cached line or two (HPVM §4.1), so the engine polls every
 //!    transport in turn with no adaptive scheme.
 //! 6. **Validated input.** Whatever arrives from another process or the
 //!    network is checked ([`FragHeader::check`] and the transport's own

@@ -1,4 +1,4 @@
-//! Message barriers (seed 002 §5.1): dissemination and pairwise exchange.
+//! Message barriers (NIC-BARRIER §5.1): dissemination and pairwise exchange.
 //!
 //! Both carry no payload: a message for step `k` says "I reached step
 //! `k`". Messages of later steps that arrive before this rank gets there

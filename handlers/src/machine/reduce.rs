@@ -1,4 +1,4 @@
-//! Binomial-tree reduce to a root (seed 003 §III: the tree, unexpected
+//! Binomial-tree reduce to a root (NIC-REDUCE §III: the tree, unexpected
 //! messages buffered, several instances outstanding).
 //!
 //! A rank combines its own data with its children's partial results in
@@ -9,7 +9,7 @@
 //! `me - root mod n`); otherwise it is rooted at member 0, so partials
 //! follow rank order, and member 0 forwards the result to the root (step
 //! 1). Everything past `start` runs in the handler: a rank whose subtree
-//! is late is not held inside the call (seed 003 §IV.D).
+//! is late is not held inside the call (NIC-REDUCE §IV.D).
 
 use super::{Io, Machine, Output};
 use crate::element::{as_bytes, Element};

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Everything is an offset from the mapping's base: no pointers are ever
-//! stored in shared memory (seed 004 §5).
+//! stored in shared memory (HPVM §5).
 
 use crate::error::SegmentError;
 

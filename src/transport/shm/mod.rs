@@ -1,4 +1,4 @@
-//! The shared-memory transport (SMT, seed 004 §5) between ranks of one host.
+//! The shared-memory transport (SMT, HPVM §5) between ranks of one host.
 //!
 //! Owns the [`Segment`] mapping and, over it, this rank's `M` receive queues
 //! (poll side) and a sender's view of every local peer's queue (send side).

@@ -1,5 +1,5 @@
 //! The shared segment: one file per host and job in the segment directory
-//! (`/dev/shm`), mapped by every local rank (seed 004 §5: "one shared
+//! (`/dev/shm`), mapped by every local rank (HPVM §5: "one shared
 //! memory region").
 //!
 //! The local rank 0 *creates* it: `O_CREAT|O_EXCL|O_NOFOLLOW`, mode exactly

@@ -1,4 +1,4 @@
-//! Connection set-up by rank order (seed 001 §3.1–3.2): between every pair
+//! Connection set-up by rank order (IWARP §3.1–3.2): between every pair
 //! of network peers the lower rank listens and the higher rank connects,
 //! and the connecting side speaks first (the authentication HELLO of
 //! `crate::bootstrap::auth`). A rank connects to its lower peers in

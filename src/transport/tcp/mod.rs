@@ -1,6 +1,6 @@
 //! The TCP transport: end-of-frame length-flag rings ([`crate::ring`]) over
 //! a software NIC — the Ethernet path, and the test bed of the ring
-//! protocol (seed 004 §4.1, DESIGN.md "Network transports").
+//! protocol (HPVM §4.1, the original design, `../shared/DESIGN.md` "Network transports", beside the repository; see `docs/references.md`).
 //!
 //! Per network peer this rank owns a ring in a [`RingRegion`] and a credit
 //! word. The peer's writes arrive as *write records* on its TCP connection;

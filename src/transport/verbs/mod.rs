@@ -1,6 +1,6 @@
 //! The RDMA verbs backend (cargo feature `verbs`): the same end-of-frame
 //! length-flag rings ([`crate::ring`]) as the TCP transport, written by the
-//! adapter itself — the MVAPICH "RDMA fast path" of seed 001 §3.3.
+//! adapter itself — the MVAPICH "RDMA fast path" of IWARP §3.3.
 //!
 //! - One RC queue pair per network peer, connected by rank order over the
 //!   authenticated TCP connection of [`super::tcp::mesh`] (which carries
