@@ -55,8 +55,8 @@ pub mod store;
 pub mod tune;
 
 use self::kernel::{copy_stream, copy_vector, detect_kernel, KERNEL_NONE};
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// How a copy into a frame is done.

@@ -192,10 +192,10 @@ pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
     use crate::ring::{RingGeometry, RingRegion};
+    use crate::sync::Ordering;
     use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, LEFT, UP};
     use crate::transport::tcp::wire;
     use std::os::fd::{AsRawFd, BorrowedFd};
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     /// Bytes of a record header.

@@ -13,10 +13,14 @@
 //! mapping shared by several processes.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// Test-and-set of a 0/1 flag: set it to 1 and return what it held.
 ///

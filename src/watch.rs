@@ -139,14 +139,14 @@ impl Drop for Watchdog {
 /// [`crate::bootstrap::threads`]).
 #[derive(Debug)]
 pub(crate) struct AbortProbe {
-    pub(crate) flag: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) flag: Arc<crate::sync::AtomicBool>,
     pub(crate) seen: bool,
 }
 
 impl Probe for AbortProbe {
     fn look(&mut self) -> bool {
         // Relaxed: a flag with nothing published behind it.
-        if !self.seen && self.flag.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self.seen && self.flag.load(crate::sync::Ordering::Relaxed) {
             self.seen = true;
             return true;
         }
@@ -157,7 +157,7 @@ impl Probe for AbortProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use crate::sync::AtomicBool;
 
     struct After(u32);
     impl Probe for After {
@@ -191,7 +191,7 @@ mod tests {
             seen: false,
         };
         assert!(!p.look());
-        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        flag.store(true, crate::sync::Ordering::Relaxed);
         assert!(p.look());
         assert!(!p.look());
     }

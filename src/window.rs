@@ -15,7 +15,7 @@
 
 use crate::error::PutError;
 use crate::id::{Rank, WindowId};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// A registered window: name, offset in the rank's window area, size.
 #[derive(Clone, Debug, PartialEq, Eq)]

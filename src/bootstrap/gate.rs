@@ -14,9 +14,9 @@
 
 use super::auth;
 use crate::error::HandshakeError;
+use crate::sync::{AtomicUsize, Ordering};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

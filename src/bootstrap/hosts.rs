@@ -239,7 +239,7 @@ fn local_rendezvous(
             if config
                 .abort
                 .as_ref()
-                .is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+                .is_some_and(|a| a.load(crate::sync::Ordering::Relaxed))
             {
                 return Err(ConnectError::Rendezvous("aborted: another rank failed".into()).into());
             }

@@ -8,10 +8,10 @@ use super::auth::{self, Hello, Purpose};
 use crate::bootstrap::threads;
 use crate::endpoint::NetMode;
 use crate::id::Rank;
+use crate::sync::{AtomicBool, Ordering};
 use crate::transport::tcp::mesh::{self, MeshJob};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

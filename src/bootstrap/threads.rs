@@ -32,7 +32,7 @@ use super::{JobInfo, Launcher};
 use crate::endpoint::{Config, EndpointBuilder};
 use crate::error::Error;
 use crate::id::Rank;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A rank of a threaded job failed.

@@ -6,7 +6,7 @@
 
 use super::kernel::{detect_kernel, KERNEL_NONE};
 use super::{copy_with, CopyPlan, ProbeResult, Strategy};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Chunk sizes [`tune`] measures (bytes per copy into a frame; a copy is

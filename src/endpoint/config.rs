@@ -7,10 +7,10 @@
 use super::wait::WaitPolicy;
 use crate::bootstrap::JobInfo;
 use crate::error::ConfigError;
+use crate::sync::AtomicBool;
 use crate::transport::shm::ShmConfig;
 use crate::transport::tcp::NetRingConfig;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -19,6 +19,7 @@ use crate::handler::pool::Run;
 use crate::handler::{HandlerResult, Registry};
 use crate::id::Rank;
 use crate::id::WindowId;
+use crate::sync::AtomicBool;
 use crate::transport::shm::liveness::Life;
 use crate::transport::{RxFragment, Transport};
 use crate::watch::Watchdog;
@@ -27,7 +28,6 @@ use crate::window::{WindowArea, WindowTable};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// What one `extract` call handled.
@@ -698,7 +698,7 @@ impl Core {
     pub(crate) fn absorb_alarm(self: &Rc<Self>) {
         self.watchdog.alarm().clear();
         if let Some(a) = &self.abort {
-            if !self.abort_reported.get() && a.load(std::sync::atomic::Ordering::Relaxed) {
+            if !self.abort_reported.get() && a.load(crate::sync::Ordering::Relaxed) {
                 self.abort_reported.set(true);
                 self.defer(ExtractError::Aborted);
             }
@@ -762,7 +762,7 @@ impl Core {
     /// happened: called at every idle round of a wait.
     pub(crate) fn check_failures(self: &Rc<Self>, scope: Scope) -> Result<(), ExtractError> {
         if let Some(a) = &self.abort {
-            if a.load(std::sync::atomic::Ordering::Relaxed) {
+            if a.load(crate::sync::Ordering::Relaxed) {
                 return Err(ExtractError::Aborted);
             }
         }

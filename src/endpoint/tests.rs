@@ -157,7 +157,7 @@ fn unknown_flags_and_broken_sequences_are_typed_errors() {
 fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
     // Ranks 1 and 2 stay (without polling) until rank 0 is done: leaving
     // without `close` would be a failure of its own.
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = crate::sync::AtomicBool::new(false);
     threads::run(
         3,
         |_| {},
@@ -170,7 +170,7 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
             });
             let mut ep = b.start()?;
             let linger = || {
-                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                while !done.load(crate::sync::Ordering::Acquire) {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             };
@@ -200,7 +200,7 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
                     let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
                     ep.wait_until(|| std::time::Instant::now() > until)?;
                     assert_eq!(corrupt, 1, "a broken queue is reported once");
-                    done.store(true, std::sync::atomic::Ordering::Release);
+                    done.store(true, crate::sync::Ordering::Release);
                 }
             }
             Ok(())

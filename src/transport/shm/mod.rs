@@ -192,7 +192,7 @@ pub struct ShmJob<'a> {
     /// Bytes of one-sided windows per rank (a multiple of 64).
     pub window_bytes: u64,
     /// Give up waiting for peers when set (another rank failed).
-    pub abort: Option<&'a std::sync::atomic::AtomicBool>,
+    pub abort: Option<&'a crate::sync::AtomicBool>,
 }
 
 impl ShmTransport {
@@ -518,14 +518,14 @@ impl ShmTransport {
 fn wait_all_armed(
     seg: &Segment,
     timeout: Duration,
-    abort: Option<&std::sync::atomic::AtomicBool>,
+    abort: Option<&crate::sync::AtomicBool>,
 ) -> Result<(), SegmentError> {
     let start = std::time::Instant::now();
     for smt in 0..seg.layout().params.local {
         let line = seg.life_line(smt);
         let mut spins = 0u32;
         while line.state() == Life::Unarmed {
-            if abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed)) {
+            if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
                 return Err(SegmentError::Aborted {
                     path: seg.path().to_path_buf(),
                 });

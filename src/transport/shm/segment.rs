@@ -41,12 +41,12 @@
 use super::layout::{Layout, Params, HEADER_BYTES};
 use super::liveness::{Life, LifeGuard, LifeLine};
 use crate::error::SegmentError;
+use crate::sync::AtomicBool;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use memmap2::MmapMut;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// "FASTMSG\x01" little-endian.
@@ -554,7 +554,7 @@ impl Segment {
     ) -> Result<Segment, SegmentError> {
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
-        let aborted = || abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed));
+        let aborted = || abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed));
         let mut suspect_since: Option<Instant> = None;
         let file = loop {
             match Self::look(path)? {
@@ -720,7 +720,7 @@ impl Segment {
             let mut spins = 0u32;
             // SYNC POINT smt-entry (acquire side): pairs with `attach`.
             while e.ready.load(Ordering::Acquire) == 0 {
-                if abort.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed)) {
+                if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
                     return Err(SegmentError::Aborted {
                         path: self.path.clone(),
                     });

@@ -35,10 +35,10 @@ use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
+use crate::sync::Ordering;
 use crate::wake::Doorbell;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 

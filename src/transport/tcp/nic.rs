@@ -20,10 +20,10 @@ use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::wake::Doorbell;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Link states.

@@ -9,6 +9,7 @@ use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
+use crate::sync::Ordering;
 use crate::transport::tcp::NetTargets;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::wake::Doorbell;
@@ -17,7 +18,6 @@ use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Bytes of the per-peer buffer that one-sided puts are staged in.
