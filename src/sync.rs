@@ -12,7 +12,10 @@
 //! integers, which is what lets the shared-memory transport place them in a
 //! mapping shared by several processes.
 
+// Under loom the modules that use the flag and counter types (endpoint,
+// transports, bootstrap) are not built.
 #[cfg(loom)]
+#[allow(unused_imports)]
 pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
