@@ -20,7 +20,7 @@ use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator, Channel};
 use fastmsg_handlers::{CollConfig, Collectives, Op};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -70,12 +70,13 @@ fn main() -> Result<(), fastmsg::Error> {
     let l = 1u64 << args.log_requests;
     let (per, lo, hi) = bale::block(t, n, me);
     let table: Rc<Vec<u64>> = Rc::new((lo..hi).map(bale::value).collect());
-    let out = Rc::new(RefCell::new(vec![0u64; l as usize]));
+    // Cells: the reply handler writes a slot without a borrow flag.
+    let out: Rc<Vec<Cell<u64>>> = Rc::new((0..l).map(|_| Cell::new(0)).collect());
     let o = Rc::clone(&out);
     let reply: Channel<Rep> = agg.channel(&mut b, "ig-reply", move |_ctx, _src, r: Rep| {
-        let mut o = o.borrow_mut();
-        *o.get_mut(r.slot as usize)
-            .ok_or("reply slot out of range")? = r.val;
+        o.get(r.slot as usize)
+            .ok_or("reply slot out of range")?
+            .set(r.val);
         Ok(())
     });
     let tb = Rc::clone(&table);
@@ -97,7 +98,7 @@ fn main() -> Result<(), fastmsg::Error> {
     let ctx = ep.ctx();
     let mut failed = false;
     for rep in 0..args.reps {
-        out.borrow_mut().fill(0);
+        out.iter().for_each(|c| c.set(0));
         coll.barrier(&mut ep).map_err(fastmsg::Error::other)?;
         let t0 = Instant::now();
         let mut s = bale::seed(me, 2);
@@ -116,9 +117,8 @@ fn main() -> Result<(), fastmsg::Error> {
             .map_err(fastmsg::Error::other)?;
         let mut s2 = bale::seed(me, 2);
         let bad = out
-            .borrow()
             .iter()
-            .filter(|&&v| v != bale::value(bale::next(&mut s2) & (t - 1)))
+            .filter(|v| v.get() != bale::value(bale::next(&mut s2) & (t - 1)))
             .count();
         let mut gbad = [bad as u64];
         coll.allreduce(&mut ep, &mut gbad, Op::Sum)

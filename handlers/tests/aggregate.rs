@@ -177,8 +177,20 @@ fn val(owner: u32, key: u32) -> u64 {
 /// the owner's value after one `quiesce`.
 #[test]
 fn handlers_reply_through_aggregation() {
+    replies(8);
+}
+
+/// One rank alone, every request and reply to itself: `quiesce`'s own
+/// probes keep it busy, and its buffered replies must still leave (this
+/// hung once: hooks ran only when idle, and a busy rank is never quiet).
+#[test]
+fn a_rank_alone_quiesces_its_own_replies() {
+    replies(1);
+}
+
+#[allow(non_snake_case)]
+fn replies(N: u32) {
     let _s = serial();
-    const N: u32 = 8;
     const REQS: usize = 5000;
     let out = run(N, None, |mut b| {
         let me = b.rank().0;

@@ -85,6 +85,16 @@ impl Core {
             ctl.rounds.released(round) || ctl.rounds.mismatch().is_some()
         };
         while !over(self) {
+            // Hooks with work run every round, not only when idle: the
+            // round's own control traffic can keep this rank busy (alone
+            // in a job, rank 0 probes itself back to back), and a rank
+            // whose hooks have work reports busy, so waiting for an idle
+            // moment could go on for ever.
+            if self.hooks.pending.get() {
+                if let Err(e) = self.idle_hooks() {
+                    self.defer(e);
+                }
+            }
             self.progress_round(&mut waiter, &mut || over(self))?;
             tick(self);
         }
