@@ -67,8 +67,34 @@ pub(crate) mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
-    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode, WaitPolicy,
+    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode, Piece,
+    WaitPolicy,
 };
+
+/// What a program needs in scope to register handlers, start, send and
+/// poll: `use fastmsg::prelude::*;`.
+///
+/// ```
+/// use fastmsg::prelude::*;
+///
+/// fn count(_ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
+///     assert!(piece.data().len() <= piece.message_len());
+///     Ok(())
+/// }
+/// let mut b = EndpointBuilder::from_env().expect("one rank without a launcher");
+/// let h: HandlerId = b.register_fn("count", count);
+/// let mut ep: Endpoint = b.start()?;
+/// ep.send(Rank(0), h, &[b"to myself"])?;
+/// ep.close()?;
+/// # Ok::<(), Error>(())
+/// ```
+#[cfg(not(loom))]
+pub mod prelude {
+    pub use crate::endpoint::{Ctx, Endpoint, EndpointBuilder, Message, Piece};
+    pub use crate::error::Error;
+    pub use crate::handler::HandlerResult;
+    pub use crate::id::{HandlerId, Rank};
+}
 pub use crate::error::Error;
 #[cfg(not(loom))]
 pub use crate::handler::HandlerResult;

@@ -87,7 +87,7 @@ const BATCH: usize = 32;
 pub(crate) struct Core {
     pub(crate) rank: Rank,
     pub(crate) size: u32,
-    pub(crate) handler_count: Cell<u32>,
+    pub(crate) handler_count: u32,
     /// Per handler id: whether it is a plain function.
     piecewise: Vec<bool>,
     /// The watchdog thread and its alarm word. Declared before `net`, so
@@ -169,7 +169,7 @@ impl Core {
         Core {
             rank,
             size,
-            handler_count: Cell::new(registry.len()),
+            handler_count: registry.len(),
             piecewise: registry.fn_kinds(),
             watchdog: setup.watchdog,
             health: Health::new(size),

@@ -385,7 +385,7 @@ impl Core {
                 size: self.size,
             });
         }
-        let registered = self.handler_count.get();
+        let registered = self.handler_count;
         if handler.0 >= registered {
             return Err(SendError::UnknownHandler {
                 id: handler.0,

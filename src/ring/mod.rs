@@ -226,13 +226,6 @@ impl RingWatch<'_> {
         self.stamp
             .is_some_and(|s| s.load(Ordering::Acquire) == self.want)
     }
-
-    /// Whether the watch is for `pos` (so a transport can keep a cached
-    /// watch and renew it only when the head moves).
-    #[inline]
-    pub fn is_for(&self, pos: u64) -> bool {
-        self.want == pos + 1
-    }
 }
 
 /// A fragment taken from the ring: its position, trailer body, and where

@@ -212,29 +212,11 @@ impl TxFrame {
         n
     }
 
-    /// Append `n` zero bytes (at most `room()`).
-    pub fn zero_fill(&mut self, n: usize) -> usize {
-        const Z: [u8; 256] = [0; 256];
-        let mut done = 0;
-        while done < n && self.room() > 0 {
-            done += self.append(&Z[..(n - done).min(Z.len())]);
-        }
-        done
-    }
-
     /// The inline bytes, if this is an inline frame.
     pub fn inline_data(&self) -> Option<&[u8; INLINE_BYTES]> {
         match &self.body {
             TxBody::Inline(b) => Some(b),
             TxBody::External(_) => None,
-        }
-    }
-
-    /// The start of transport memory, if this is an external frame.
-    pub fn external_ptr(&self) -> Option<*mut u8> {
-        match &self.body {
-            TxBody::Inline(_) => None,
-            TxBody::External(p) => Some(*p),
         }
     }
 }

@@ -193,11 +193,6 @@ impl VerbsTransport {
         })
     }
 
-    /// Whether writes go in safe mode (write with immediate).
-    pub fn safe_mode(&self) -> bool {
-        self.safe
-    }
-
     /// The ranks this transport reaches.
     pub fn peers(&self) -> Vec<Rank> {
         self.peers.iter().map(|p| p.rank).collect()
