@@ -28,11 +28,26 @@ fn run<T: Send>(
             if let Some(m) = max_parked {
                 c.max_parked = m;
             }
+            // Every test's bound: past TEST_LIMIT every blocking call of this
+            // job gives up (`ExtractError::Aborted`) and the test fails
+            // instead of hanging (rank 0's watch is enough: the flag is the
+            // job's).
+            if c.job.rank.0 == 0 {
+                if let Some(abort) = c.abort.clone() {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(TEST_LIMIT);
+                        abort.store(true, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+            }
         },
         body,
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// How long one test's job may run (they take well under a second here).
+const TEST_LIMIT: Duration = Duration::from_secs(120);
 
 /// A byte item's contents: a function of (src, dst, seq) every rank can
 /// recompute.
