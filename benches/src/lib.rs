@@ -6,7 +6,7 @@
 //!   credit return, and the frame copy strategies.
 //! - `fmbench` (`src/bin/fmbench.rs`): the one command that runs the whole
 //!   multi-process suite — fastmsg's `pingpong` example under `fmrun`, the
-//!   Open MPI and raw cache-line anchors from `../shared/anchors/`, the
+//!   Open MPI, UCX and raw cache-line anchors from `../shared/anchors/`, the
 //!   empty-extract cost and the copy tuning — interleaved in rounds, and
 //!   writes CSV, SVG plots and a Markdown report with the targets
 //!   under `bench-results/`.
@@ -17,7 +17,8 @@
 //!
 //! Modules: [`suite`] (the list of measurements: adding a transport or a
 //! collective is one entry there), [`fastmsg_run`] (runs fastmsg programs),
-//! [`anchor`] (runs and parses the Open MPI / hardware anchors), [`report`]
+//! [`anchor`] (runs and parses the Open MPI / hardware anchors), [`ucx`]
+//! (UCX's `ucx_perftest` over shared memory), [`report`]
 //! (aggregation, CSV, Markdown, targets), [`plot`] (SVG), [`machine`],
 //! [`child`] (child processes with a time limit), [`stats`], and [`copy`] —
 //! fastmsg's frame-copy strategies and tuner (`fastmsg::internal::copy`),
@@ -33,3 +34,4 @@ pub mod plot;
 pub mod report;
 pub mod stats;
 pub mod suite;
+pub mod ucx;

@@ -7,6 +7,7 @@ use crate::copy::CopyPlan;
 use crate::fastmsg_run::PingpongPoint;
 use crate::machine::Machine;
 use crate::stats::median;
+use crate::ucx::{UcxCase, UcxResult};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -63,6 +64,24 @@ impl Row {
             lat_p99_ns: None,
             bw_mb_s: p.bw_mb_s,
             rate_m_s: p.rate_m_s,
+        }
+    }
+}
+
+impl Row {
+    /// A row from `ucx_perftest` (series `UCX <test>`): one-way latency
+    /// for the latency tests, message rate for `ucp_am_bw`.
+    pub fn from_ucx(round: u32, c: &UcxCase, r: &UcxResult) -> Row {
+        let lat = c.is_latency();
+        Row {
+            series: c.series(),
+            round,
+            size: c.size,
+            lat_mean_ns: lat.then_some(r.avg_us * 1e3),
+            lat_p50_ns: lat.then_some(r.p50_us * 1e3),
+            lat_p99_ns: None,
+            bw_mb_s: None,
+            rate_m_s: (!lat).then_some(r.msg_per_s / 1e6),
         }
     }
 }
@@ -462,6 +481,7 @@ impl Results {
             );
         }
         let _ = writeln!(m);
+        self.ucx_markdown(&mut m);
         let copy_series: Vec<String> = self
             .series()
             .into_iter()
@@ -548,6 +568,81 @@ impl Results {
     }
 }
 
+impl Results {
+    /// The UCX section: fastmsg's one-way latency and message rate beside
+    /// Open MPI's and UCX's (`ucx_perftest`, whose smallest size is 8 B),
+    /// with fastmsg's ratio to each. Nothing when UCX was not measured.
+    fn ucx_markdown(&self, m: &mut String) {
+        let am_lat = "UCX ucp_am_lat";
+        let tag_lat = "UCX tag_lat";
+        let am_bw = "UCX ucp_am_bw";
+        if !self
+            .series()
+            .iter()
+            .any(|s| s.starts_with(crate::ucx::SERIES_PREFIX))
+        {
+            return;
+        }
+        let f = |x: Option<f64>, d: usize| x.map_or_else(|| "–".to_owned(), |v| format!("{v:.d$}"));
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b != 0.0 => format!("{:.2}×", a / b),
+            _ => "–".to_owned(),
+        };
+        let _ = writeln!(
+            m,
+            "## UCX beside Open MPI
+"
+        );
+        let _ = writeln!(
+            m,
+            "UCX: `ucx_perftest` over shared memory (`UCX_TLS=posix,self`, server `taskset -c 0`, client `taskset -c 1`, as `../shared/anchors/run.sh ucx`); one-way latency = its average (p50 in brackets), message rate = `ucp_am_bw`'s average. UCX's smallest size is 8 B: fastmsg's 0 B figures are compared with UCX's 8 B.\n"
+        );
+        let _ = writeln!(
+            m,
+            "| figure | fastmsg | Open MPI | UCX `ucp_am` | UCX `tag` | vs Open MPI | vs UCX `ucp_am` | vs UCX `tag` |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        let lat_row = |m: &mut String, label: &str, size: usize, ucx_size: usize| {
+            let ours = self.med(FASTMSG, size, Metric::LatMean);
+            let mpi = self.med(MPI, size, Metric::LatMean);
+            let am = self.med(am_lat, ucx_size, Metric::LatMean);
+            let tag = self.med(tag_lat, ucx_size, Metric::LatMean);
+            let with_p50 = |series: &str, v: Option<f64>| match (
+                v,
+                self.med(series, ucx_size, Metric::LatP50),
+            ) {
+                (Some(v), Some(p)) => format!("{v:.0} ({p:.0})"),
+                (v, _) => f(v, 0),
+            };
+            let _ = writeln!(
+                m,
+                "| {label} one-way, ns | {} | {} | {} | {} | {} | {} | {} |",
+                f(ours, 0),
+                f(mpi, 0),
+                with_p50(am_lat, am),
+                with_p50(tag_lat, tag),
+                ratio(ours, mpi),
+                ratio(ours, am),
+                ratio(ours, tag)
+            );
+        };
+        lat_row(m, "0 B (UCX 8 B)", 0, 8);
+        lat_row(m, "64 B", 64, 64);
+        lat_row(m, "1 KiB", 1024, 1024);
+        let ours = self.med(FASTMSG, 0, Metric::Rate);
+        let mpi = self.med(MPI, 0, Metric::Rate);
+        let am = self.med(am_bw, 8, Metric::Rate);
+        let _ = writeln!(
+            m,
+            "| 0 B message rate (UCX 8 B), M msg/s | {} | {} | {} | – | {} | {} | – |\n",
+            f(ours, 2),
+            f(mpi, 2),
+            f(am, 2),
+            ratio(ours, mpi),
+            ratio(ours, am)
+        );
+    }
+}
+
 /// `lo–hi` of `v` (rounded), or `–`.
 fn range(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -621,6 +716,43 @@ mod tests {
             md.contains(
                 "| 0 B one-way latency ≤ 0.7× Open MPI | 120.00 ns | 200.00 ns | 0.60× | met |"
             ),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn ucx_section_gives_ratios_to_open_mpi_and_ucx() {
+        use crate::ucx::CASES;
+        let mut r = Results::new(machine(), "test");
+        assert!(!r.markdown().contains("## UCX"), "no UCX rows, no section");
+        r.rows.push(row(FASTMSG, 1, 0, 80.0, 0.0, 30.0));
+        r.rows.push(row(MPI, 1, 0, 100.0, 0.0, 20.0));
+        r.rows.push(row(FASTMSG, 1, 64, 150.0, 0.0, 1.0));
+        let res = |avg_us, msg_per_s| UcxResult {
+            p50_us: avg_us / 2.0,
+            avg_us,
+            msg_per_s,
+        };
+        let case = |t: &str, s: usize| *CASES.iter().find(|c| c.test == t && c.size == s).unwrap();
+        r.rows
+            .push(Row::from_ucx(1, &case("ucp_am_lat", 8), &res(0.160, 0.0)));
+        r.rows
+            .push(Row::from_ucx(1, &case("tag_lat", 8), &res(0.100, 0.0)));
+        r.rows
+            .push(Row::from_ucx(1, &case("ucp_am_bw", 8), &res(0.0, 15e6)));
+        r.rows
+            .push(Row::from_ucx(1, &case("ucp_am_lat", 64), &res(0.500, 0.0)));
+        let md = r.markdown();
+        assert!(
+            md.contains("| 0 B (UCX 8 B) one-way, ns | 80 | 100 | 160 (80) | 100 (50) | 0.80× | 0.50× | 0.80× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 64 B one-way, ns | 150 | – | 500 (250) | – | – | 0.30× | – |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 0 B message rate (UCX 8 B), M msg/s | 30.00 | 20.00 | 15.00 | – | 1.50× | 2.00× | – |"),
             "{md}"
         );
     }

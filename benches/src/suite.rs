@@ -21,6 +21,7 @@ use crate::copy;
 use crate::fastmsg_run::{self, ExtractSetup, PingpongRun, Programs};
 use crate::machine::Machine;
 use crate::report::{Results, Row, Scalar};
+use crate::ucx::{self, UcxCase};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -168,6 +169,8 @@ pub struct Options {
     pub build: bool,
     /// Measure Open MPI if it is there.
     pub mpi: bool,
+    /// Measure UCX (`ucx_perftest`) if it is there.
+    pub ucx: bool,
     /// Measure the copy strategies (tune, then plain vs tuned vs stream).
     pub copy: bool,
     /// Override the number of rounds.
@@ -190,6 +193,10 @@ enum Step {
         round: u32,
     },
     MpiBw {
+        round: u32,
+    },
+    Ucx {
+        case: UcxCase,
         round: u32,
     },
     Phys {
@@ -223,6 +230,9 @@ impl Step {
             }
             Step::MpiLat { round } => format!("round {round}: Open MPI latency"),
             Step::MpiBw { round } => format!("round {round}: Open MPI bandwidth"),
+            Step::Ucx { case, round } => {
+                format!("round {round}: UCX {} {} B", case.test, case.size)
+            }
             Step::Phys { round } => format!("round {round}: raw cache-line ping-pong"),
             Step::Extract { setup, round } => {
                 format!("round {round}: empty extract ({})", setup.name)
@@ -248,6 +258,7 @@ impl Step {
             Step::CopyVariant { .. } => 2 + p.copy_sizes.len() as u64 * 2,
             Step::MpiLat { .. } => 2 + u64::from(p.mpi_runs),
             Step::MpiBw { .. } => 2 + 2 * u64::from(p.mpi_runs),
+            Step::Ucx { .. } => 2,
             Step::Phys { .. } => 1 + u64::from(p.phys.1) * u64::from(p.phys.0) / 2_000_000,
             Step::Extract { .. } => 1 + p.extract_iters / 20_000_000,
             Step::Coll { ranks, .. } | Step::MpiColl { ranks, .. } => 2 + u64::from(*ranks),
@@ -274,6 +285,17 @@ fn plan_steps(p: &Profile, o: &Options, anchors: &Anchors, notes: &mut Vec<Strin
         }
         (true, Ok(())) => true,
     };
+    let ucx = match (o.ucx, ucx::ready()) {
+        (false, _) => {
+            notes.push("UCX not measured: --no-ucx was given".into());
+            false
+        }
+        (true, Err(why)) => {
+            notes.push(why);
+            false
+        }
+        (true, Ok(())) => true,
+    };
     let phys = match anchors.phys_ready() {
         Ok(()) => true,
         Err(why) => {
@@ -289,6 +311,11 @@ fn plan_steps(p: &Profile, o: &Options, anchors: &Anchors, notes: &mut Vec<Strin
         if mpi {
             steps.push(Step::MpiLat { round });
             steps.push(Step::MpiBw { round });
+        }
+        if ucx {
+            for case in ucx::CASES {
+                steps.push(Step::Ucx { case: *case, round });
+            }
         }
         if phys {
             steps.push(Step::Phys { round });
@@ -544,6 +571,10 @@ fn run_step(
             for pt in anchors.mpi_pt2pt(mode, p.mpi_runs, log)? {
                 res.rows.push(Row::from_mpi(round, &pt));
             }
+        }
+        Step::Ucx { case, round } => {
+            let r = ucx::run(&case, p.scale, log)?;
+            res.rows.push(Row::from_ucx(round, &case, &r));
         }
         Step::Phys { round } => {
             let dir = log.with_extension("d");

@@ -5,11 +5,13 @@
 //! cargo run --release -p fastmsg-benches --bin fmbench -- --quick # about a minute
 //! cargo run --release -p fastmsg-benches --bin fmbench -- tune-copy
 //! cargo run --release -p fastmsg-benches --bin fmbench -- bale   # Bale kernels beside MPI
+//! cargo run --release -p fastmsg-benches --bin fmbench -- ucx    # just UCX's ucx_perftest cases
 //! ```
 //!
 //! The suite builds `fmrun` and the `pingpong` example (release), tunes the
 //! frame copy, then runs rounds of: fastmsg ping-pong/bandwidth/message
-//! rate, Open MPI's (when `mpirun` and the anchors are installed), the raw
+//! rate, Open MPI's (when `mpirun` and the anchors are installed), UCX's
+//! (`ucx_perftest` over shared memory, when installed; else a note), the raw
 //! cache-line ping-pong, the empty `extract`, the copy strategies, and the
 //! collectives; it writes `bench-results/<profile>-<time>/` with CSV, SVG
 //! plots, `report.md`, and `latest` pointing at it.
@@ -41,6 +43,9 @@ struct Args {
     /// Do not measure Open MPI even if it is installed.
     #[arg(long)]
     no_mpi: bool,
+    /// Do not measure UCX (`ucx_perftest`) even if it is installed.
+    #[arg(long)]
+    no_ucx: bool,
     /// Skip the copy-strategy tuning and comparison.
     #[arg(long)]
     no_copy: bool,
@@ -73,6 +78,16 @@ enum Cmd {
         /// engine's default, `auto`).
         #[arg(long)]
         wait: Option<String>,
+    },
+    /// Only UCX's `ucx_perftest` cases (as the suite runs them), printed:
+    /// a check that they run, without the rest of the suite.
+    Ucx {
+        /// Rounds.
+        #[arg(long, default_value_t = 1)]
+        rounds: u32,
+        /// Scale of the iteration counts.
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
     },
     /// Measure the empty `extract` for each transport set-up.
     Extract {
@@ -141,6 +156,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?;
         return Ok(());
     }
+    if let Some(Cmd::Ucx { rounds, scale }) = args.cmd {
+        return ucx_only(rounds, scale);
+    }
     if let Some(Cmd::Extract { iters }) = args.cmd {
         for setup in suite::EXTRACT {
             let ns = fastmsg_benches::fastmsg_run::empty_extract(setup, iters, 5)?;
@@ -195,6 +213,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         out: out.clone(),
         build: !args.no_build,
         mpi: !args.no_mpi,
+        ucx: !args.no_ucx,
         copy: !args.no_copy,
         rounds: args.rounds,
     };
@@ -248,6 +267,38 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if !res.failures.is_empty() {
         return Err(format!("{} step(s) failed; see report.md", res.failures.len()).into());
     }
+    Ok(())
+}
+
+/// `fmbench ucx`: each case of the suite's UCX list, `rounds` times.
+fn ucx_only(rounds: u32, scale: f64) -> Result<(), Box<dyn std::error::Error>> {
+    use fastmsg_benches::ucx;
+    ucx::ready()?;
+    let dir = std::env::temp_dir().join(format!("fmbench-ucx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    for round in 1..=rounds.max(1) {
+        for c in ucx::CASES {
+            let log = dir.join(format!("{round}-{}-{}.txt", c.test, c.size));
+            let r = ucx::run(c, scale, &log)?;
+            if c.is_latency() {
+                println!(
+                    "round {round}: {} {} B: one-way mean {:.0} ns, p50 {:.0} ns",
+                    c.test,
+                    c.size,
+                    r.avg_us * 1e3,
+                    r.p50_us * 1e3
+                );
+            } else {
+                println!(
+                    "round {round}: {} {} B: {:.2} M msg/s",
+                    c.test,
+                    c.size,
+                    r.msg_per_s / 1e6
+                );
+            }
+        }
+    }
+    eprintln!("fmbench: program output in {}", dir.display());
     Ok(())
 }
 
