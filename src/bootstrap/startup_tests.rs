@@ -39,12 +39,25 @@ fn launch(addr: SocketAddr, attack: Attack, stop: Arc<AtomicBool>) -> std::threa
             Attack::Silent => held.push(connect()),
             Attack::Flood => {
                 // In place after 100 (a listener nobody accepts on yet
-                // queues at most 128), the other 100 once it accepts.
+                // queues at most 128), the other 100 once it accepts. The
+                // job may be done and its listener closed before the last
+                // of those are made (a loaded machine): they are best effort.
                 for i in 0..200 {
                     if i == 100 {
                         let _ = ready_tx.send(());
                     }
-                    held.push(connect());
+                    if i < 100 {
+                        held.push(connect());
+                        continue;
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let by = (Instant::now() + Duration::from_secs(2)).min(deadline);
+                    match mesh::connect_retry(addr, by, || "target".into()) {
+                        Ok(s) => held.push(s),
+                        Err(_) => break,
+                    }
                 }
             }
             Attack::Slow => held.push(connect()),
