@@ -193,6 +193,23 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
+/// [`open_trusted`] (write access) and the file's length; `None` when
+/// there is no file at `path`.
+fn open_trusted_len(path: &Path) -> Result<Option<(File, u64)>, SegmentError> {
+    let Some(file) = open_trusted(path, true)? else {
+        return Ok(None);
+    };
+    let len = file
+        .metadata()
+        .map_err(|source| SegmentError::Io {
+            path: path.to_path_buf(),
+            op: "fstat",
+            source,
+        })?
+        .len();
+    Ok(Some((file, len)))
+}
+
 /// Open the file at `path` without following a symbolic link, and check —
 /// before a byte is read — that this user may trust it.
 fn open_trusted(path: &Path, write: bool) -> Result<Option<File>, SegmentError> {
@@ -413,17 +430,9 @@ impl Segment {
     /// creator arming (wait), or a stale file of ours (removed).
     /// `arm_expired`: it has been unarmed for longer than [`ARM_GRACE`].
     fn judge_taken(path: &Path, arm_expired: bool) -> Result<Taken, SegmentError> {
-        let Some(file) = open_trusted(path, true)? else {
+        let Some((file, len)) = open_trusted_len(path)? else {
             return Ok(Taken::Gone);
         };
-        let len = file
-            .metadata()
-            .map_err(|source| SegmentError::Io {
-                path: path.to_path_buf(),
-                op: "fstat",
-                source,
-            })?
-            .len();
         if len >= HEADER_BYTES {
             let head = map_head(&file, path)?;
             let h = header_of(&head);
@@ -490,17 +499,9 @@ impl Segment {
 
     /// One look at the name, for an opener.
     fn look(path: &Path) -> Result<Found, SegmentError> {
-        let Some(file) = open_trusted(path, true)? else {
+        let Some((file, len)) = open_trusted_len(path)? else {
             return Ok(Found::NotYet);
         };
-        let len = file
-            .metadata()
-            .map_err(|source| SegmentError::Io {
-                path: path.to_path_buf(),
-                op: "fstat",
-                source,
-            })?
-            .len();
         if len < HEADER_BYTES {
             return Ok(Found::NotYet);
         }
