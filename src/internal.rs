@@ -23,14 +23,14 @@
 //! the shared segment ([`crate::transport::shm`]) are public already and
 //! need nothing here.
 
-/// The handler-name table exchanged at start (see `crate::handler`).
+/// The handler-name table exchanged at start (see `crate::endpoint::handler`).
 pub mod handler_table {
     use crate::error::ProtocolError;
     use crate::id::Rank;
 
     /// Encode a name table as a rank sends it to rank 0.
     pub fn encode(names: &[String]) -> Vec<u8> {
-        crate::handler::encode_table(names)
+        crate::endpoint::handler::encode_table(names)
     }
 
     /// Decode a table received from rank `src`.
@@ -38,7 +38,7 @@ pub mod handler_table {
     /// # Errors
     /// What the decoder refuses, as a [`ProtocolError`].
     pub fn decode(src: Rank, bytes: &[u8]) -> Result<Vec<String>, ProtocolError> {
-        crate::handler::decode_table(bytes)
+        crate::endpoint::handler::decode_table(bytes)
             .map_err(|what| ProtocolError::BadControl { src: src.0, what })
     }
 
@@ -47,7 +47,7 @@ pub mod handler_table {
         a: &[String],
         b: &[String],
     ) -> Option<(u32, Option<String>, Option<String>)> {
-        crate::handler::first_difference(a, b)
+        crate::endpoint::handler::first_difference(a, b)
     }
 }
 

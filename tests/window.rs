@@ -1,8 +1,8 @@
 //! One-sided windows: every rank puts flags and data into the others'
 //! windows; words are atomic and a flag put after data publishes the data.
 
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{PutError, StartError};
+use fastmsg::threads;
 
 // (StartError::HandlerMismatch also names windows of equal total size.)
 use fastmsg::{Error, Rank, WaitPolicy};

@@ -10,25 +10,19 @@
 //! or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), with no
 //! `FASTMSG_ROOT` or secret to set; otherwise its ranks meet at a
 //! [`rendezvous`] served by rank 0 at `FASTMSG_ROOT`. Every connection is
-//! authenticated with the job secret (`auth`). [`threads`] runs several ranks as threads of
-//! one process, for tests and examples.
+//! authenticated with the job secret (`netio::auth`). The thread launcher
+//! that runs several ranks in one process is `fastmsg::threads`, above the
+//! endpoint.
 
 mod addr;
-pub(crate) mod auth;
 mod env;
-pub(crate) mod gate;
-pub(crate) mod hosts;
-mod kvs;
+pub(crate) mod kvs;
 mod manners;
-mod pmi2;
+pub(crate) mod pmi2;
 #[cfg(feature = "pmix")]
-mod pmix;
-pub mod rendezvous;
+pub(crate) mod pmix;
+pub(crate) mod rendezvous;
 pub mod secret;
-pub mod threads;
-
-#[cfg(test)]
-mod startup_tests;
 
 pub use env::{host_identity, JobInfo, Launcher};
 
@@ -42,3 +36,17 @@ pub fn sanitize_job_id(job: &str) -> String {
 /// Whether this build speaks PMIx (feature `pmix`): started by a PMIx
 /// server, ranks then take their wire-up from it.
 pub const PMIX: bool = cfg!(feature = "pmix");
+
+/// A fresh job id: pid, time and a counter (unique on this host).
+pub fn fresh_job_id() -> String {
+    static COUNTER: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t{}-{:x}-{}",
+        std::process::id(),
+        t & 0xffff_ffff_ffff,
+        COUNTER.fetch_add(1, crate::sync::Ordering::Relaxed)
+    )
+}

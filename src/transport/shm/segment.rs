@@ -882,7 +882,7 @@ mod tests {
     }
 
     fn path(tag: &str) -> PathBuf {
-        let job = crate::bootstrap::threads::fresh_job_id();
+        let job = crate::bootstrap::fresh_job_id();
         segment_path(Path::new("/dev/shm"), &job, tag)
     }
 
