@@ -32,7 +32,6 @@ use fastmsg::bootstrap::{fresh_job_id, JobInfo, Launcher};
 use fastmsg::flow::{CreditLine, CreditReturn, CreditWindow};
 use fastmsg::frame::{FragFlags, FragHeader};
 use fastmsg::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
-use fastmsg::threads;
 use fastmsg::{Config, EndpointBuilder};
 use fastmsg_benches::copy::{self, kernel::detect_kernel, Strategy};
 use std::hint::black_box;
