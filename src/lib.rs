@@ -46,6 +46,11 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+// The public API: the endpoint and what it is built from (`bootstrap`
+// for the job's facts, `threads` to run ranks as threads), typed errors,
+// ids, the settings table and logging. Everything else is crate-private;
+// the loom models, benches and fuzz targets reach what they drive through
+// the hidden `internal` module.
 #[cfg(not(loom))]
 pub mod bootstrap;
 #[cfg(not(loom))]
@@ -53,30 +58,37 @@ pub(crate) mod copy;
 #[cfg(not(loom))]
 pub mod endpoint;
 pub mod error;
-pub mod flow;
-pub mod frame;
+// The lock-free core (`flow`, `queue`, `ring`, `wake`) keeps entry points
+// that only the loom models, benches and fuzz targets call (through
+// `internal`): dead code to a build without them.
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod flow;
+pub(crate) mod frame;
 pub mod id;
-/// Crate-private decoders for the fuzz targets; not public API (see the
-/// module docs). Only with the `internal` feature.
-#[cfg(all(feature = "internal", not(loom)))]
+/// Crate-private code for the fuzz targets, benches (feature `internal`)
+/// and loom models (`--cfg loom`); not public API (see the module docs).
+#[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
 #[cfg(not(loom))]
 pub mod log;
 #[cfg(not(loom))]
 pub(crate) mod netio;
-pub mod queue;
-pub mod ring;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod queue;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod ring;
 #[cfg(not(loom))]
 pub mod settings;
 pub(crate) mod sync;
 #[cfg(not(loom))]
 pub mod threads;
 #[cfg(not(loom))]
-pub mod topology;
+pub(crate) mod topology;
 #[cfg(not(loom))]
-pub mod transport;
-pub mod wake;
+pub(crate) mod transport;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod wake;
 #[cfg(not(loom))]
 pub(crate) mod watch;
 #[cfg(not(loom))]
@@ -116,7 +128,3 @@ pub mod prelude {
 pub use crate::endpoint::handler::HandlerResult;
 pub use crate::error::Error;
 pub use crate::id::{HandlerId, Rank, WindowId};
-/// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
-#[cfg(loom)]
-#[doc(hidden)]
-pub use crate::sync::mutant;

@@ -72,7 +72,7 @@ fn bad_puts_are_typed_errors() {
         |_| {},
         |mut b| {
             let w = b.window("w", 100);
-            let mut ep = b.start()?;
+            let ep = b.start()?;
             assert!(matches!(
                 ep.put(w, Rank(1), 90, &[0; 11]),
                 Err(PutError::OutOfBounds {

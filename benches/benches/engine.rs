@@ -29,9 +29,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fastmsg::bootstrap::{fresh_job_id, JobInfo, Launcher};
-use fastmsg::flow::{CreditLine, CreditReturn, CreditWindow};
-use fastmsg::frame::{FragFlags, FragHeader};
-use fastmsg::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
+use fastmsg::internal::flow::{CreditLine, CreditReturn, CreditWindow};
+use fastmsg::internal::frame::{FragFlags, FragHeader};
+use fastmsg::internal::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
 use fastmsg::{Config, EndpointBuilder};
 use fastmsg_benches::copy::{self, kernel::detect_kernel, Strategy};
 use std::hint::black_box;

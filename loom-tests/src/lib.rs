@@ -1,7 +1,7 @@
 //! Loom models of fastmsg's lock-free code.
 //!
-//! The models drive the very source files that ship — [`fastmsg::queue`],
-//! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`] — compiled
+//! The models drive the very source files that ship — [`fastmsg::internal::queue`],
+//! [`fastmsg::internal::ring`], [`fastmsg::internal::flow`], [`fastmsg::internal::wake`] — compiled
 //! against loom's atomics and cells through `fastmsg`'s `sync` shim; frame
 //! bytes live in `frames::LoomFrames`, a `FrameStore`, and ring slots in
 //! `ring_store::LoomRing`, a `RingStore`, whose every byte access loom
@@ -20,7 +20,7 @@
 //! | 5 doorbell | `doorbell` | sleeper, waker | no lost wake-up |
 //!
 //! Each model module has the model passing on the real code and one test
-//! per seeded mutant (`fastmsg::mutant`, see `src/sync.rs`) asserting that
+//! per seeded mutant (`fastmsg::internal::mutant`, see `src/sync.rs`) asserting that
 //! loom reports the expected failure; `harness` runs both.
 //!
 //! Run (README, "Model checking"):

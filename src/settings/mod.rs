@@ -2,7 +2,7 @@
 //! configuration report (`endpoint::report`) and the check for mistyped variables
 //! ([`unknown`], [`warn_unknown_env`]) both read it, so a setting added
 //! here is reported and recognised at once. The variables are parsed where
-//! they are used ([`Config::tuned_from_env`], the job environment, the
+//! they are used (`Config::tuned_from_env`, the job environment, the
 //! copy plan, the verbs device); the README's table documents them.
 
 /// The variable `fmrun` sets to the settings it was given as options.

@@ -54,7 +54,7 @@ pub(crate) fn has_store(job: &JobInfo) -> bool {
 fn root_file(config: &Config) -> PathBuf {
     config.shm_dir.join(format!(
         "{}{}.root",
-        crate::transport::shm::segment::job_file_prefix(&config.job.job),
+        crate::bootstrap::job_file_prefix(&config.job.job),
         config.job.host
     ))
 }

@@ -344,14 +344,8 @@ impl ShmTransport {
         })
     }
 
-    /// Whether `rank` is on this host.
-    pub fn reaches(&self, rank: Rank) -> bool {
-        self.smt_of_rank
-            .get(rank.index())
-            .is_some_and(|&s| s != u32::MAX)
-    }
-
     /// The segment's layout.
+    #[cfg_attr(not(feature = "internal"), allow(dead_code))]
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
@@ -369,6 +363,7 @@ impl ShmTransport {
     }
 
     /// Our SMT id.
+    #[cfg_attr(not(feature = "internal"), allow(dead_code))]
     pub fn smt_id(&self) -> u32 {
         self.me_smt
     }
