@@ -296,26 +296,25 @@ pub mod tcp {
 
         /// Peer `k`'s credit word (its released count of our sends).
         pub fn credit(&self, k: usize) -> u64 {
+            // SYNC POINT credit-return (acquire side), as the transport's.
             self.shared.credit_word(k).load(Ordering::Acquire)
         }
 
         /// Peer `k`'s link state.
         pub fn link(&self, k: usize) -> LinkState {
-            let link = &self.shared.links[k];
-            match link.state.load(Ordering::Acquire) {
+            let links = &self.shared.links;
+            match links.state(k) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
                 LEFT => LinkState::Left,
-                FAILED => {
-                    LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
-                }
+                FAILED => LinkState::Failed(links.error(k)),
                 s => unreachable!("link state {s}"),
             }
         }
 
         /// The last flush round peer `k` sent.
         pub fn flushed(&self, k: usize) -> u64 {
-            self.shared.links[k].flushed.load(Ordering::Acquire)
+            self.shared.links.flushed(k)
         }
     }
 }

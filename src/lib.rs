@@ -43,11 +43,18 @@ pub mod frame;
 #[cfg(not(loom))]
 pub(crate) mod handler;
 pub mod id;
+// The link words of a network transport and the window word protocol are
+// crate-private, except under loom, where `loom-tests/` models them.
 /// Crate-private decoders for the fuzz targets; not public API (see the
 /// module docs). Only with the `internal` feature.
 #[cfg(all(feature = "internal", not(loom)))]
 #[doc(hidden)]
 pub mod internal;
+#[cfg(not(loom))]
+pub(crate) mod link;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod link;
 #[cfg(not(loom))]
 pub mod log;
 pub mod queue;
@@ -64,6 +71,9 @@ pub mod wake;
 pub(crate) mod watch;
 #[cfg(not(loom))]
 pub(crate) mod window;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
