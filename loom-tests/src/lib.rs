@@ -2,10 +2,10 @@
 //!
 //! The models drive the very source files that ship — [`fastmsg::queue`],
 //! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`],
-//! [`fastmsg::window`], [`fastmsg::link`] — compiled against loom's
-//! atomics, cells and locks through `fastmsg`'s `sync` shim; frame bytes
-//! live in `frames::LoomFrames`, a `FrameStore`, ring slots in
-//! `ring_store::LoomRing`, a `RingStore`, and window bytes in
+//! `fastmsg::window`, `fastmsg::link` (public under loom only) — compiled
+//! against loom's atomics, cells and locks through `fastmsg`'s `sync`
+//! shim; frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring
+//! slots in `ring_store::LoomRing`, a `RingStore`, and window bytes in
 //! `window_store::LoomWindow`, a `WindowMemory`, whose every byte access
 //! loom sees. They exist only when the workspace is built with
 //! `RUSTFLAGS="--cfg loom"`; otherwise this crate is empty, so
