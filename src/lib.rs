@@ -70,6 +70,7 @@ pub mod id;
 #[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
 #[cfg(not(loom))]
@@ -91,7 +92,6 @@ pub(crate) mod transport;
 pub(crate) mod wake;
 #[cfg(not(loom))]
 pub(crate) mod watch;
-#[cfg(not(loom))]
 pub(crate) mod window;
 
 #[cfg(not(loom))]
