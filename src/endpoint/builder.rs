@@ -387,7 +387,7 @@ impl EndpointBuilder {
             threads_per_rank,
             job.launcher,
         );
-        let wait = WaitConfig::resolve(config.wait, oversubscribed);
+        let wait = WaitConfig::resolve(config.wait, oversubscribed, sleeps);
         tracing::debug!(
             "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
             config.wait,

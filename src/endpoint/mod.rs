@@ -74,6 +74,7 @@ mod health;
 mod hook;
 mod message;
 mod net;
+mod pressure;
 mod quiesce;
 pub mod stats;
 mod straggle;
