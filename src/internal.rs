@@ -11,7 +11,8 @@
 //! The lock-free core, as it is (loom models, benches, fuzz targets):
 //! `queue` (the shm receive queue and free list), `ring` (the network
 //! rings), `flow` (credits), `wake` (doorbells), `frame` (the fragment
-//! header), and under loom `mutant` (the seeded mutants of `crate::sync`).
+//! header), `link` (a network transport's link words), `window` (the
+//! one-sided window word protocol), and under loom `mutant` (the seeded mutants of `crate::sync`).
 //!
 //! Decoders and engine pieces, by the bytes they decode (not under loom):
 //! - `handler_table`: the handler-name table every rank sends rank 0 at
@@ -50,6 +51,16 @@ pub mod wake {
 /// The fragment header (see `crate::frame`).
 pub mod frame {
     pub use crate::frame::*;
+}
+
+/// The TCP NIC's link words (see `crate::link`).
+pub mod link {
+    pub use crate::link::*;
+}
+
+/// The one-sided window word protocol (see `crate::window`).
+pub mod window {
+    pub use crate::window::*;
 }
 
 /// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
@@ -332,26 +343,25 @@ pub mod tcp {
 
         /// Peer `k`'s credit word (its released count of our sends).
         pub fn credit(&self, k: usize) -> u64 {
+            // SYNC POINT credit-return (acquire side), as the transport's.
             self.shared.credit_word(k).load(Ordering::Acquire)
         }
 
         /// Peer `k`'s link state.
         pub fn link(&self, k: usize) -> LinkState {
-            let link = &self.shared.links[k];
-            match link.state.load(Ordering::Acquire) {
+            let links = &self.shared.links;
+            match links.state(k) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
                 LEFT => LinkState::Left,
-                FAILED => {
-                    LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
-                }
+                FAILED => LinkState::Failed(links.error(k)),
                 s => unreachable!("link state {s}"),
             }
         }
 
         /// The last flush round peer `k` sent.
         pub fn flushed(&self, k: usize) -> u64 {
-            self.shared.links[k].flushed.load(Ordering::Acquire)
+            self.shared.links.flushed(k)
         }
     }
 }

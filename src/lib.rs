@@ -25,8 +25,9 @@
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
 //! netio        | authenticated TCP connections: auth, gate, connect/retry
 //! queue ring   | the lock-free shm queues; the network rings
-//! frame wake flow watch window copy | fragment header, doorbells, credit
-//!              | lines, the watchdog, RMA windows, copy strategies
+//! frame wake flow watch window link copy | fragment header, doorbells,
+//!              | credit lines, the watchdog, RMA windows, network link
+//!              | words, copy strategies
 //! log          | diagnostics (tracing)
 //! settings     | the FASTMSG_* table; the only reader of those variables
 //! error        | typed errors of every layer
@@ -70,6 +71,7 @@ pub mod id;
 #[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
 #[cfg(not(loom))]
@@ -91,7 +93,6 @@ pub(crate) mod transport;
 pub(crate) mod wake;
 #[cfg(not(loom))]
 pub(crate) mod watch;
-#[cfg(not(loom))]
 pub(crate) mod window;
 
 #[cfg(not(loom))]

@@ -75,6 +75,7 @@ mod health;
 mod hook;
 mod message;
 mod net;
+mod pressure;
 mod quiesce;
 pub mod report;
 mod startup;

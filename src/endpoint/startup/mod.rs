@@ -160,7 +160,7 @@ pub(super) fn start(
         threads_per_rank,
         job.launcher,
     );
-    let wait = WaitConfig::resolve(config.wait, oversubscribed);
+    let wait = WaitConfig::resolve(config.wait, oversubscribed, sleeps);
     tracing::debug!(
         "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
         config.wait,

@@ -110,6 +110,7 @@ fn rendezvous_under(attack: Attack) {
     let (st, ip) = (Arc::clone(&stop), Arc::clone(&in_place));
     let attacker = std::thread::spawn(move || {
         let t = launch(addr, attack, st);
+        // SYNC POINT attack-in-place (release side): the attack is running.
         ip.store(true, Ordering::Release);
         t.join().unwrap();
     });
@@ -124,6 +125,7 @@ fn rendezvous_under(attack: Attack) {
         |mut b| {
             if b.rank() != Rank(0) {
                 let t = Instant::now();
+                // SYNC POINT attack-in-place (acquire side).
                 while !in_place.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(30) {
                     std::thread::sleep(Duration::from_millis(5));
                 }

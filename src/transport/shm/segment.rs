@@ -425,6 +425,7 @@ impl Segment {
         if len >= HEADER_BYTES {
             let head = map_head(&file, path)?;
             let h = header_of(&head);
+            // SYNC POINT segment-ready (acquire side), as in `look`.
             let magic = h.magic.load(Ordering::Acquire);
             let ours = magic == 0
                 || (magic == MAGIC && h.version.load(Ordering::Relaxed) == LAYOUT_VERSION);

@@ -280,6 +280,7 @@ fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
     for stamp in [u64::MAX, 1] {
         tr.fake[0].write_all(&ring_write(stamp)).unwrap();
         let start = Instant::now();
+        // SYNC POINT ring-stamp (acquire side): the NIC's placement.
         while tr.t[0].shared.region.word(stamp_at).load(Ordering::Acquire) != stamp {
             assert!(
                 start.elapsed() < Duration::from_secs(10),
