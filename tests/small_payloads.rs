@@ -7,7 +7,7 @@
 //! arrives whole and in order, with inline slots on and off, over dedicated
 //! and shared queues.
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error, Rank};
 use std::cell::Cell;
 use std::rc::Rc;
