@@ -79,6 +79,11 @@ impl Links {
         self.links.len()
     }
 
+    /// No peers (a transport always has some; for completeness).
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
     /// Peer `k`'s rank.
     pub fn rank(&self, k: usize) -> Rank {
         self.links[k].rank
