@@ -59,7 +59,7 @@ pub(crate) mod copy;
 #[cfg(not(loom))]
 pub mod endpoint;
 pub mod error;
-// The lock-free core (`flow`, `link`, `queue`, `ring`, `wake`) keeps entry points
+// The lock-free core (`flow`, `queue`, `ring`, `wake`) keeps entry points
 // that only the loom models, benches and fuzz targets call (through
 // `internal`): dead code to a build without them.
 #[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
@@ -71,7 +71,6 @@ pub mod id;
 #[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
-#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
 pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
