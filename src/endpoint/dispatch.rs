@@ -207,7 +207,7 @@ impl Core {
 
     /// Create the future of an async handler for its message and poll it
     /// once.
-    #[inline]
+    #[inline(always)]
     fn start_handler(self: &Rc<Self>, src: Rank, s: Start) -> Run {
         let msg = Message::new(Rc::clone(self), src, s.seq, s.total, s.handler);
         let ctx = Ctx::new(Rc::clone(self));
@@ -219,7 +219,7 @@ impl Core {
 
     /// Report an async handler's run to its stream: it suspended, or it
     /// returned (then its message leaves the stream). Returns what follows.
-    #[inline]
+    #[inline(always)]
     fn ran(&self, src: Rank, handler: HandlerId, run: Run) -> Result<Action, ExtractError> {
         match run {
             Run::Suspended(slot) => {
@@ -235,6 +235,7 @@ impl Core {
 
     /// The current message of `src` is done with: release its unread
     /// fragments; returns what the stream needs next.
+    #[inline(always)]
     fn finish_current(&self, src: Rank) -> Action {
         let mut stream = self.stream(src);
         for f in stream.finish_current() {
@@ -246,7 +247,7 @@ impl Core {
     /// A handler's result, and what follows it: an error is returned when
     /// nothing follows, else kept for the next `extract` (what follows
     /// must still run).
-    #[inline]
+    #[inline(always)]
     fn outcome(
         &self,
         src: Rank,

@@ -46,7 +46,6 @@ use crate::error::ProtocolError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
 use crate::transport::RxFragment;
-use std::collections::vec_deque::Drain;
 use std::collections::VecDeque;
 
 /// Which fast path a fragment can take (see [`Streams::fast`]).
@@ -615,26 +614,23 @@ impl SourceStream {
     /// The current message's handler returned: it leaves the stream, its
     /// unread fragments are returned for release (its later ones will be
     /// discarded as they arrive). Perform [`next`](Self::next) afterwards.
-    pub(crate) fn finish_current(&mut self) -> Drain<'_, RxFragment> {
+    #[inline]
+    pub(crate) fn finish_current(&mut self) -> Used<'_> {
         let Some(m) = self.msgs.pop_front() else {
-            return self.frags.drain(..0);
+            return Used::new(&mut self.frags, 0);
         };
         self.front_read = 0;
         if !m.complete {
             // Only the last message can be incomplete: it is the open one.
             self.inbound = Inbound::Discarding;
         }
-        self.frags.drain(..m.frags)
+        Used::new(&mut self.frags, m.frags)
     }
 
     /// Copy bytes of the current message `seq` into `buf`; returns what was
     /// read and the fragments used up (release them). `None` if `seq` is
     /// not current.
-    pub(crate) fn read(
-        &mut self,
-        seq: u64,
-        buf: &mut [u8],
-    ) -> Option<(Read, Drain<'_, RxFragment>)> {
+    pub(crate) fn read(&mut self, seq: u64, buf: &mut [u8]) -> Option<(Read, Used<'_>)> {
         let m = self.msgs.front_mut().filter(|m| m.seq == seq)?;
         let mut n = 0;
         let mut used = 0;
@@ -658,7 +654,7 @@ impl SourceStream {
             finished: m.read == m.total || drained,
             aborted: m.aborted && drained,
         };
-        Some((read, self.frags.drain(..used)))
+        Some((read, Used::new(&mut self.frags, used)))
     }
 
     /// Bytes of the current message `seq` that have arrived and are unread.
@@ -670,6 +666,45 @@ impl SourceStream {
 
 fn rejected(frag: RxFragment, error: ProtocolError) -> Result<Action, Rejected> {
     Err(Rejected { frag, error })
+}
+
+/// Fragments a transition is done with, taken from the front of the
+/// stream: the engine releases each (in this order, the arrival order).
+#[must_use = "fragments taken from the stream must be released"]
+#[derive(Debug)]
+pub(crate) struct Used<'a> {
+    frags: &'a mut VecDeque<RxFragment>,
+    left: usize,
+}
+
+impl<'a> Used<'a> {
+    #[inline]
+    fn new(frags: &'a mut VecDeque<RxFragment>, n: usize) -> Self {
+        debug_assert!(n <= frags.len());
+        Used { frags, left: n }
+    }
+}
+
+impl Iterator for Used<'_> {
+    type Item = RxFragment;
+
+    #[inline]
+    fn next(&mut self) -> Option<RxFragment> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.frags.pop_front()
+    }
+}
+
+impl Drop for Used<'_> {
+    /// Fragments not taken still leave the stream (its counts no longer
+    /// include them); the engine takes them all.
+    #[inline]
+    fn drop(&mut self) {
+        for _ in self.by_ref() {}
+    }
 }
 
 /// After a bad fragment: between messages if it was the last of its

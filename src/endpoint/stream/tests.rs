@@ -51,7 +51,7 @@ fn rejected(s: &mut Streams, f: RxFragment) -> ProtocolError {
     }
 }
 
-fn bytes(used: Drain<'_, RxFragment>) -> Vec<Vec<u8>> {
+fn bytes(used: Used<'_>) -> Vec<Vec<u8>> {
     used.map(|f| f.bytes().to_vec()).collect()
 }
 
