@@ -9,6 +9,7 @@
 
 use super::control::{CloseCounts, Control};
 use super::control_op::ControlOp;
+use super::handler::Registry;
 use super::health::{Failure, Health, Scope};
 use super::net::{Net, SHM};
 use super::stream::{Fast, Streams};
@@ -16,7 +17,6 @@ use super::wait::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
 use crate::frame::FragFlags;
-use crate::handler::Registry;
 use crate::id::Rank;
 use crate::id::WindowId;
 use crate::sync::AtomicBool;

@@ -17,13 +17,13 @@
 
 use super::control_op::ControlOp;
 use super::core::Core;
+use super::handler::pool::Run;
+use super::handler::HandlerResult;
 use super::net::{on_transport, SHM};
 use super::stream::{Action, PieceInfo, Read, Rejected, SourceStream, Start};
 use super::{Ctx, Extracted, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
-use crate::handler::pool::Run;
-use crate::handler::HandlerResult;
 use crate::id::{HandlerId, Rank};
 use crate::transport::{RxFragment, Transport};
 use std::cell::RefMut;
