@@ -406,8 +406,11 @@ impl Core {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            if let crate::transport::AnyTransport::Tcp(t) = t {
-                t.set_closed();
+            match t {
+                crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
+                #[cfg(feature = "ofi")]
+                crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
+                _ => {}
             }
         }
     }

@@ -185,7 +185,7 @@ pub static SETTINGS: &[Setting] = &[
         "FASTMSG_NET",
         "auto",
         Some("--net"),
-        "auto, tcp or verbs",
+        "auto, tcp, verbs or ofi (libfabric)",
         |c| format!("{:?}", c.net.mode).to_lowercase()
     ),
     setting!(
@@ -232,6 +232,13 @@ pub static SETTINGS: &[Setting] = &[
         None,
         "bytes per network ring slot",
         |c| c.net.rings.slot_bytes.to_string()
+    ),
+    setting!(
+        "FI_PROVIDER",
+        "tcp;ofi_rxm",
+        None,
+        "libfabric provider (FASTMSG_NET=ofi; `fi_info -c FI_RMA -t FI_EP_RDM` lists them)",
+        |_| crate::transport::ofi::provider()
     ),
     setting!(
         "FASTMSG_VERBS_DEVICE",

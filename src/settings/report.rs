@@ -105,6 +105,7 @@ pub fn report(cfg: &Config) -> String {
         "  tcp    available (rendezvous, mesh, NIC thread per rank)"
     );
     let _ = writeln!(out, "  verbs  {}", verbs_line());
+    let _ = writeln!(out, "  ofi    {}", ofi_line());
     let _ = writeln!(out, "\ncopy plan\n  {}", copy_line());
     let _ = writeln!(out, "\ntopology (what the `auto` wait policy decides by)");
     out.push_str(&topology_lines(cfg, &Cpus::probe()));
@@ -137,6 +138,17 @@ fn verbs_line() -> String {
         Ok(d) => format!("built; devices: {}", d.join(", ")),
         Err(crate::error::VerbsError::NotBuilt) => {
             "not built (cargo feature `verbs`, needs rdma-core)".into()
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+fn ofi_line() -> String {
+    let provider = crate::transport::ofi::provider();
+    match crate::transport::ofi::probe() {
+        Ok(()) => format!("built; provider {provider} opens"),
+        Err(crate::error::OfiError::NotBuilt) => {
+            "not built (cargo feature `ofi`, needs libfabric-dev)".into()
         }
         Err(e) => e.to_string(),
     }
