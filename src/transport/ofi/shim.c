@@ -214,17 +214,6 @@ ssize_t fm_ofi_writedata(struct fm_ofi *o, const void *buf, size_t len, void *de
 	return fi_writedata(o->ep, buf, len, desc, data, dest, addr, key, ctx);
 }
 
-/* A write whose completion says the data has been placed at the target. */
-ssize_t fm_ofi_write_delivered(struct fm_ofi *o, const void *buf, size_t len, void *desc,
-			       uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
-{
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct fi_rma_iov rma = { .addr = addr, .len = len, .key = key };
-	struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
-				  .rma_iov = &rma, .rma_iov_count = 1, .context = ctx, .data = 0 };
-	return fi_writemsg(o->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-}
-
 /* A small write copied during the call (no completion). */
 ssize_t fm_ofi_inject_write(struct fm_ofi *o, const void *buf, size_t len, uint64_t dest,
 			    uint64_t addr, uint64_t key)

@@ -102,16 +102,6 @@ extern "C" {
         key: u64,
         ctx: *mut c_void,
     ) -> ssize_t;
-    pub(crate) fn fm_ofi_write_delivered(
-        o: *mut FmOfi,
-        buf: *const c_void,
-        len: size_t,
-        desc: *mut c_void,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: *mut c_void,
-    ) -> ssize_t;
     pub(crate) fn fm_ofi_inject_write(
         o: *mut FmOfi,
         buf: *const c_void,

@@ -5,9 +5,11 @@
 //!   remote CQ data names the writer and the ring slot, and its arrival at
 //!   the peer's completion queue proves the write was placed whole.
 //! - Credit words are `fi_inject_write` (copied during the call).
-//! - Synchronous writes (puts, the close flush) first wait for every
-//!   earlier write to complete, then post a write with
-//!   `FI_DELIVERY_COMPLETE` and wait for its completion.
+//! - Order between writes: where the provider orders writes to a peer
+//!   (`FI_ORDER_WAW`, as `tcp;ofi_rxm` does) nothing more is needed;
+//!   otherwise every write is `FI_DELIVERY_COMPLETE` and a fence waits
+//!   for the earlier ones' completions. Synchronous writes (puts) wait
+//!   for their own completion, so the staging buffer can be reused.
 //! - Progress reads the completion queue, which on a manual-progress
 //!   provider (`tcp;ofi_rxm`) is also what moves data in and out.
 
@@ -370,7 +372,7 @@ impl RmaWire for OfiWire {
         len: usize,
         at: u64,
     ) -> Result<(), String> {
-        self.settle()?;
+        self.fence()?;
         let p = self.peers[k];
         let (base, key) = match area {
             Area::Rings => (p.rings_base, p.rings_key),
@@ -382,10 +384,10 @@ impl RmaWire for OfiWire {
         let src = unsafe { self.mrs_base(1).add(local) };
         let want = self.synced.get() + 1;
         let ctx = Self::ctx(k, CTX_SYNC);
-        self.post("fi_writemsg(FI_DELIVERY_COMPLETE)", || {
+        self.post("fi_write", || {
             // SAFETY: a live endpoint, registered source and target.
             (unsafe {
-                sys::fm_ofi_write_delivered(
+                sys::fm_ofi_write(
                     self.raw(),
                     src.cast(),
                     len,
@@ -409,7 +411,7 @@ impl RmaWire for OfiWire {
                 return Err(why.clone());
             }
             if start.elapsed() > STUCK {
-                return Err(format!("write not delivered after {STUCK:?}"));
+                return Err(format!("write not completed after {STUCK:?}"));
             }
         }
         Ok(())

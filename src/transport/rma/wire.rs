@@ -39,10 +39,10 @@ pub enum Event {
 /// registered area (the wire turns them into what its network wants:
 /// virtual addresses or offsets, with the area's key).
 ///
-/// Every write to a peer is placed there *after* every earlier write to
-/// the same peer that a [`write_sync`](Self::write_sync) follows (a sync
-/// write settles everything before it), and writes of a notified ring
-/// fragment are reported by an [`Event::Landed`] at the peer once whole.
+/// A [`write_sync`](Self::write_sync) or a write after a
+/// [`fence`](Self::fence) lands after every earlier write to the same
+/// peer; a notified ring write is reported by an [`Event::Landed`] at the
+/// peer once whole.
 pub trait RmaWire {
     /// Set-up errors (the transport's start error).
     type Error;
@@ -98,8 +98,8 @@ pub trait RmaWire {
     /// earlier writes have landed).
     fn fence(&mut self) -> Result<(), String>;
     /// Write `len` staging bytes at `local` to byte `at` of peer `k`'s
-    /// `area` and return once they are placed there, after every earlier
-    /// write to `k`.
+    /// `area`, placed there after every earlier write to `k` and before
+    /// every later one; return once the staging bytes may be reused.
     fn write_sync(
         &mut self,
         k: usize,
