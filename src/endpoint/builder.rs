@@ -371,11 +371,13 @@ impl EndpointBuilder {
             } else if config.net.mode == NetMode::Verbs {
                 #[cfg(feature = "verbs")]
                 {
+                    let wire =
+                        crate::transport::verbs::VerbsWire::open(links.len(), plan.geometry.slots)?;
                     // SAFETY: the window area lives in the shm segment, which
                     // outlives this transport (placed before `shm` below).
                     let v = unsafe {
                         crate::transport::VerbsTransport::new(
-                            job.rank,
+                            wire,
                             job.size,
                             plan.geometry,
                             links,

@@ -410,6 +410,8 @@ impl Core {
                 crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
                 #[cfg(feature = "ofi")]
                 crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
+                #[cfg(feature = "verbs")]
+                crate::transport::AnyTransport::Verbs(t) => t.set_closed(),
                 _ => {}
             }
         }

@@ -34,7 +34,7 @@
 #![allow(unsafe_code)]
 
 pub mod ofi;
-#[cfg(feature = "ofi")]
+#[cfg(any(feature = "ofi", feature = "verbs"))]
 pub mod rma;
 pub mod shm;
 pub mod tcp;

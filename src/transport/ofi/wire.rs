@@ -190,7 +190,7 @@ impl RmaWire for OfiWire {
         Ok(())
     }
 
-    fn describe(&self) -> Result<Vec<u8>, OfiError> {
+    fn describe(&mut self, _k: usize) -> Result<Vec<u8>, OfiError> {
         let name = self.fabric.name()?;
         let mut b = Vec::with_capacity(34 + name.len());
         b.extend_from_slice(&(name.len() as u16).to_le_bytes());

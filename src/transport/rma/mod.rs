@@ -175,12 +175,10 @@ impl<W: RmaWire> RmaTransport<W> {
             (staging.base(), staging.len()),
             (targets.window.0, targets.window.1 as usize),
         )?;
-        let mine = wire.describe()?;
-        let notify = !wire.places_in_order();
         let mut t = RmaTransport {
             world,
             geometry,
-            notify,
+            notify: false,
             period: wire.progress_period().max(1),
             lands_alone: wire.lands_by_itself(),
             peers: Vec::with_capacity(n),
@@ -206,6 +204,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 credit: (words + 64 * k) as u64,
                 flush: (words + 64 * (n + k)) as u64,
             };
+            let mine = t.wire.describe(k)?;
             let theirs = exchange(&mut side, &offsets.encode(), &mine).map_err(|e| {
                 t.wire
                     .setup_error(format!("set-up exchange with rank {rank}: {e}"))
@@ -232,6 +231,7 @@ impl<W: RmaWire> RmaTransport<W> {
             .map(|_| (0..geometry.slots).map(|_| Cell::new(false)).collect())
             .collect();
         t.wire.ready(geometry.slots)?;
+        t.notify = !t.wire.places_in_order();
         // Both ends are ready to be written before anyone writes.
         for p in &mut t.peers {
             let r = p

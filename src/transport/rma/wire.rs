@@ -56,9 +56,10 @@ pub trait RmaWire {
         staging: (*mut u8, usize),
         window: (*mut u8, usize),
     ) -> Result<(), Self::Error>;
-    /// What a peer needs to write this rank's areas (address, keys),
-    /// sent to it over the set-up connection.
-    fn describe(&self) -> Result<Vec<u8>, Self::Error>;
+    /// What peer number `k` needs to write this rank's areas (address,
+    /// keys), sent to it over the set-up connection (called once per peer,
+    /// in order, each before that peer's [`connect`](Self::connect)).
+    fn describe(&mut self, k: usize) -> Result<Vec<u8>, Self::Error>;
     /// Connect peer number `k` (rank `rank`) from its description.
     fn connect(&mut self, k: usize, rank: u32, remote: &[u8]) -> Result<(), Self::Error>;
     /// Every peer is connected; called before any write.
@@ -67,8 +68,9 @@ pub trait RmaWire {
     fn setup_error(&self, what: String) -> Self::Error;
 
     /// Whether a write's bytes are placed in order, so that its last word
-    /// landing proves it all landed (what the network promises). If not,
-    /// ring writes are notified and polled through [`Event::Landed`].
+    /// landing proves it all landed (what the network promises; asked
+    /// after [`ready`](Self::ready)). If not, ring writes are notified
+    /// and polled through [`Event::Landed`].
     fn places_in_order(&self) -> bool;
     /// Every how many polls the empty poll calls
     /// [`progress`](Self::progress): 1 where progress is cheap or needed
