@@ -28,9 +28,10 @@ const CTX_SYNC: usize = 2;
 /// How long a write may wait for room in the send queue, or a synchronous
 /// write for its completion, before the peer counts as failed.
 const STUCK: Duration = Duration::from_secs(30);
-/// Empty polls between two progress calls on a manual-progress provider
-/// (each is a system call there).
-const MANUAL_PERIOD: u32 = 32;
+/// The most empty polls between two progress calls on a manual-progress
+/// provider (each is a system call there: `tcp;ofi_rxm` polls its
+/// sockets), so that the empty poll stays near the cost of reading memory.
+const MANUAL_PERIOD: u32 = 256;
 
 #[derive(Debug, Clone, Copy)]
 struct Remote {

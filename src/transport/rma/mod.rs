@@ -15,9 +15,10 @@
 //!   order, the receiver polls the stamp word alone. Otherwise (the safe
 //!   mode) each ring write is notified and the receiver trusts a stamp
 //!   only once the wire reported that write landed ([`Event::Landed`]).
-//! - Progress: the poll calls the wire's progress every
-//!   [`RmaWire::progress_period`] polls, and at once after finding
-//!   something; credit waits call it before re-reading the credit word.
+//! - Progress: the poll calls the wire's progress at once after an
+//!   arrival, then at doubling gaps while nothing comes, up to
+//!   [`RmaWire::progress_period`] polls; credit waits call it before
+//!   re-reading the credit word.
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
@@ -114,6 +115,9 @@ pub struct RmaTransport<W> {
     failed: RefCell<Vec<(usize, String)>>,
     /// Polls since the wire's progress was last called.
     idle: Cell<u32>,
+    /// Polls between progress calls now: 1 after an arrival, doubling
+    /// while progress finds nothing, up to `period`.
+    gap: Cell<u32>,
     flush_round: u64,
     closed: bool,
     /// The close flush is done: peers send nothing more, and may be gone
@@ -187,6 +191,7 @@ impl<W: RmaWire> RmaTransport<W> {
             landed: Vec::new(),
             failed: RefCell::new(Vec::new()),
             idle: Cell::new(0),
+            gap: Cell::new(1),
             flush_round: 0,
             closed: false,
             quiet: false,
@@ -284,19 +289,24 @@ impl<W: RmaWire> RmaTransport<W> {
                 if let Some(c) = self.landed.get(peer).and_then(|l| l.get(slot)) {
                     c.set(true);
                 }
+                self.gap.set(1);
             }
             Event::Failed { peer, why } => self.failed.borrow_mut().push((peer, why)),
         });
     }
 
-    /// The empty poll's progress: every `period` calls.
+    /// The empty poll's progress: at once after an arrival, then at
+    /// doubling gaps up to the wire's period while nothing comes (on a
+    /// manual-progress provider each call is a system call).
     #[inline]
     fn progress_due(&self) {
-        let n = self.idle.get();
-        if n == 0 || n >= self.period {
-            self.progress();
+        let n = self.idle.get() + 1;
+        if n < self.gap.get() {
+            self.idle.set(n);
+            return;
         }
-        self.idle.set(self.idle.get() + 1);
+        self.gap.set((self.gap.get() * 2).min(self.period));
+        self.progress();
     }
 
     #[inline]
@@ -442,7 +452,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             if self.landed(k) {
                 if let Some(r) = self.take(k) {
                     // Busy: progress again at the next poll.
-                    self.idle.set(0);
+                    self.gap.set(1);
                     return Some(r);
                 }
             }
