@@ -19,7 +19,7 @@
 //!   empty polls (manual progress).
 
 use clap::Parser;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{NetMode, Rank, WaitPolicy};
 use std::cell::Cell;
 use std::net::TcpListener;

@@ -6,8 +6,8 @@
 //!
 //! One test in this file: it sets `FI_PROVIDER` for the whole process.
 
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{OfiError, StartError};
+use fastmsg::threads;
 use fastmsg::{Error, NetMode};
 use std::time::{Duration, Instant};
 

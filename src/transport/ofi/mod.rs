@@ -4,7 +4,8 @@
 //! GASNet-EX's ofi conduit, and the portable way onto Slingshot (cxi),
 //! EFA, Omni-Path (psm3) and verbs.
 //!
-//! - The provider is `FI_PROVIDER` (default `tcp;ofi_rxm`), asked for RMA
+//! - The provider is `FASTMSG_OFI_PROVIDER`, else `FI_PROVIDER` (default
+//!   `tcp;ofi_rxm`), asked for RMA
 //!   writes on a reliable datagram endpoint bound to the address this rank
 //!   is reached on; anything else is [`OfiError::NoProvider`] at start.
 //! - Addresses, keys and ring offsets travel over the authenticated TCP
@@ -36,12 +37,12 @@ pub use wire::OfiWire;
 #[cfg(feature = "ofi")]
 pub type OfiTransport = super::rma::RmaTransport<OfiWire>;
 
-/// The provider `FASTMSG_NET=ofi` asks for: `FI_PROVIDER`, else
-/// `tcp;ofi_rxm`.
+/// The provider `FASTMSG_NET=ofi` asks for: `FASTMSG_OFI_PROVIDER`, else
+/// `FI_PROVIDER` (libfabric's own variable, which also filters what
+/// libfabric offers), else `tcp;ofi_rxm`.
 pub fn provider() -> String {
-    std::env::var("FI_PROVIDER")
-        .ok()
-        .filter(|p| !p.is_empty())
+    crate::settings::env("FASTMSG_OFI_PROVIDER")
+        .or_else(|| crate::settings::env("FI_PROVIDER"))
         .unwrap_or_else(|| "tcp;ofi_rxm".into())
 }
 
@@ -78,5 +79,12 @@ pub(crate) fn open(
 ) -> Result<OfiWire, OfiError> {
     let node = node.map(|a| a.to_string());
     let cq = 2 * (peers * slots as usize) + 4096;
-    OfiWire::open(&provider(), node.as_deref(), me, world, cq)
+    let wire = OfiWire::open(&provider(), node.as_deref(), me, world, cq)?;
+    let (prov, domain) = wire.provider();
+    tracing::debug!(
+        "libfabric: provider {prov} on {domain} ({}), {} peers",
+        node.as_deref().unwrap_or("any address"),
+        peers
+    );
+    Ok(wire)
 }

@@ -18,7 +18,7 @@
 use super::fabric::{strerror, Fabric, Mr};
 use super::sys::{self, CqDataEntry};
 use crate::error::OfiError;
-use crate::transport::rma::wire::{Area, Event, RmaWire};
+use crate::transport::rma::wire::{Event, RmaWire};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
@@ -365,20 +365,10 @@ impl RmaWire for OfiWire {
         })
     }
 
-    fn write_sync(
-        &mut self,
-        k: usize,
-        area: Area,
-        local: usize,
-        len: usize,
-        at: u64,
-    ) -> Result<(), String> {
+    fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String> {
         self.fence()?;
         let p = self.peers[k];
-        let (base, key) = match area {
-            Area::Rings => (p.rings_base, p.rings_key),
-            Area::Window => (p.window_base, p.window_key),
-        };
+        let (base, key) = (p.window_base, p.window_key);
         let desc = self.staging().desc;
         // SAFETY: `local..local + len` lies in the registered staging
         // region (the transport's put buffer), untouched until we return.

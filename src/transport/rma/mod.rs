@@ -30,7 +30,7 @@
 
 pub mod wire;
 
-use self::wire::{Area, Event, RmaWire};
+use self::wire::{Event, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
@@ -261,11 +261,6 @@ impl<W: RmaWire> RmaTransport<W> {
     /// The close barrier released this rank: its goodbye will say so.
     pub(crate) fn set_closed(&mut self) {
         self.closed = true;
-    }
-
-    /// Whether ring writes are notified (the safe mode).
-    pub fn safe_mode(&self) -> bool {
-        self.notify
     }
 
     fn peer_index(&self, dest: Rank) -> Option<usize> {
@@ -616,10 +611,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 )
             };
             let to = at + (i * PUT_BUF) as u64;
-            if let Err(why) = self
-                .wire
-                .write_sync(k, Area::Window, local, chunk.len(), to)
-            {
+            if let Err(why) = self.wire.write_sync(k, local, chunk.len(), to) {
                 self.fail(k, why);
                 return Err(PutError::PeerGone { rank: dest });
             }

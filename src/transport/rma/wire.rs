@@ -4,15 +4,6 @@
 //! registers memory, connects peers, posts writes and reports what
 //! completed.
 
-/// Which registered area of a peer a write lands in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Area {
-    /// The peer's rings and words (credit and flush words).
-    Rings,
-    /// The peer's one-sided window area.
-    Window,
-}
-
 /// What a wire's progress found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -100,16 +91,10 @@ pub trait RmaWire {
     /// earlier writes have landed).
     fn fence(&mut self) -> Result<(), String>;
     /// Write `len` staging bytes at `local` to byte `at` of peer `k`'s
-    /// `area`, placed there after every earlier write to `k` and before
-    /// every later one; return once the staging bytes may be reused.
-    fn write_sync(
-        &mut self,
-        k: usize,
-        area: Area,
-        local: usize,
-        len: usize,
-        at: u64,
-    ) -> Result<(), String>;
+    /// window area, placed there after every earlier write to `k` and
+    /// before every later one; return once the staging bytes may be
+    /// reused (a one-sided put).
+    fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String>;
     /// Reap completions, keeping what they say for
     /// [`take_events`](Self::take_events).
     fn progress(&self);

@@ -17,7 +17,7 @@
 
 use super::qp::{self, Cq, Device, Mr, Qp, QpInfo};
 use crate::error::VerbsError;
-use crate::transport::rma::wire::{Area, Event, RmaWire};
+use crate::transport::rma::wire::{Event, RmaWire};
 use rdma_sys::{ibv_send_flags, ibv_wc, ibv_wc_opcode, ibv_wc_status};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
@@ -276,19 +276,9 @@ impl RmaWire for VerbsWire {
         Ok(())
     }
 
-    fn write_sync(
-        &mut self,
-        k: usize,
-        area: Area,
-        local: usize,
-        len: usize,
-        at: u64,
-    ) -> Result<(), String> {
+    fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String> {
         let r = self.peers[k].remote;
-        let (base, rkey) = match area {
-            Area::Rings => (r.ring_addr, r.ring_rkey),
-            Area::Window => (r.window_addr, r.window_rkey),
-        };
+        let (base, rkey) = (r.window_addr, r.window_rkey);
         let want = self.sync_done.get() + 1;
         self.peers[k]
             .qp
