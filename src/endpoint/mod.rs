@@ -362,14 +362,16 @@ impl Core {
 
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
-    // Without `verbs`, TCP is the only network transport.
-    #[allow(irrefutable_let_patterns)]
     pub(crate) fn set_closed(&self) {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            if let crate::transport::AnyTransport::Tcp(t) = t {
-                t.set_closed();
+            match t {
+                crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
+                #[cfg(feature = "ofi")]
+                crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
+                #[cfg(feature = "verbs")]
+                crate::transport::AnyTransport::Verbs(t) => t.set_closed(),
             }
         }
     }
