@@ -252,3 +252,100 @@ pub(crate) mod futex {
         }
     }
 }
+
+/// The heavy half of an asymmetric fence pair: `membarrier(2)`'s
+/// `GLOBAL_EXPEDITED` command makes every running thread of every process
+/// that registered for it execute a full memory barrier before the call
+/// returns (a thread not running passes one when it is switched in). A
+/// process that registered may then use a compiler fence where a Dekker
+/// handshake needs a full fence on its hot side, provided the other side
+/// calls [`membarrier::heavy`] after its own full fence — the doorbell's
+/// waker and sleeper ([`crate::wake`]). Linux 4.16 and later; elsewhere
+/// (or under a seccomp filter that forbids it) `supported` is false and
+/// both sides keep their fences.
+#[cfg(not(loom))]
+pub(crate) mod membarrier {
+    #![allow(unsafe_code)]
+    use super::{AtomicU8, Ordering};
+
+    // <linux/membarrier.h>
+    const CMD_QUERY: libc::c_long = 0;
+    const CMD_GLOBAL_EXPEDITED: libc::c_long = 1 << 1;
+    const CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_long = 1 << 2;
+
+    /// 0: not asked yet; 1: unsupported; 2: supported.
+    static SUPPORTED: AtomicU8 = AtomicU8::new(0);
+    /// Whether this process registered (its wakers may use a compiler fence).
+    static REGISTERED: AtomicU8 = AtomicU8::new(0);
+
+    fn call(cmd: libc::c_long) -> libc::c_long {
+        // SAFETY: membarrier takes no pointers; an unknown command is EINVAL.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_long,
+                0 as libc::c_long,
+            )
+        }
+    }
+
+    /// Whether this kernel offers the commands used here (the same answer
+    /// for every process of the host).
+    pub(crate) fn supported() -> bool {
+        match SUPPORTED.load(Ordering::Relaxed) {
+            0 => {
+                let q = call(CMD_QUERY);
+                let need = CMD_GLOBAL_EXPEDITED | CMD_REGISTER_GLOBAL_EXPEDITED;
+                let yes = q >= 0 && q & need == need;
+                SUPPORTED.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+            v => v == 2,
+        }
+    }
+
+    /// Register this process as a target of [`heavy`]; returns whether it
+    /// is registered. Idempotent.
+    pub(crate) fn register() -> bool {
+        if REGISTERED.load(Ordering::Relaxed) == 1 {
+            return true;
+        }
+        if !supported() || call(CMD_REGISTER_GLOBAL_EXPEDITED) != 0 {
+            return false;
+        }
+        // Only after the kernel has registered us do our wakers drop their
+        // fence (`registered` is read by the same thread or after a start
+        // that happens-after this store; a stale `false` only fences).
+        REGISTERED.store(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether this process registered.
+    #[inline(always)]
+    pub(crate) fn registered() -> bool {
+        REGISTERED.load(Ordering::Relaxed) == 1
+    }
+
+    /// A full barrier on every running thread of every registered process;
+    /// false if the kernel refused (then the caller must not rely on it).
+    pub(crate) fn heavy() -> bool {
+        supported() && call(CMD_GLOBAL_EXPEDITED) == 0
+    }
+}
+
+/// The light half of the pair: a compiler fence when this process is a
+/// registered target of [`membarrier::heavy`], else a SeqCst fence.
+/// Under loom always a SeqCst fence (loom models the pair this way: the
+/// heavy side's barrier runs, in effect, in the light side's thread).
+#[inline(always)]
+pub(crate) fn light_fence() {
+    #[cfg(not(loom))]
+    {
+        if membarrier::registered() {
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+            return;
+        }
+    }
+    fence(Ordering::SeqCst);
+}

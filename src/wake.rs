@@ -9,6 +9,18 @@
 //! other, so a wake-up is never lost. The sleeper also sleeps with a timeout,
 //! which bounds the damage of a peer that dies mid-protocol.
 //!
+//! Where the kernel offers `membarrier(2)` (see [`crate::sync::membarrier`])
+//! the handshake is asymmetric: the waker's fence — paid on every send while
+//! doorbells are on — becomes a compiler fence, and the sleeper, after its
+//! own fence, has the kernel run a full barrier on every thread of the
+//! job's processes (a few µs, paid only when about to sleep). That is what
+//! lets the default `auto` policy keep doorbells on and sleep when the
+//! machine is busy, without slowing sends on a quiet one. The sleeper
+//! always pays the heavy barrier when the kernel offers it, so a waker that
+//! could not register (and fences) and one that did (and does not) are
+//! both safe beside it. If the heavy barrier fails, the sleeper does not
+//! sleep.
+//!
 //! The doorbell lives in the shared mapping (so other processes can ring it)
 //! or in process memory; under loom the futex is modelled by a mutex and a
 //! condition variable, which loom checks for lost wake-ups.
@@ -16,6 +28,22 @@
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{fence, AtomicU32, Ordering};
 use std::time::Duration;
+
+/// The sleeper's heavy barrier: `membarrier` where the kernel offers it
+/// (every registered waker then has a full barrier between its publication
+/// and its look at `sleeping`); true where there is nothing to do (no
+/// waker can have left its fence out). False: the kernel refused.
+#[inline]
+fn heavy_barrier() -> bool {
+    #[cfg(not(loom))]
+    {
+        !crate::sync::membarrier::supported() || crate::sync::membarrier::heavy()
+    }
+    #[cfg(loom)]
+    {
+        true
+    }
+}
 
 /// One rank's doorbell. One cache line.
 #[repr(C, align(64))]
@@ -33,12 +61,6 @@ impl Doorbell {
         Doorbell::default()
     }
 
-    /// Reset in a freshly created mapping (published by the ready flag).
-    pub fn reset(&self) {
-        self.sleeping.store(0, Ordering::Relaxed);
-        self.word.store(0, Ordering::Relaxed);
-    }
-
     /// Sleeper: sleep until rung or `timeout` passes, unless `has_work`
     /// (called after announcing the sleep) finds something to do.
     /// Returns whether it actually slept.
@@ -52,6 +74,13 @@ impl Doorbell {
         // fence in `ring`. (MUTANT SleeperNoFence, loom only: no fence.)
         if !mutant::on(Mutant::SleeperNoFence) {
             fence(Ordering::SeqCst);
+        }
+        // SYNC POINT doorbell (sleeper side, asymmetric): the heavy barrier
+        // stands in for the fence that registered wakers leave out (see
+        // `ring`); without it this sleeper must not sleep.
+        if !heavy_barrier() {
+            self.sleeping.store(0, Ordering::Relaxed);
+            return false;
         }
         if has_work() {
             self.sleeping.store(0, Ordering::Relaxed);
@@ -69,14 +98,35 @@ impl Doorbell {
         // SYNC POINT doorbell (waker side): orders the publication before
         // reading `sleeping`; pairs with the fence in `sleep`.
         // (MUTANT WakerNoFence, loom only: no fence.)
+        // A registered process's fence is a compiler fence: the sleeper's
+        // heavy barrier runs the full one in this thread for it.
         if !mutant::on(Mutant::WakerNoFence) {
-            fence(Ordering::SeqCst);
+            crate::sync::light_fence();
         }
         if self.sleeping.load(Ordering::Relaxed) != 0 {
             // Release: a sleeper that sees the new word also sees the work.
             self.word.fetch_add(1, Ordering::Release);
             self.wake();
         }
+    }
+
+    /// Whether wakers may ring this doorbell cheaply (this kernel offers
+    /// the asymmetric barrier): the `auto` policy's doorbells are on only
+    /// then.
+    pub fn cheap_wakers() -> bool {
+        #[cfg(not(loom))]
+        return crate::sync::membarrier::supported();
+        #[cfg(loom)]
+        return false;
+    }
+
+    /// Let this process ring doorbells with a compiler fence instead of a
+    /// full one (see the module docs); returns whether it may.
+    pub fn register_waker() -> bool {
+        #[cfg(not(loom))]
+        return crate::sync::membarrier::register();
+        #[cfg(loom)]
+        return false;
     }
 
     #[cfg(not(loom))]

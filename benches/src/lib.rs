@@ -26,6 +26,7 @@
 
 pub mod anchor;
 pub mod bale;
+pub mod busy;
 pub mod child;
 pub use fastmsg::internal::copy;
 pub mod fastmsg_run;

@@ -1,6 +1,6 @@
 //! Running models, and asserting that loom catches a seeded mutant.
 
-use fastmsg::mutant::{self, Mutant};
+use fastmsg::internal::mutant::{self, Mutant};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;

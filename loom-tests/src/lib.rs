@@ -1,11 +1,12 @@
 //! Loom models of fastmsg's lock-free code.
 //!
-//! The models drive the very source files that ship — [`fastmsg::queue`],
-//! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`],
-//! `fastmsg::window`, `fastmsg::link` (public under loom only) — compiled
-//! against loom's atomics, cells and locks through `fastmsg`'s `sync`
-//! shim; frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring
-//! slots in `ring_store::LoomRing`, a `RingStore`, and window bytes in
+//! The models drive the very source files that ship —
+//! [`fastmsg::internal::queue`], [`fastmsg::internal::ring`],
+//! [`fastmsg::internal::flow`], [`fastmsg::internal::wake`],
+//! [`fastmsg::internal::window`], [`fastmsg::internal::link`] — compiled
+//! against loom's atomics, cells and locks through `fastmsg`'s `sync` shim;
+//! frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring slots in
+//! `ring_store::LoomRing`, a `RingStore`, and window bytes in
 //! `window_store::LoomWindow`, a `WindowMemory`, whose every byte access
 //! loom sees. They exist only when the workspace is built with
 //! `RUSTFLAGS="--cfg loom"`; otherwise this crate is empty, so
@@ -24,7 +25,7 @@
 //! | 7 link words | `link` | NIC thread, application | every departure (failure, goodbye) reported once, never lost behind an alert count already seen; a flush round makes the records before it visible |
 //!
 //! Each model module has the model passing on the real code and one test
-//! per seeded mutant (`fastmsg::mutant`, see `src/sync.rs`) asserting that
+//! per seeded mutant (`fastmsg::internal::mutant`, see `src/sync.rs`) asserting that
 //! loom reports the expected failure; `harness` runs both.
 //!
 //! Run (README, "Model checking"):

@@ -1,4 +1,4 @@
-//! Model 7: the TCP NIC's link words ([`fastmsg::link`]) — link state,
+//! Model 7: the TCP NIC's link words ([`fastmsg::internal::link`]) — link state,
 //! the alert count, the flush round — between the NIC thread and the
 //! application thread.
 //!
@@ -20,8 +20,8 @@
 use crate::harness::spawn_with;
 use crate::window_store::{LoomWindow, DATA};
 use fastmsg::error::NetError;
-use fastmsg::link::{Departure, Links};
-use fastmsg::window::WindowMemory;
+use fastmsg::internal::link::{Departure, Links};
+use fastmsg::internal::window::WindowMemory;
 use fastmsg::Rank;
 use loom::sync::Arc;
 use loom::thread;
@@ -96,7 +96,7 @@ fn flush() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn every_departure_reported_once() {

@@ -1,4 +1,4 @@
-//! Model 6: one-sided window words ([`fastmsg::window`]) — a flag-based
+//! Model 6: one-sided window words ([`fastmsg::internal::window`]) — a flag-based
 //! exchange over a window, the pattern of the handlers' barriers and of
 //! any put/get layer.
 //!
@@ -18,7 +18,7 @@
 
 use crate::harness::spawn_with;
 use crate::window_store::{LoomWindow, ACK, DATA, FLAG};
-use fastmsg::window::{load_word, store_word, WindowMemory};
+use fastmsg::internal::window::{load_word, store_word, WindowMemory};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -54,7 +54,7 @@ fn run() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn flag_after_data_two_rounds() {

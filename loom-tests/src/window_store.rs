@@ -5,7 +5,7 @@
 //! 8-byte words, loom atomics, at [`FLAG`] and [`ACK`]: the layout a
 //! flag-based exchange over a window uses (data first, the word after).
 
-use fastmsg::window::WindowMemory;
+use fastmsg::internal::window::WindowMemory;
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 

@@ -1,13 +1,23 @@
 //! Waiting for progress: spin, spin then yield, spin then sleep.
 //!
-//! Spinning is right when each rank has its own core and wrong when ranks
-//! share cores. [`WaitPolicy::Auto`] (the default) spins with the CPU's pause
-//! hint when the host has a core per local rank, and when oversubscribed
-//! spins only briefly before yielding the core each round, so a rank with
-//! work gets scheduled. [`WaitPolicy::Sleep`] goes further: after spinning
-//! and yielding it sleeps on its doorbell (a futex in the shared segment)
-//! until a sender or a credit return rings it — every send then pays a
-//! fence to check for sleepers, which is why it is not the default.
+//! Spinning is right when each rank has a core to itself and wrong when
+//! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
+//! twice. At start: a host with fewer CPUs than busy ranks is
+//! oversubscribed, and there a rank spins only briefly before yielding the
+//! core each round. Then, while running, it watches whether the core is
+//! wanted (see [`super::pressure`]): a rank that lost more than a fifth of
+//! its recent time waiting for a CPU (the scheduler's run delay) counts as
+//! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
+//! about as long as its waits usually last and then sleeps on its doorbell
+//! until a sender rings it, so the process that wants the core gets it and
+//! the rank is woken the moment its message lands. A rank nobody competes
+//! with spins, as fast as [`WaitPolicy::Spin`]; after a long idle spell it
+//! yields, and sleeps after [`AUTO_SLEEP_AFTER`]. Auto keeps doorbells on
+//! only where the kernel offers the asymmetric barrier (`membarrier`, see
+//! [`crate::wake`]), which makes a ring one load on a quiet machine;
+//! elsewhere a contended rank yields instead of sleeping.
+//! [`WaitPolicy::Sleep`] sleeps after a short spin whether or not the core
+//! is wanted.
 //!
 //! Once past spinning, every idle round checks what the watchdog found
 //! about peers (see [`super::health`]: a failed peer stops the wait with
@@ -18,6 +28,7 @@
 
 use super::core::Core;
 use super::health::Scope;
+use super::pressure;
 use crate::error::{ConfigError, ExtractError};
 use crate::id::Rank;
 use std::time::{Duration, Instant};
@@ -31,7 +42,9 @@ pub enum WaitPolicy {
     Yield,
     /// Spin, yield, then sleep until rung (futex).
     Sleep,
-    /// `Spin` when every local rank has a core, else `Yield`.
+    /// Spin while nothing else wants the core; when something does, or
+    /// the host has fewer cores than ranks, back off (sleep on the
+    /// doorbell, or yield).
     #[default]
     Auto,
 }
@@ -65,6 +78,13 @@ pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 
+/// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
+pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
+
+/// Idle rounds between two looks at the scheduler's verdict while an
+/// `auto` rank spins (a read of the thread's schedstat, ~1–2 µs).
+const PRESSURE_EVERY: u32 = 1024;
+
 /// The resolved parameters of a policy on this host.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WaitConfig {
@@ -74,44 +94,59 @@ pub(crate) struct WaitConfig {
     yield_: bool,
     /// Sleep once idle this long (None: never).
     sleep_after: Option<Duration>,
+    /// `auto` on a host not oversubscribed: watch whether the core is
+    /// wanted, and back off while it is.
+    adaptive: bool,
+    /// Whether senders ring doorbells, so this rank may sleep.
+    bells: bool,
 }
 
 impl WaitConfig {
     /// `oversubscribed`: whether this host's ranks have fewer CPUs than
-    /// busy threads (see [`crate::topology::Cpus::oversubscribed`]).
-    pub(crate) fn resolve(policy: WaitPolicy, oversubscribed: bool) -> WaitConfig {
+    /// busy threads (see [`crate::topology::Cpus::oversubscribed`]);
+    /// `bells`: whether senders ring doorbells ([`Self::sleeps`]).
+    pub(crate) fn resolve(policy: WaitPolicy, oversubscribed: bool, bells: bool) -> WaitConfig {
+        let plain = |spin_rounds, yield_, sleep_after| WaitConfig {
+            spin_rounds,
+            yield_,
+            sleep_after,
+            adaptive: false,
+            bells,
+        };
         match policy {
-            WaitPolicy::Spin => WaitConfig {
-                spin_rounds: u32::MAX,
-                yield_: false,
-                sleep_after: None,
-            },
-            WaitPolicy::Yield => WaitConfig {
-                spin_rounds: 16,
-                yield_: true,
-                sleep_after: None,
-            },
-            WaitPolicy::Sleep => WaitConfig {
-                spin_rounds: if oversubscribed { 16 } else { 4096 },
-                yield_: true,
-                sleep_after: Some(Duration::from_micros(if oversubscribed { 20 } else { 200 })),
-            },
-            WaitPolicy::Auto if oversubscribed => WaitConfig {
-                spin_rounds: 16,
-                yield_: true,
-                sleep_after: None,
-            },
+            WaitPolicy::Spin => plain(u32::MAX, false, None),
+            WaitPolicy::Yield => plain(16, true, None),
+            WaitPolicy::Sleep => plain(
+                if oversubscribed { 16 } else { 4096 },
+                true,
+                Some(Duration::from_micros(if oversubscribed { 20 } else { 200 })),
+            ),
+            WaitPolicy::Auto if oversubscribed => plain(16, true, None),
             WaitPolicy::Auto => WaitConfig {
                 spin_rounds: 1 << 16,
                 yield_: true,
-                sleep_after: None,
+                sleep_after: bells.then_some(AUTO_SLEEP_AFTER),
+                adaptive: true,
+                bells,
             },
         }
     }
 
-    /// Whether this policy sleeps (senders must ring doorbells).
+    /// Whether senders must ring doorbells under this policy: `sleep`
+    /// always; `auto` where the kernel makes a ring cheap (the same answer
+    /// on every rank of a host, as the shared segment requires). When
+    /// rings are on, this process also registers for the cheap ring.
     pub(crate) fn sleeps(policy: WaitPolicy) -> bool {
-        policy == WaitPolicy::Sleep
+        let on = match policy {
+            WaitPolicy::Sleep => true,
+            WaitPolicy::Auto => crate::wake::Doorbell::cheap_wakers(),
+            WaitPolicy::Spin | WaitPolicy::Yield => false,
+        };
+        if on {
+            // Failing only costs this process a fence per ring.
+            crate::wake::Doorbell::register_waker();
+        }
+        on
     }
 }
 
@@ -119,6 +154,12 @@ impl WaitConfig {
 #[derive(Debug)]
 pub(crate) struct Waiter {
     idle_rounds: u32,
+    /// `auto`: this wait backs off (the core is wanted).
+    backing_off: bool,
+    /// `auto`: rounds this wait spins before it first asks whether the
+    /// core is wanted (read from [`pressure`] at its first idle round).
+    short: u32,
+
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
     /// Whose failure stops this wait.
@@ -136,6 +177,8 @@ impl Waiter {
     pub(crate) fn new() -> Self {
         Waiter {
             idle_rounds: 0,
+            backing_off: false,
+            short: 0,
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
@@ -164,8 +207,15 @@ impl Waiter {
     /// Something happened: start spinning again.
     #[inline]
     pub(crate) fn busy(&mut self) {
+        if self.idle_rounds != 0 {
+            pressure::waited(
+                self.idle_rounds,
+                self.backing_off && self.idle_rounds > self.short,
+            );
+        }
         self.idle_rounds = 0;
         self.idle_since = None;
+        self.backing_off = false;
     }
 
     /// Nothing happened in the last round: wait a little, per policy.
@@ -197,6 +247,14 @@ impl Waiter {
             cfg.spin_rounds = cfg.spin_rounds.min(DRAIN_SPIN_ROUNDS);
         }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
+        if cfg.adaptive && !self.backing_off {
+            self.watch_pressure();
+        }
+        if self.backing_off {
+            // The core is wanted: spin only as long as waits usually last.
+            cfg.spin_rounds = self.short;
+            cfg.sleep_after = cfg.bells.then_some(Duration::ZERO);
+        }
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();
             if self.idle_rounds % 4096 != 0 {
@@ -222,8 +280,11 @@ impl Waiter {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
                     let has_work = || core.net.borrow().has_work() || ready();
-                    bell.get().sleep(SLEEP_TIMEOUT, has_work);
-                    return Ok(());
+                    if bell.get().sleep(SLEEP_TIMEOUT, has_work) {
+                        return Ok(());
+                    }
+                    // Not slept (work came, or the kernel refused the
+                    // barrier): go round again, yielding below.
                 }
             }
         }
@@ -233,6 +294,25 @@ impl Waiter {
             crate::sync::spin_loop();
         }
         Ok(())
+    }
+}
+
+impl Waiter {
+    /// `auto`: decide whether this wait backs off. Costs nothing in the
+    /// first rounds (most waits end there on a quiet machine); then one
+    /// look at the rank's contended flag, then a look at the scheduler's
+    /// evidence every [`PRESSURE_EVERY`] rounds.
+    #[inline]
+    fn watch_pressure(&mut self) {
+        let r = self.idle_rounds;
+        if r == 1 {
+            self.short = pressure::short_spin();
+        }
+        if r == self.short {
+            self.backing_off = pressure::contended();
+        } else if r > self.short && r % PRESSURE_EVERY == 0 {
+            self.backing_off = pressure::look();
+        }
     }
 }
 

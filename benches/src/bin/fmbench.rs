@@ -6,6 +6,7 @@
 //! cargo run --release -p fastmsg-benches --bin fmbench -- tune-copy
 //! cargo run --release -p fastmsg-benches --bin fmbench -- bale   # Bale kernels beside MPI
 //! cargo run --release -p fastmsg-benches --bin fmbench -- ucx    # just UCX's ucx_perftest cases
+//! cargo run --release -p fastmsg-benches --bin fmbench -- busy   # wait policies beside CPU hogs
 //! ```
 //!
 //! The suite builds `fmrun` and the `pingpong` example (release), tunes the
@@ -88,6 +89,30 @@ enum Cmd {
         /// Scale of the iteration counts.
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+    },
+    /// The wait policies with one CPU-bound process per CPU beside a
+    /// 2-rank ping-pong and a fine-grained histogram, and without:
+    /// `auto` against `spin`, `yield` and `sleep`, interleaved rounds,
+    /// medians.
+    Busy {
+        /// Rounds (each runs every case once).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Scale of the programs (1.0: 20,000 round trips, 2^18 updates
+        /// per rank).
+        #[arg(long, default_value_t = 0.5)]
+        scale: f64,
+        /// Niceness of the ranks and burners (negative needs root: on a
+        /// shared machine, makes the burners the only competition).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        nice: i32,
+    },
+    /// A CPU-bound process for `fmbench busy` (spins, then exits).
+    #[command(hide = true)]
+    Burn {
+        /// Seconds to spin.
+        #[arg(long, default_value_t = 60)]
+        secs: u64,
     },
     /// Measure the empty `extract` for each transport set-up.
     Extract {
@@ -173,6 +198,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let repo = repo.canonicalize().unwrap_or(repo);
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
+    if let Some(Cmd::Burn { secs }) = args.cmd {
+        fastmsg_benches::busy::burn(secs);
+        return Ok(());
+    }
+    if let Some(Cmd::Busy {
+        rounds,
+        scale,
+        nice,
+    }) = args.cmd
+    {
+        return busy(
+            &repo,
+            &target,
+            &args.out,
+            (rounds, scale, nice),
+            !args.no_build,
+        );
+    }
     if let Some(Cmd::Bale {
         ranks,
         runs,
@@ -359,5 +402,61 @@ fn bale(
     let lat = bale::agglat(&o)?;
     let load1 = fastmsg_benches::machine::loadavg();
     println!("{}", bale::markdown(&rows, Some(lat), (&load0, &load1)));
+    Ok(())
+}
+
+/// `fmbench busy`: build, run, print the table.
+fn busy(
+    repo: &std::path::Path,
+    target: &std::path::Path,
+    out: &std::path::Path,
+    (rounds, scale, nice): (usize, f64, i32),
+    build: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if build {
+        let ok = std::process::Command::new("cargo")
+            .current_dir(repo)
+            .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
+            .args([
+                "-p",
+                "fastmsg-examples",
+                "--example",
+                "pingpong",
+                "--example",
+                "histo",
+            ])
+            .status()?
+            .success();
+        if !ok {
+            return Err("building fmrun and the examples failed".into());
+        }
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        repo.join(out)
+    }
+    .join("busy");
+    let o = fastmsg_benches::busy::BusyOptions {
+        target: target.to_path_buf(),
+        rounds,
+        scale,
+        out,
+        nice,
+    };
+    let cells = fastmsg_benches::busy::run(&o)?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    use std::io::Write as _;
+    write!(
+        std::io::stdout().lock(),
+        "{}",
+        fastmsg_benches::busy::markdown(&cells, cpus, &load, nice)
+    )?;
     Ok(())
 }
