@@ -422,14 +422,14 @@ impl Transport for VerbsTransport {
 
     fn try_reserve(&mut self, dest: Rank, _remaining: u64) -> Option<TxFrame> {
         let k = self.peer_index(dest)?;
+        // SYNC POINT credit-return (acquire side): the peer's RDMA write of
+        // its released count.
         let credit = self.credit_word(k).load(Ordering::Acquire);
         let g = self.geometry;
         let p = &mut self.peers[k];
         if p.gone {
             return None;
         }
-        // SYNC POINT credit-return (acquire side): the peer's RDMA write of
-        // its released count.
         let pos = p.tx.try_reserve(|| credit)?;
         let off = self.ring_off(k) + (g.slot_of(pos) * g.slot_bytes) as usize;
         // SAFETY: the mirror slot of `pos` is ours until its credit returns.
@@ -509,6 +509,7 @@ impl Transport for VerbsTransport {
     fn has_credit(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| {
             let p = &self.peers[k];
+            // SYNC POINT credit-return (acquire side), as in `try_reserve`.
             p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
         })
     }
