@@ -198,8 +198,8 @@ pub(crate) const SHM: u8 = 0;
 /// the shared-memory transport called directly, a network one through
 /// `AnyTransport`. The engine keeps shm out of the enum so that its hot
 /// paths inline with no dispatch: as one more `AnyTransport` variant, the
-/// 0-byte self-send round cost 71 ns instead of 50 (the polled fragment
-/// went through memory).
+/// polled fragment went through memory and the 0-byte self-send round
+/// slowed down (BENCHMARKS.md, *The engine fix, and what remains*).
 macro_rules! on_transport {
     ($net:expr, $i:expr, $t:ident => $e:expr) => {{
         let i = $i as usize;
