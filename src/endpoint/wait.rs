@@ -8,7 +8,7 @@
 //! wanted (see [`super::pressure`]): a rank that lost more than a fifth of
 //! its recent time waiting for a CPU (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
-//! about as long as its waits usually last and then sleeps on its doorbell
+//! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
 //! until a sender rings it, so the process that wants the core gets it and
 //! the rank is woken the moment its message lands. A rank nobody competes
 //! with spins, as fast as [`WaitPolicy::Spin`]; after a long idle spell it
@@ -77,6 +77,12 @@ pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
 
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// Idle time a contended `auto` rank spins before it sleeps (after its
+/// usual wait's rounds): about what going to sleep and being woken cost
+/// (a futex wait, a wake, two context switches and the sleeper's
+/// `membarrier`), so that spinning never costs more than twice the best.
+pub const CONTENDED_SPIN: Duration = Duration::from_micros(50);
 
 /// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
@@ -251,9 +257,12 @@ impl Waiter {
             self.watch_pressure();
         }
         if self.backing_off {
-            // The core is wanted: spin only as long as waits usually last.
+            // The core is wanted: spin as long as waits usually last, and
+            // at most about what a sleep and a wake-up cost, then sleep
+            // (yield without doorbells).
             cfg.spin_rounds = self.short;
-            cfg.sleep_after = cfg.bells.then_some(Duration::ZERO);
+            cfg.yield_ = !cfg.bells;
+            cfg.sleep_after = cfg.bells.then_some(CONTENDED_SPIN);
         }
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();
