@@ -15,7 +15,7 @@
 //!   3 rings.
 
 use clap::Parser;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{NetMode, Rank, WaitPolicy};
 use std::cell::Cell;
 use std::net::TcpListener;

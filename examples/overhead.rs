@@ -7,7 +7,7 @@
 //! with `--only`, the instruction count per iteration is repeatable.
 
 use clap::Parser;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::Rank;
 use std::cell::Cell;
 use std::rc::Rc;

@@ -1,13 +1,20 @@
-//! Hidden entry points into crate-private code, for the fuzz targets in
-//! `fuzz/` (and, later, for whatever else must drive internals from
-//! outside the crate: loom models, benches — issue 13).
+//! Hidden entry points into crate-private code, for what must drive
+//! internals from outside the crate: the fuzz targets in `fuzz/` and the
+//! benches (feature `internal`), the loom models in `loom-tests/`
+//! (`--cfg loom`, where only the lock-free core is built).
 //!
-//! Compiled only with the `internal` cargo feature and hidden from the
-//! docs: **not** part of the public API, no semver promise. Everything
-//! here is a thin wrapper that forwards to the real code — no logic of its
-//! own — so what a fuzz target exercises is what ships.
+//! Hidden from the docs: **not** part of the public API, no semver
+//! promise. Everything here forwards to the real code — re-exports and
+//! thin wrappers, no logic of its own — so what a fuzz target, bench or
+//! loom model exercises is what ships.
 //!
-//! What is here, by the bytes it decodes:
+//! The lock-free core, as it is (loom models, benches, fuzz targets):
+//! `queue` (the shm receive queue and free list), `ring` (the network
+//! rings), `flow` (credits), `wake` (doorbells), `frame` (the fragment
+//! header), `link` (a network transport's link words), `window` (the
+//! one-sided window word protocol), and under loom `mutant` (the seeded mutants of `crate::sync`).
+//!
+//! Decoders and engine pieces, by the bytes they decode (not under loom):
 //! - `handler_table`: the handler-name table every rank sends rank 0 at
 //!   start;
 //! - `control`: the endpoint's control messages (table verdict, the
@@ -18,19 +25,57 @@
 //!   can check that what it hands out stays inside;
 //! - `copy`: the frame-copy strategies and tuner, for the benches (which
 //!   once compiled `src/copy.rs` a second time through `#[path]`).
-//!
-//! The fragment header ([`crate::frame`]), the rings ([`crate::ring`]) and
-//! the shared segment ([`crate::transport::shm`]) are public already and
-//! need nothing here.
+//! - `shm` also re-exports the segment and its layout, for the segment
+//!   fuzz target.
 
-/// The handler-name table exchanged at start (see `crate::handler`).
+/// The shared-memory transport's lock-free queues (see `crate::queue`).
+pub mod queue {
+    pub use crate::queue::*;
+}
+
+/// The network transports' rings (see `crate::ring`).
+pub mod ring {
+    pub use crate::ring::*;
+}
+
+/// Credit flow control (see `crate::flow`).
+pub mod flow {
+    pub use crate::flow::*;
+}
+
+/// Doorbells (see `crate::wake`).
+pub mod wake {
+    pub use crate::wake::*;
+}
+
+/// The fragment header (see `crate::frame`).
+pub mod frame {
+    pub use crate::frame::*;
+}
+
+/// The TCP NIC's link words (see `crate::link`).
+pub mod link {
+    pub use crate::link::*;
+}
+
+/// The one-sided window word protocol (see `crate::window`).
+pub mod window {
+    pub use crate::window::*;
+}
+
+/// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
+#[cfg(loom)]
+pub use crate::sync::mutant;
+
+#[cfg(not(loom))]
+/// The handler-name table exchanged at start (see `crate::endpoint::handler`).
 pub mod handler_table {
     use crate::error::ProtocolError;
     use crate::id::Rank;
 
     /// Encode a name table as a rank sends it to rank 0.
     pub fn encode(names: &[String]) -> Vec<u8> {
-        crate::handler::encode_table(names)
+        crate::endpoint::handler::encode_table(names)
     }
 
     /// Decode a table received from rank `src`.
@@ -38,7 +83,7 @@ pub mod handler_table {
     /// # Errors
     /// What the decoder refuses, as a [`ProtocolError`].
     pub fn decode(src: Rank, bytes: &[u8]) -> Result<Vec<String>, ProtocolError> {
-        crate::handler::decode_table(bytes)
+        crate::endpoint::handler::decode_table(bytes)
             .map_err(|what| ProtocolError::BadControl { src: src.0, what })
     }
 
@@ -47,10 +92,11 @@ pub mod handler_table {
         a: &[String],
         b: &[String],
     ) -> Option<(u32, Option<String>, Option<String>)> {
-        crate::handler::first_difference(a, b)
+        crate::endpoint::handler::first_difference(a, b)
     }
 }
 
+#[cfg(not(loom))]
 /// The endpoint's control messages (see `crate::endpoint::control`).
 pub mod control {
     use crate::endpoint::control as inner;
@@ -186,6 +232,7 @@ pub mod control {
     }
 }
 
+#[cfg(not(loom))]
 /// The TCP transport's write records and software NIC (see
 /// `crate::transport::tcp`).
 pub mod tcp {
@@ -296,33 +343,34 @@ pub mod tcp {
 
         /// Peer `k`'s credit word (its released count of our sends).
         pub fn credit(&self, k: usize) -> u64 {
+            // SYNC POINT credit-return (acquire side), as the transport's.
             self.shared.credit_word(k).load(Ordering::Acquire)
         }
 
         /// Peer `k`'s link state.
         pub fn link(&self, k: usize) -> LinkState {
-            let link = &self.shared.links[k];
-            match link.state.load(Ordering::Acquire) {
+            let links = &self.shared.links;
+            match links.state(k) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
                 LEFT => LinkState::Left,
-                FAILED => {
-                    LinkState::Failed(link.error.lock().unwrap_or_else(|p| p.into_inner()).clone())
-                }
+                FAILED => LinkState::Failed(links.error(k)),
                 s => unreachable!("link state {s}"),
             }
         }
 
         /// The last flush round peer `k` sent.
         pub fn flushed(&self, k: usize) -> u64 {
-            self.shared.links[k].flushed.load(Ordering::Acquire)
+            self.shared.links.flushed(k)
         }
     }
 }
 
+#[cfg(not(loom))]
 /// The shared-memory transport (see `crate::transport::shm`).
 pub mod shm {
-    use crate::transport::ShmTransport;
+    pub use crate::transport::shm::{layout, segment, ShmConfig, ShmJob, ShmTransport};
+    pub use crate::transport::Transport;
 
     /// Where `t`'s mapping of the segment lies: (base address, length).
     /// Every fragment it hands out must lie inside.
@@ -333,6 +381,7 @@ pub mod shm {
     }
 }
 
+#[cfg(not(loom))]
 /// The frame-copy strategies and their tuner (see `crate::copy`), for the
 /// benchmark suite: `fmbench tune-copy` measures and stores the plan, the
 /// criterion benches time each strategy.

@@ -7,22 +7,38 @@
 //! scatters (an `async` handler pulls pieces out of arrived frames and is
 //! resumed when more arrive), `extract` polls every transport in turn.
 //!
+//! ## Layers
+//!
+//! Each module of `src/` imports only modules of the layers below its own
+//! (`scripts/layers.py check`, run by `.ci/house-rules`, reads this table;
+//! test-only files may drive a layer from above). Highest first:
+//!
 //! ```text
-//!  examples/ benches/ handlers/ (collectives, public API only)
-//!     │
-//!  endpoint   registry · begin/send_piece/end · extract · credits · waiting
-//!     │       one polling loop over every transport, no adaptive scheme
-//!  transport  the contract: frames out, frames in, credit, release in order
-//!     └── shm    SMT (HPVM §5): lock-free free list + receive queue
-//!  queue · flow · wake   the lock-free core, through the `sync` shim
-//!  frame      the fragment header shared by all transports
-//!  bootstrap  rank/size/job from fmrun, Slurm, Open MPI, PMI; threads
-//!  log · settings · topology   diagnostics, the FASTMSG_* table and
-//!             report, the CPU facts the wait policy uses (off the hot paths)
+//! layers:begin
+//! internal     | fuzz hooks over crate-private decoders (feature `internal`)
+//! threads      | the thread launcher: ranks as threads of one process
+//! endpoint     | registry · start-up · begin/send_piece/end · extract · credits
+//!              | · waiting · the configuration report; one polling loop
+//! transport    | frames out, frames in, credit, release in order:
+//!              | shm (SMT: free list + receive queue), tcp, verbs
+//! topology     | the CPU facts the wait policy decides by
+//! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
+//! netio        | authenticated TCP connections: auth, gate, connect/retry
+//! queue ring   | the lock-free shm queues; the network rings
+//! frame wake flow watch window link copy | fragment header, doorbells,
+//!              | credit lines, the watchdog, RMA windows, network link
+//!              | words, copy strategies
+//! log          | diagnostics (tracing)
+//! settings     | the FASTMSG_* table; the only reader of those variables
+//! error        | typed errors of every layer
+//! sync id      | the atomics shim (loom swaps it); ranks, handler ids
+//! layers:end
 //! ```
 //!
-//! Everything under `queue`, `flow` and `wake` reaches atomics only through
-//! `sync`, so the loom models in `loom-tests/` check the shipped code.
+//! `examples/`, `benches/` and `handlers/` (the collectives) use the public
+//! API only. Everything under `queue`, `flow` and `wake` reaches atomics
+//! only through `sync`, so the loom models in `loom-tests/` check the
+//! shipped code.
 
 #![warn(missing_docs)]
 
@@ -31,6 +47,11 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+// The public API: the endpoint and what it is built from (`bootstrap`
+// for the job's facts, `threads` to run ranks as threads), typed errors,
+// ids, the settings table and logging. Everything else is crate-private;
+// the loom models, benches and fuzz targets reach what they drive through
+// the hidden `internal` module.
 #[cfg(not(loom))]
 pub mod bootstrap;
 #[cfg(not(loom))]
@@ -38,31 +59,40 @@ pub(crate) mod copy;
 #[cfg(not(loom))]
 pub mod endpoint;
 pub mod error;
-pub mod flow;
-pub mod frame;
-#[cfg(not(loom))]
-pub(crate) mod handler;
+// The lock-free core (`flow`, `queue`, `ring`, `wake`) keeps entry points
+// that only the loom models, benches and fuzz targets call (through
+// `internal`): dead code to a build without them.
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod flow;
+pub(crate) mod frame;
 pub mod id;
-/// Crate-private decoders for the fuzz targets; not public API (see the
-/// module docs). Only with the `internal` feature.
-#[cfg(all(feature = "internal", not(loom)))]
+/// Crate-private code for the fuzz targets, benches (feature `internal`)
+/// and loom models (`--cfg loom`); not public API (see the module docs).
+#[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
-pub mod queue;
-pub mod ring;
+#[cfg(not(loom))]
+pub(crate) mod netio;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod queue;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod ring;
 #[cfg(not(loom))]
 pub mod settings;
 pub(crate) mod sync;
 #[cfg(not(loom))]
-pub mod topology;
+pub mod threads;
 #[cfg(not(loom))]
-pub mod transport;
-pub mod wake;
+pub(crate) mod topology;
+#[cfg(not(loom))]
+pub(crate) mod transport;
+#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
+pub(crate) mod wake;
 #[cfg(not(loom))]
 pub(crate) mod watch;
-#[cfg(not(loom))]
 pub(crate) mod window;
 
 #[cfg(not(loom))]
@@ -90,16 +120,12 @@ pub use crate::endpoint::{
 /// ```
 #[cfg(not(loom))]
 pub mod prelude {
+    pub use crate::endpoint::handler::HandlerResult;
     pub use crate::endpoint::{Ctx, Endpoint, EndpointBuilder, Message, Piece};
     pub use crate::error::Error;
-    pub use crate::handler::HandlerResult;
     pub use crate::id::{HandlerId, Rank};
 }
-pub use crate::error::Error;
 #[cfg(not(loom))]
-pub use crate::handler::HandlerResult;
+pub use crate::endpoint::handler::HandlerResult;
+pub use crate::error::Error;
 pub use crate::id::{HandlerId, Rank, WindowId};
-/// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
-#[cfg(loom)]
-#[doc(hidden)]
-pub use crate::sync::mutant;

@@ -46,7 +46,7 @@ thread_local! {
 }
 
 /// Tag this thread's lines with `rank` (ranks run as threads of one
-/// process in [`crate::bootstrap::threads`]).
+/// process in [`crate::threads`]).
 pub fn set_thread_rank(rank: u32) {
     THREAD_RANK.with(|r| r.set(Some(rank)));
 }

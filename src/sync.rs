@@ -19,11 +19,17 @@
 pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
+/// A lock loom can see (the link error a NIC thread hands over, `crate::link`).
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
+/// A lock loom can see (the link error a NIC thread hands over, `crate::link`).
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
 
 /// Test-and-set of a 0/1 flag: set it to 1 and return what it held.
 ///
@@ -90,7 +96,7 @@ impl<T> UnsafeCell<T> {
 
 /// Seeded mutants: the loom suite's proof that each model can fail.
 ///
-/// A handful of spots in the queue, ring, credit and doorbell code ask
+/// A handful of spots in the queue, ring, credit, doorbell, window and link code ask
 /// [`on`](mutant::on) whether one named bug should be planted there (an
 /// ordering weakened, a fence or a check left out). Outside `--cfg loom`
 /// `on` is a `const fn` returning `false` and [`weaken`](mutant::weaken)
@@ -132,6 +138,18 @@ pub mod mutant {
         /// `RingRx::try_take`: a slot still holding last lap's fragment is
         /// taken as holding this one (a flag test without the lap).
         RingTakesLastLap,
+        /// `window::store_word`: the word store is Relaxed, not Release.
+        WindowStoreRelaxed,
+        /// `window::load_word`: the word load is Relaxed, not Acquire.
+        WindowLoadRelaxed,
+        /// `Links::fail` / `Links::leave`: the alert count is bumped
+        /// Relaxed, not Release.
+        LinkAlertRelaxed,
+        /// `Links::fail` / `Links::leave`: the alert count is bumped before
+        /// the link's state is stored.
+        LinkAlertFirst,
+        /// `Links::mark_flushed`: the flush round is stored Relaxed.
+        FlushRelaxed,
     }
 
     #[cfg(loom)]

@@ -61,12 +61,6 @@ impl Doorbell {
         Doorbell::default()
     }
 
-    /// Reset in a freshly created mapping (published by the ready flag).
-    pub fn reset(&self) {
-        self.sleeping.store(0, Ordering::Relaxed);
-        self.word.store(0, Ordering::Relaxed);
-    }
-
     /// Sleeper: sleep until rung or `timeout` passes, unless `has_work`
     /// (called after announcing the sleep) finds something to do.
     /// Returns whether it actually slept.

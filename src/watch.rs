@@ -136,7 +136,7 @@ impl Drop for Watchdog {
 }
 
 /// Watches the supervisor's abort flag (threads launched by
-/// [`crate::bootstrap::threads`]).
+/// [`crate::threads`]).
 #[derive(Debug)]
 pub(crate) struct AbortProbe {
     pub(crate) flag: Arc<crate::sync::AtomicBool>,

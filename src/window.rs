@@ -10,11 +10,20 @@
 //! with `put_u64` and read with `read_u64` are atomic (Release / Acquire),
 //! so a flag written after data makes the data visible to whoever sees
 //! the flag.
+//!
+//! The word protocol is [`store_word`] / [`load_word`], over any
+//! [`WindowMemory`]: the rank's area in the shared segment, written by a
+//! peer on this host or by the TCP NIC, or, under `--cfg loom`, the model
+//! memory of `loom-tests/src/window.rs`, which runs these functions.
 
 #![allow(unsafe_code)]
+// Under loom only the word protocol is used (the tables and the raw area
+// belong to the endpoint, which loom builds leave out).
+#![cfg_attr(loom, allow(dead_code))]
 
 use crate::error::PutError;
 use crate::id::{Rank, WindowId};
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{AtomicU64, Ordering};
 
 /// A registered window: name, offset in the rank's window area, size.
@@ -90,13 +99,41 @@ impl WindowTable {
     }
 }
 
+/// Memory that holds a window area: 8-byte words reached atomically, the
+/// rest as bytes.
+pub trait WindowMemory {
+    /// The aligned 8-byte word at byte `at`.
+    fn word(&self, at: u64) -> &AtomicU64;
+    /// Copy `data` to byte `at`.
+    fn copy_in(&self, at: u64, data: &[u8]);
+    /// Copy the bytes at `at` into `buf`.
+    fn copy_out(&self, at: u64, buf: &mut [u8]);
+}
+
+/// Release-store `v` in the word at `at` (`put_u64` lands here).
+pub fn store_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, v: u64) {
+    // SYNC POINT window-word (release side): earlier writes (a `put`'s
+    // data) are visible to whoever Acquire-loads this word (`load_word`).
+    let order = mutant::weaken(Mutant::WindowStoreRelaxed, Ordering::Release);
+    mem.word(at).store(v, order);
+}
+
+/// Acquire-load the word at `at` (`read_u64`).
+pub fn load_word<M: WindowMemory + ?Sized>(mem: &M, at: u64) -> u64 {
+    // SYNC POINT window-word (acquire side): pairs with `store_word`.
+    let order = mutant::weaken(Mutant::WindowLoadRelaxed, Ordering::Acquire);
+    mem.word(at).load(order)
+}
+
 /// A rank's window area in memory (its own, or a peer's on this host).
+#[cfg(not(loom))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WindowArea {
     base: *mut u8,
     len: u64,
 }
 
+#[cfg(not(loom))]
 impl WindowArea {
     /// An area of `len` bytes at `base`.
     ///
@@ -114,6 +151,29 @@ impl WindowArea {
         (self.base, self.len)
     }
 
+    /// Acquire-load the word at `at` ([`load_word`]).
+    pub(crate) fn load_u64(&self, at: u64) -> u64 {
+        load_word(self, at)
+    }
+
+    /// Release-store `v` at `at` ([`store_word`]).
+    pub(crate) fn store_u64(&self, at: u64, v: u64) {
+        store_word(self, at, v)
+    }
+
+    /// Copy `data` to `at`.
+    pub(crate) fn write(&self, at: u64, data: &[u8]) {
+        self.copy_in(at, data)
+    }
+
+    /// Copy bytes at `at` into `buf`.
+    pub(crate) fn read(&self, at: u64, buf: &mut [u8]) {
+        self.copy_out(at, buf)
+    }
+}
+
+#[cfg(not(loom))]
+impl WindowMemory for WindowArea {
     fn word(&self, at: u64) -> &AtomicU64 {
         assert!(
             at % 8 == 0 && at + 8 <= self.len,
@@ -124,21 +184,7 @@ impl WindowArea {
         unsafe { AtomicU64::from_ptr(self.base.add(at as usize) as *mut u64) }
     }
 
-    /// Acquire-load the word at `at`.
-    pub(crate) fn load_u64(&self, at: u64) -> u64 {
-        // SYNC POINT window-word (acquire side): pairs with `store_u64`.
-        self.word(at).load(Ordering::Acquire)
-    }
-
-    /// Release-store `v` at `at`.
-    pub(crate) fn store_u64(&self, at: u64, v: u64) {
-        // SYNC POINT window-word (release side): earlier writes (a `put`'s
-        // data) are visible to whoever Acquire-loads this word.
-        self.word(at).store(v, Ordering::Release);
-    }
-
-    /// Copy `data` to `at`.
-    pub(crate) fn write(&self, at: u64, data: &[u8]) {
+    fn copy_in(&self, at: u64, data: &[u8]) {
         assert!(
             at + data.len() as u64 <= self.len,
             "window write out of the area"
@@ -149,8 +195,7 @@ impl WindowArea {
         }
     }
 
-    /// Copy bytes at `at` into `buf`.
-    pub(crate) fn read(&self, at: u64, buf: &mut [u8]) {
+    fn copy_out(&self, at: u64, buf: &mut [u8]) {
         assert!(
             at + buf.len() as u64 <= self.len,
             "window read out of the area"

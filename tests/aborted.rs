@@ -9,8 +9,8 @@
 mod common;
 
 use common::procs::{self, Spawner};
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{ExtractError, ReceiveError, SendError};
+use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Rank};
 use std::cell::RefCell;
 use std::rc::Rc;

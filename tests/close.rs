@@ -2,7 +2,7 @@
 //! user message is left anywhere — not in a pending queue, not in flight,
 //! and not about to be sent by a handler that runs while ranks close.
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{Rank, WaitPolicy};
 use std::cell::Cell;
 use std::rc::Rc;

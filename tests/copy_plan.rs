@@ -7,7 +7,7 @@
 //! One test in this binary: it sets the process environment before any
 //! endpoint exists, so no other test can race with it.
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::Rank;
 use std::cell::Cell;
 use std::rc::Rc;

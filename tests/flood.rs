@@ -6,7 +6,7 @@
 mod common;
 
 use common::{message, Checker};
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{Config, EndpointBuilder, Error, Rank, WaitPolicy};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

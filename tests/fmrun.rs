@@ -45,7 +45,7 @@ fn fmrun(args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 fn leftovers(pid: u32) -> Vec<String> {
-    let prefix = fastmsg::transport::shm::segment::job_file_prefix(&format!("fm{pid}"));
+    let prefix = fastmsg::bootstrap::job_file_prefix(&format!("fm{pid}"));
     std::fs::read_dir("/dev/shm")
         .unwrap()
         .flatten()

@@ -7,7 +7,7 @@
 
 mod common;
 
-use fastmsg::transport::shm::segment::job_file_prefix;
+use fastmsg::bootstrap::job_file_prefix;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,8 +1,8 @@
 //! Declare-then-define handler ids, whole-message handlers, idle hooks and
 //! `quiesce`, on the thread entry point.
 
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{ExtractError, ReceiveError, StartError};
+use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error, Rank};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -92,7 +92,7 @@ fn a_program_started_by_hand_runs_as_one_rank() {
     assert!(stdout.contains("SINGLETON-OK"), "{stdout}");
     // FASTMSG_LOG=info shows the start-up line, tagged with the rank.
     assert!(
-        stderr.contains("fastmsg[rank 0] INFO fastmsg::endpoint::builder: rank 0 of 1 started"),
+        stderr.contains("fastmsg[rank 0] INFO fastmsg::endpoint::startup: rank 0 of 1 started"),
         "{stderr}"
     );
 }
@@ -288,8 +288,8 @@ fn singleton_stderr(env: &[(&str, &str)]) -> String {
 
 #[test]
 fn the_log_filter_works_per_module() {
-    let start = "INFO fastmsg::endpoint::builder: rank 0 of 1 started";
-    let on = singleton_stderr(&[("FASTMSG_LOG", "warn,fastmsg::endpoint::builder=info")]);
+    let start = "INFO fastmsg::endpoint::startup: rank 0 of 1 started";
+    let on = singleton_stderr(&[("FASTMSG_LOG", "warn,fastmsg::endpoint::startup=info")]);
     assert!(on.contains(start), "{on}");
     let off = singleton_stderr(&[("FASTMSG_LOG", "warn,fastmsg::copy=info")]);
     assert!(!off.contains(start), "{off}");

@@ -6,7 +6,7 @@
 mod common;
 
 use common::storm::storm_rank;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{Config, NetMode, Rank, WaitPolicy};
 use std::time::Duration;
 

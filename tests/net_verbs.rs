@@ -4,8 +4,8 @@
 //! kernel: `ibv_get_device_list` fails), `VerbsError::NotBuilt` without it.
 //! Nothing is waited for: the error comes before the rendezvous.
 
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{StartError, VerbsError};
+use fastmsg::threads;
 use fastmsg::{Error, NetMode};
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 
 #![cfg(feature = "stats")]
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::Rank;
 use std::cell::Cell;
 use std::rc::Rc;

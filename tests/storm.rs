@@ -9,7 +9,7 @@
 mod common;
 
 use common::storm::storm_rank;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::EndpointBuilder;
 
 fn run_storm(ranks: u32, queues: Option<u32>, msgs: usize, max_len: usize) {

@@ -1,8 +1,8 @@
 //! One-sided windows: every rank puts flags and data into the others'
 //! windows; words are atomic and a flag put after data publishes the data.
 
-use fastmsg::bootstrap::threads;
 use fastmsg::error::{PutError, StartError};
+use fastmsg::threads;
 
 // (StartError::HandlerMismatch also names windows of equal total size.)
 use fastmsg::{Error, Rank, WaitPolicy};
@@ -72,7 +72,7 @@ fn bad_puts_are_typed_errors() {
         |_| {},
         |mut b| {
             let w = b.window("w", 100);
-            let mut ep = b.start()?;
+            let ep = b.start()?;
             assert!(matches!(
                 ep.put(w, Rank(1), 90, &[0; 11]),
                 Err(PutError::OutOfBounds {

@@ -28,10 +28,10 @@
 #![allow(unsafe_code)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fastmsg::bootstrap::{threads, JobInfo, Launcher};
-use fastmsg::flow::{CreditLine, CreditReturn, CreditWindow};
-use fastmsg::frame::{FragFlags, FragHeader};
-use fastmsg::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
+use fastmsg::bootstrap::{fresh_job_id, JobInfo, Launcher};
+use fastmsg::internal::flow::{CreditLine, CreditReturn, CreditWindow};
+use fastmsg::internal::frame::{FragFlags, FragHeader};
+use fastmsg::internal::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
 use fastmsg::{Config, EndpointBuilder};
 use fastmsg_benches::copy::{self, kernel::detect_kernel, Strategy};
 use std::hint::black_box;
@@ -41,7 +41,7 @@ fn extract(c: &mut Criterion) {
     for setup in fastmsg_benches::suite::EXTRACT {
         // A 1-rank job built on this thread, exactly as `threads::run(1, …)`
         // builds its rank (criterion cannot move to another thread).
-        let job = threads::fresh_job_id();
+        let job = fresh_job_id();
         let mut cfg = Config::new(JobInfo::single_host(0, 1, &job, Launcher::Threads));
         (setup.configure)(&mut cfg);
         let mut ep = EndpointBuilder::new(cfg).start().expect("1-rank endpoint");

@@ -4,7 +4,7 @@
 
 use crate::child::{self, ChildRunError};
 use crate::stats::median;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,7 +148,7 @@ pub fn empty_extract(
     setup: &ExtractSetup,
     iters: u64,
     runs: u32,
-) -> Result<f64, fastmsg::bootstrap::threads::RankError> {
+) -> Result<f64, fastmsg::threads::RankError> {
     let v = threads::run(1, setup.configure, |b| {
         let mut ep = b.start()?;
         let mut per = Vec::new();

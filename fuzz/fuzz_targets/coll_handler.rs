@@ -14,7 +14,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::error::{ExtractError, ReceiveError};
 use fastmsg::Rank;
 use fastmsg_handlers::internal::wire::{emit, KINDS};

@@ -1,4 +1,4 @@
-//! The fragment header (`fastmsg::frame`), as it arrives in a ring
+//! The fragment header (`fastmsg::internal::frame`), as it arrives in a ring
 //! trailer: the 40 trailer bytes parse and re-encode to the same bytes,
 //! and `FragHeader::check` accepts exactly the headers its contract
 //! describes and, when it refuses, names the first bad field.
@@ -6,8 +6,8 @@
 #![no_main]
 
 use fastmsg::error::ProtocolError;
-use fastmsg::frame::FragFlags;
-use fastmsg::ring::{Trailer, TRAILER_BYTES};
+use fastmsg::internal::frame::FragFlags;
+use fastmsg::internal::ring::{Trailer, TRAILER_BYTES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: (u16, u32, [u8; TRAILER_BYTES])| {

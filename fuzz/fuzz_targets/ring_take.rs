@@ -1,4 +1,4 @@
-//! Taking fragments from a network ring (`fastmsg::ring::RingRx`) whose
+//! Taking fragments from a network ring (`fastmsg::internal::ring::RingRx`) whose
 //! memory a hostile or broken writer controls: well-formed and malformed
 //! trailers, stamps of any value, slots overwritten before release.
 //!
@@ -13,8 +13,8 @@
 
 use arbitrary::Arbitrary;
 use fastmsg::error::ProtocolError;
-use fastmsg::frame::FragHeader;
-use fastmsg::ring::{
+use fastmsg::internal::frame::FragHeader;
+use fastmsg::internal::ring::{
     place, RingGeometry, RingRegion, RingRx, RingStore, TrailerBody, TRAILER_BYTES,
 };
 use libfuzzer_sys::fuzz_target;
@@ -70,7 +70,7 @@ struct Model {
 fn body_from(bytes: &[u8; 32]) -> TrailerBody {
     let mut t = [0u8; TRAILER_BYTES];
     t[..32].copy_from_slice(bytes);
-    fastmsg::ring::Trailer::from_bytes(&t).body
+    fastmsg::internal::ring::Trailer::from_bytes(&t).body
 }
 
 fuzz_target!(|input: Input| {

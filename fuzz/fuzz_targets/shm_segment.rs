@@ -1,5 +1,5 @@
 //! The shared segment as another local process may leave it
-//! (`fastmsg::transport::shm`): a rank that is not the creator opens a
+//! (`fastmsg::internal::shm`): a rank that is not the creator opens a
 //! segment file whose bytes are fuzzed — a real segment with hostile
 //! patches (header fields, SMT map entries, queue counters, published
 //! queue slots with any descriptor, frame flags) or any bytes at all —
@@ -15,12 +15,12 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use fastmsg::frame::FragHeader;
+use fastmsg::internal::frame::FragHeader;
 use fastmsg::internal::shm::mapping;
-use fastmsg::transport::shm::layout::{Layout, Params};
-use fastmsg::transport::shm::segment::{segment_path, Segment, CREATOR_LINE};
-use fastmsg::transport::shm::{ShmConfig, ShmJob, ShmTransport};
-use fastmsg::transport::Transport;
+use fastmsg::internal::shm::layout::{Layout, Params};
+use fastmsg::internal::shm::segment::{segment_path, Segment, CREATOR_LINE};
+use fastmsg::internal::shm::{ShmConfig, ShmJob, ShmTransport};
+use fastmsg::internal::shm::Transport;
 use fastmsg::Rank;
 use libfuzzer_sys::fuzz_target;
 use std::os::unix::fs::PermissionsExt;

@@ -18,7 +18,7 @@ use fastmsg::internal::tcp::{
     encode_header, LinkState, NicMemory, BYE_RECORD, CREDIT, FLUSH, HEADER_BYTES, PUT, PUT_U64,
     RING,
 };
-use fastmsg::ring::{RingGeometry, RingRx, RingStore, TRAILER_BYTES};
+use fastmsg::internal::ring::{RingGeometry, RingRx, RingStore, TRAILER_BYTES};
 use fastmsg::Rank;
 use fastmsg_fuzz::{fed_stream, u32_at, u64_at};
 use libfuzzer_sys::fuzz_target;
@@ -253,7 +253,7 @@ fn model(bytes: &[u8], g: RingGeometry, window_len: u64) -> PeerModel {
     }
 }
 
-fn read_words(r: &fastmsg::ring::RingRegion, from: usize, to: usize) -> Vec<u8> {
+fn read_words(r: &fastmsg::internal::ring::RingRegion, from: usize, to: usize) -> Vec<u8> {
     (from..to)
         .step_by(8)
         .flat_map(|at| r.word(at).load(Ordering::Relaxed).to_le_bytes())

@@ -26,7 +26,7 @@ use std::rc::Rc;
 /// registered plain-function handler and one one-sided window.
 ///
 /// ```
-/// use fastmsg::{bootstrap::threads, Rank};
+/// use fastmsg::{threads, Rank};
 /// use fastmsg_handlers::{CollConfig, Collectives, Op};
 ///
 /// let out = threads::run(4, |_| {}, |mut b| {

@@ -44,8 +44,9 @@ pub enum BarrierAlgo {
     /// For the world group: [`Hierarchical`](Self::Hierarchical) when the
     /// ranks span more than one host (only the hosts' masters cross the
     /// network, ⌈log2 hosts⌉ network steps; every rank knows this from
-    /// its own `local_ranks`, without talking; across two network
-    /// namespaces × 2 ranks: 37 µs against one-sided's 63). On one host:
+    /// its own `local_ranks`, without talking; faster than one-sided
+    /// across two network namespaces: BENCHMARKS.md, *Cross-host
+    /// collectives*). On one host:
     /// [`OneSided`](Self::OneSided) unless ranks outnumber cores three
     /// times or more, then [`Hierarchical`](Self::Hierarchical) (flat SMP
     /// on one host). Measured on 2 cores: one-sided is fastest at 2 and 4
@@ -129,10 +130,10 @@ pub enum AllreduceAlgo {
     /// [`OneSided`](Self::OneSided) with a core per rank,
     /// [`Smp`](Self::Smp) when ranks outnumber cores twice or more;
     /// otherwise — sub-groups, more than 1 KiB, ranks on several hosts —
-    /// [`RecursiveDoubling`](Self::RecursiveDoubling) (1 f64 across two
-    /// network namespaces over TCP: 26 µs against the one-sided form's 43
-    /// with 1 rank per host, 68 against 97 with 2; the one-sided form
-    /// pays two write records per step).
+    /// [`RecursiveDoubling`](Self::RecursiveDoubling) (faster than the
+    /// one-sided form for 1 f64 across two network namespaces over TCP,
+    /// which pays two write records per step: BENCHMARKS.md, *Cross-host
+    /// collectives*).
     #[default]
     Auto,
 }

@@ -7,7 +7,7 @@ mod common;
 
 use bytemuck::{Pod, Zeroable};
 use common::{rng, serial};
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error, Rank};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use fastmsg_handlers::{CollConfig, Collectives, Op};

@@ -12,7 +12,7 @@
 
 mod common;
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::Rank;
 use fastmsg_handlers::{AllreduceAlgo, BarrierAlgo, CollConfig, CollError, Collectives, Op};
 use std::process::{Command, Stdio};

@@ -20,10 +20,10 @@
 //! the final published total equals what was sent, and no deadlock.
 
 use crate::harness::spawn_with;
-use fastmsg::flow::{CreditLine, CreditReturn, CreditWindow};
-use fastmsg::frame::FragHeader;
-use fastmsg::queue::{RecvQueue, Slot, SlotBody};
-use fastmsg::wake::Doorbell;
+use fastmsg::internal::flow::{CreditLine, CreditReturn, CreditWindow};
+use fastmsg::internal::frame::FragHeader;
+use fastmsg::internal::queue::{RecvQueue, Slot, SlotBody};
+use fastmsg::internal::wake::Doorbell;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use std::time::Duration;
@@ -128,7 +128,7 @@ fn run() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn window_of_one_three_fragments() {

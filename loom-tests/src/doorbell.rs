@@ -17,9 +17,9 @@
 //!   the sleeper.
 
 use crate::harness::spawn_with;
-use fastmsg::frame::FragHeader;
-use fastmsg::queue::{RecvQueue, Slot, SlotBody};
-use fastmsg::wake::Doorbell;
+use fastmsg::internal::frame::FragHeader;
+use fastmsg::internal::queue::{RecvQueue, Slot, SlotBody};
+use fastmsg::internal::wake::Doorbell;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use std::time::Duration;
@@ -109,7 +109,7 @@ fn two_senders() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn no_lost_wake_up_one_sender() {

@@ -1,6 +1,6 @@
 //! A [`FrameStore`] on ordinary memory whose every byte access loom sees.
 
-use fastmsg::queue::FrameStore;
+use fastmsg::internal::queue::FrameStore;
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU32;
 

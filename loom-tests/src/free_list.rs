@@ -20,7 +20,7 @@
 //! is clearing.
 
 use crate::frames::LoomFrames;
-use fastmsg::queue::{FrameStore, FreeList, NO_FRAME};
+use fastmsg::internal::queue::{FrameStore, FreeList, NO_FRAME};
 use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -93,7 +93,7 @@ fn run() -> bool {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     #[test]

@@ -1,11 +1,14 @@
 //! Loom models of fastmsg's lock-free code.
 //!
-//! The models drive the very source files that ship — [`fastmsg::queue`],
-//! [`fastmsg::ring`], [`fastmsg::flow`], [`fastmsg::wake`] — compiled
-//! against loom's atomics and cells through `fastmsg`'s `sync` shim; frame
-//! bytes live in `frames::LoomFrames`, a `FrameStore`, and ring slots in
-//! `ring_store::LoomRing`, a `RingStore`, whose every byte access loom
-//! sees. They exist only when the workspace is built with
+//! The models drive the very source files that ship —
+//! [`fastmsg::internal::queue`], [`fastmsg::internal::ring`],
+//! [`fastmsg::internal::flow`], [`fastmsg::internal::wake`],
+//! [`fastmsg::internal::window`], [`fastmsg::internal::link`] — compiled
+//! against loom's atomics, cells and locks through `fastmsg`'s `sync` shim;
+//! frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring slots in
+//! `ring_store::LoomRing`, a `RingStore`, and window bytes in
+//! `window_store::LoomWindow`, a `WindowMemory`, whose every byte access
+//! loom sees. They exist only when the workspace is built with
 //! `RUSTFLAGS="--cfg loom"`; otherwise this crate is empty, so
 //! `cargo test --workspace` is unaffected.
 //!
@@ -18,9 +21,11 @@
 //! | 4 network ring | `ring` | 1 writer, 1 poller | end-of-frame length-flag ring, 4 slots, two laps, credit through the explicit credit word: the poller never sees a trailer without its payload; no lost, duplicated, stale or torn fragment, in order; never more in flight than the window |
 //! | 4b network rings, duplex | `ring_duplex` | 2 ranks, one ring each way | credit piggybacked on the other ring's trailers alone: the same, on both rings, and each writer gets its credit back |
 //! | 5 doorbell | `doorbell` | sleeper, waker | no lost wake-up |
+//! | 6 window words | `window` | writer (peer or NIC), reader | a flag raised after a put makes the put's bytes visible; an acknowledgement lets the writer reuse them; two rounds |
+//! | 7 link words | `link` | NIC thread, application | every departure (failure, goodbye) reported once, never lost behind an alert count already seen; a flush round makes the records before it visible |
 //!
 //! Each model module has the model passing on the real code and one test
-//! per seeded mutant (`fastmsg::mutant`, see `src/sync.rs`) asserting that
+//! per seeded mutant (`fastmsg::internal::mutant`, see `src/sync.rs`) asserting that
 //! loom reports the expected failure; `harness` runs both.
 //!
 //! Run (README, "Model checking"):
@@ -36,6 +41,8 @@ pub mod frames;
 pub mod harness;
 #[cfg(loom)]
 pub mod ring_store;
+#[cfg(loom)]
+pub mod window_store;
 
 #[cfg(all(loom, test))]
 mod credit;
@@ -44,6 +51,8 @@ mod doorbell;
 #[cfg(all(loom, test))]
 mod free_list;
 #[cfg(all(loom, test))]
+mod link;
+#[cfg(all(loom, test))]
 mod recv_dedicated;
 #[cfg(all(loom, test))]
 mod recv_shared;
@@ -51,3 +60,5 @@ mod recv_shared;
 mod ring;
 #[cfg(all(loom, test))]
 mod ring_duplex;
+#[cfg(all(loom, test))]
+mod window;

@@ -19,9 +19,9 @@
 //! otherwise).
 
 use crate::frames::LoomFrames;
-use fastmsg::flow::{CreditLine, CreditReturn, CreditWindow};
-use fastmsg::frame::FragHeader;
-use fastmsg::queue::{FrameStore, RecvQueue, Slot, SlotBody, INLINE_BYTES, NO_FRAME};
+use fastmsg::internal::flow::{CreditLine, CreditReturn, CreditWindow};
+use fastmsg::internal::frame::FragHeader;
+use fastmsg::internal::queue::{FrameStore, RecvQueue, Slot, SlotBody, INLINE_BYTES, NO_FRAME};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -133,7 +133,7 @@ fn run() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn one_producer_credits_three_laps() {

@@ -2,7 +2,7 @@
 //! fetch-and-increment on the tail and a Vyukov recycle stamp per slot.
 //!
 //! The consumer polls the way the transport does (a
-//! [`Watch`](fastmsg::queue::Watch) on the head slot, then `read_watched`),
+//! [`Watch`](fastmsg::internal::queue::Watch) on the head slot, then `read_watched`),
 //! reads the descriptor a second time before giving the slot back (the
 //! transport leaves inline payloads in the slot until the handler is done),
 //! and only then recycles. Two slots, so every slot serves two laps.
@@ -25,8 +25,8 @@
 //! match the header), the stamps never look corrupt, and no slot is written
 //! while its previous entry is being read (loom reports the race).
 
-use fastmsg::frame::FragHeader;
-use fastmsg::queue::{RecvQueue, Slot, SlotBody, INLINE_BYTES, NO_FRAME};
+use fastmsg::internal::frame::FragHeader;
+use fastmsg::internal::queue::{RecvQueue, Slot, SlotBody, INLINE_BYTES, NO_FRAME};
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
@@ -146,7 +146,7 @@ fn two_producers() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, check_bounded, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn shared_next_lap() {

@@ -1,5 +1,5 @@
 //! Model 4: the network transports' end-of-frame length-flag ring
-//! ([`fastmsg::ring`]) — single writer, single poller, credits.
+//! ([`fastmsg::internal::ring`]) — single writer, single poller, credits.
 //!
 //! A ring of four slots (the smallest [`RingGeometry::checked`] allows),
 //! so [`RingTx`]'s credit window is four fragments; eight fragments, so
@@ -11,7 +11,7 @@
 //!   amount to on one machine: [`RingTx::try_reserve`] for a position
 //!   (re-reading the credit word only when out of credit), then
 //!   [`place`]: payload, trailer body, and the stamp last with Release
-//!   ([`fastmsg::ring::publish_trailer`]). Fragment `pos` carries
+//!   ([`fastmsg::internal::ring::publish_trailer`]). Fragment `pos` carries
 //!   `len(pos)` bytes derived from `pos` and names `pos` as its handler.
 //! - The poller is the real reader: [`RingRx::try_take`] (Acquire on the
 //!   stamp, validation of the trailer), waiting on [`RingRx::watch`] after
@@ -39,8 +39,8 @@
 
 use crate::harness::spawn_with;
 use crate::ring_store::LoomRing;
-use fastmsg::frame::{FragFlags, FragHeader};
-use fastmsg::ring::{place, RingGeometry, RingRx, RingTx, Taken};
+use fastmsg::internal::frame::{FragFlags, FragHeader};
+use fastmsg::internal::ring::{place, RingGeometry, RingRx, RingTx, Taken};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -174,7 +174,7 @@ fn run() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn one_writer_one_poller_four_slots_two_laps() {

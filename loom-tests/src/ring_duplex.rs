@@ -30,7 +30,7 @@
 use crate::harness::spawn_with;
 use crate::ring::{expect_fragment, header, payload, take, OVER_WINDOW, REJECTED, STALE};
 use crate::ring_store::LoomRing;
-use fastmsg::ring::{place, RingGeometry, RingRx, RingTx, Taken};
+use fastmsg::internal::ring::{place, RingGeometry, RingRx, RingTx, Taken};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -137,7 +137,7 @@ fn run() {
 mod tests {
     use super::*;
     use crate::harness::{assert_caught, check, says};
-    use fastmsg::mutant::Mutant;
+    use fastmsg::internal::mutant::Mutant;
 
     #[test]
     fn two_rings_piggybacked_credit() {

@@ -1,5 +1,5 @@
 //! A [`RingStore`] on ordinary memory whose every payload and trailer-body
-//! access loom sees (the raw [`RingRegion`](fastmsg::ring) casts bytes to
+//! access loom sees (the raw [`RingRegion`](fastmsg::internal::ring) casts bytes to
 //! atomics and cannot run under loom).
 //!
 //! Each slot keeps its payload area, its trailer body and its stamp apart:
@@ -9,7 +9,7 @@
 //! [`RingStore::payload`] points `len` bytes before the end of the slot's
 //! payload area, and [`LoomRing::read_taken`] insists on that pointer.
 
-use fastmsg::ring::{RingGeometry, RingStore, Taken, TrailerBody};
+use fastmsg::internal::ring::{RingGeometry, RingStore, Taken, TrailerBody};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 
@@ -47,7 +47,7 @@ impl LoomRing {
         }
     }
 
-    /// The payload of a fragment [`RingRx::try_take`](fastmsg::ring::RingRx)
+    /// The payload of a fragment [`RingRx::try_take`](fastmsg::internal::ring::RingRx)
     /// handed out, read through its slot's cell (so loom checks the read
     /// against the writer's writes).
     ///

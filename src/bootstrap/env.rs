@@ -17,7 +17,7 @@ pub enum Launcher {
     /// A PMIx server (`mpirun`, `srun --mpi=pmix`, `prterun`), spoken to
     /// through the PMIx library (feature `pmix`).
     Pmix,
-    /// [`crate::bootstrap::threads`]: ranks are threads of one process.
+    /// [`crate::threads`]: ranks are threads of one process.
     Threads,
     /// No launcher: a one-rank job started by hand (an MPI singleton).
     Singleton,

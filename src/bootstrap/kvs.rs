@@ -11,7 +11,6 @@
 use super::addr;
 use super::rendezvous::Member;
 use super::JobInfo;
-use crate::endpoint::Config;
 use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use std::net::{SocketAddr, TcpListener};
@@ -44,7 +43,9 @@ fn fresh_secret() -> Result<String, StartError> {
 }
 
 /// Exchange host identities, listening addresses and the job secret
-/// through `kv`. Every rank of the job must call it (it fences).
+/// through `kv`; `secret` is the one the user gave (`FASTMSG_SECRET`), if
+/// any, and `timeout` bounds the fence. Every rank of the job must call it
+/// (it fences).
 ///
 /// # Errors
 /// The store's errors (a put, fence or get failed); a peer that published
@@ -52,7 +53,8 @@ fn fresh_secret() -> Result<String, StartError> {
 /// listener that cannot be opened.
 pub(crate) fn wire_up(
     kv: &mut impl KeyValue,
-    config: &Config,
+    secret: Option<&str>,
+    timeout: Duration,
     job: &JobInfo,
 ) -> Result<WireUp, StartError> {
     // Keys carry a round number: a process that starts a second endpoint
@@ -78,13 +80,13 @@ pub(crate) fn wire_up(
     let me = listener.local_addr().map_err(io)?;
     kv.put(&k_addr, &me.to_string())?;
     kv.put(&k_host, &job.host)?;
-    let mut secret = config.net.secret.clone();
+    let mut secret = secret.map(str::to_owned);
     if secret.is_none() && job.rank.0 == 0 {
         let fresh = fresh_secret()?;
         kv.put(&k_secret, &fresh)?;
         secret = Some(fresh);
     }
-    kv.fence(config.timeout)?;
+    kv.fence(timeout)?;
     let secret = match secret {
         Some(k) => k,
         None => kv.get(0, &k_secret)?,

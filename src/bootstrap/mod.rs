@@ -9,36 +9,54 @@
 //! through the launcher's key-value store when there is one (`kvs`: PMIx,
 //! or the PMI-2 socket of `srun --mpi=pmi2`, `pmi2`), with no
 //! `FASTMSG_ROOT` or secret to set; otherwise its ranks meet at a
-//! [`rendezvous`] served by rank 0 at `FASTMSG_ROOT`. Every connection is
-//! authenticated with the job secret (`auth`). [`threads`] runs several ranks as threads of
-//! one process, for tests and examples.
+//! `rendezvous` served by rank 0 at `FASTMSG_ROOT`. Every connection is
+//! authenticated with the job secret (`netio::auth`). The thread launcher
+//! that runs several ranks in one process is `fastmsg::threads`, above the
+//! endpoint.
 
 mod addr;
-pub(crate) mod auth;
 mod env;
-pub(crate) mod gate;
-pub(crate) mod hosts;
-mod kvs;
+pub(crate) mod kvs;
 mod manners;
-mod pmi2;
+pub(crate) mod pmi2;
 #[cfg(feature = "pmix")]
-mod pmix;
-pub mod rendezvous;
+pub(crate) mod pmix;
+pub(crate) mod rendezvous;
 pub mod secret;
-pub mod threads;
-
-#[cfg(test)]
-mod startup_tests;
 
 pub use env::{host_identity, JobInfo, Launcher};
 
 /// A job id made file-name safe, as [`JobInfo`] keeps it (and as it
-/// appears in the names of the job's files, see
-/// [`crate::transport::shm::segment::job_file_prefix`]).
+/// appears in the names of the job's files, see [`job_file_prefix`]).
 pub fn sanitize_job_id(job: &str) -> String {
     env::sanitize(job)
+}
+
+/// The start of every file fastmsg makes for `job` in the segment
+/// directory (the shared segment, the one-host rendezvous address):
+/// `fastmsg-<euid>-<job>-` with `job` made file-name safe as [`JobInfo`]
+/// makes it. `fmrun` removes the files with this prefix when its job ends.
+pub fn job_file_prefix(job: &str) -> String {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    #[allow(unsafe_code)]
+    let euid = unsafe { libc::geteuid() };
+    format!("fastmsg-{euid}-{}-", sanitize_job_id(job))
 }
 
 /// Whether this build speaks PMIx (feature `pmix`): started by a PMIx
 /// server, ranks then take their wire-up from it.
 pub const PMIX: bool = cfg!(feature = "pmix");
+
+/// A fresh job id: pid, time and a counter (unique on this host).
+pub fn fresh_job_id() -> String {
+    static COUNTER: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t{}-{:x}-{}",
+        std::process::id(),
+        t & 0xffff_ffff_ffff,
+        COUNTER.fetch_add(1, crate::sync::Ordering::Relaxed)
+    )
+}

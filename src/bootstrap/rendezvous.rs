@@ -1,6 +1,6 @@
 //! The rendezvous of a multi-host job: rank 0 serves at `FASTMSG_ROOT`
 //! (`host:port`); every other rank connects there, authenticates with the
-//! job secret (`bootstrap::auth`), and sends who it is — rank, host identity
+//! job secret (`netio::auth`), and sends who it is — rank, host identity
 //! and the address it listens on for its peers. When all have joined, rank
 //! 0 sends everybody the whole table. Ranks with the same host identity
 //! share memory; the others are reached over the network.
@@ -11,13 +11,13 @@
 //! peers' connections afterwards. Connections that are not members of the
 //! job are refused with a logged reason and do not disturb the rendezvous:
 //! every connection is authenticated on a thread of its own under a total
-//! deadline (the private `bootstrap::gate`), and joining ranks retry until the job's
+//! deadline (the private `netio::gate`), and joining ranks retry until the job's
 //! start-up deadline.
 
-use super::auth::{self, Hello, Purpose};
-use super::gate::{Bounded, Gate};
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
+use crate::netio::auth::{self, Hello, Purpose};
+use crate::netio::gate::{Bounded, Gate};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -110,7 +110,7 @@ pub fn resolve(root: &str) -> Result<SocketAddr, ConnectError> {
 /// Rank 0: serve the rendezvous on `listener` until all `size` ranks have
 /// joined; return the table (in rank order). Connections are
 /// authenticated concurrently, each under its own deadline
-/// (the private `bootstrap::gate`): an idle, slow or flooding client
+/// (the private `netio::gate`): an idle, slow or flooding client
 /// delays nobody.
 ///
 /// # Errors

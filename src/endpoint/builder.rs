@@ -1,35 +1,14 @@
-//! [`EndpointBuilder`]: register handlers, then `start`.
-//!
-//! `start` joins the job: a job that needs the network meets at the
-//! rendezvous first (which also says which ranks share this host), then
-//! the shared-memory transport attaches to the host's segment, then the
-//! network transport connects to the other peers by rank order. The
-//! network transport goes first in the endpoint's transport list: its NIC
-//! thread writes into the segment, so it must be dropped before it.
-
-#![allow(unsafe_code)]
+//! [`EndpointBuilder`]: register handlers and windows, then `start`
+//! (which `super::startup` carries out).
 
 use super::config::Config;
-use super::control::OP_TABLE;
-use super::core::{Core, CoreSetup};
+use super::handler::{whole, HandlerResult, Registry};
 use super::hook::Hook;
-use super::net::Net;
-use super::wait::{WaitConfig, Waiter};
 use super::{Ctx, Endpoint, Message, Piece};
-use crate::bootstrap::hosts;
-use crate::endpoint::NetMode;
 use crate::error::{ConfigError, StartError};
-use crate::handler::{encode_table, whole, HandlerResult, Registry};
 use crate::id::{HandlerId, Rank, WindowId};
-use crate::transport::shm::{ShmJob, ShmTransport};
-use crate::transport::tcp::mesh::{self, MeshJob};
-use crate::transport::tcp::{NetTargets, TcpTransport};
-use crate::transport::{AnyTransport, Transport};
 use crate::window::WindowTable;
 use std::future::Future;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::time::Instant;
 
 /// Registers handlers, then joins the job with [`start`](Self::start).
 ///
@@ -168,7 +147,7 @@ impl EndpointBuilder {
     where
         F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
     {
-        let entry = crate::handler::Entry::Fn(whole::whole(max_len, handler));
+        let entry = super::handler::Entry::Fn(whole::whole(max_len, handler));
         self.registry.register_entry(name, entry)
     }
 
@@ -218,7 +197,7 @@ impl EndpointBuilder {
         F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
     {
         self.registry
-            .define(id, crate::handler::Entry::Fn(Box::new(handler)));
+            .define(id, super::handler::Entry::Fn(Box::new(handler)));
     }
 
     /// Give declared handler `id` a whole-message function (as
@@ -227,7 +206,7 @@ impl EndpointBuilder {
     where
         F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
     {
-        let entry = crate::handler::Entry::Fn(whole::whole(max_len, handler));
+        let entry = super::handler::Entry::Fn(whole::whole(max_len, handler));
         self.registry.define(id, entry);
     }
 
@@ -267,180 +246,6 @@ impl EndpointBuilder {
             windows,
             hooks,
         } = self;
-        config.validate()?;
-        crate::settings::report::print_if_verbose(&config);
-        registry.check_unique()?;
-        registry.check_defined()?;
-        let mut job = config.job.clone();
-        if config.net.mode == NetMode::Verbs {
-            // Fail at once on a host without RDMA (or a build without it).
-            crate::transport::verbs::probe()?;
-        }
-        // A job that needs the network meets at the rendezvous first: the
-        // job table says which ranks share this host.
-        let plan = if hosts::needs_network(&config) {
-            Some(hosts::meet(&config, &mut job)?)
-        } else {
-            None
-        };
-        let sleeps = WaitConfig::sleeps(config.wait);
-        let shm = ShmTransport::connect(
-            &ShmJob {
-                dir: &config.shm_dir,
-                job: &job.job,
-                host: &job.host,
-                rank: job.rank,
-                world: job.size,
-                local_rank: job.local_rank,
-                local_size: job.local_size,
-                doorbells: sleeps,
-                timeout: config.timeout,
-                window_bytes: windows.bytes(),
-                abort: config.abort.as_deref(),
-            },
-            &config.shm,
-        )?;
-        let my_window = shm.own_window();
-        let local = shm.local_ranks();
-        // The watchdog's probes: local peers' lifelines, the network's
-        // links (added below), the supervisor's abort flag.
-        // SAFETY: the watchdog is stopped before the transports are
-        // dropped (it is declared before `net` in the engine).
-        let mut probes: Vec<Box<dyn crate::watch::Probe>> =
-            vec![Box::new(unsafe { shm.life_probe() })];
-        if let Some(flag) = &config.abort {
-            probes.push(Box::new(crate::watch::AbortProbe {
-                flag: Arc::clone(flag),
-                seen: false,
-            }));
-        }
-        let mut transports = Vec::new();
-        let mut route = vec![super::net::SHM; job.size as usize];
-        let mut net_peers = Vec::new();
-        if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
-            let mesh_job = MeshJob {
-                me: job.rank,
-                size: job.size,
-                job: &job.job,
-                secret: &plan.secret,
-                params: [
-                    u64::from(plan.geometry.slots),
-                    u64::from(plan.geometry.slot_bytes),
-                ],
-                timeout: config.timeout,
-            };
-            let links = mesh::connect(&plan.listener, &mesh_job, &plan.peers)?;
-            let targets = NetTargets {
-                window: my_window.raw(),
-                bell: if sleeps { shm.doorbell() } else { None },
-            };
-            if config.net.mode == NetMode::Verbs {
-                #[cfg(feature = "verbs")]
-                {
-                    // SAFETY: the window area lives in the shm segment, which
-                    // outlives this transport (placed before `shm` below).
-                    let v = unsafe {
-                        crate::transport::VerbsTransport::new(
-                            job.rank,
-                            job.size,
-                            plan.geometry,
-                            links,
-                            targets,
-                        )
-                    }?;
-                    net_peers = v.peers();
-                    transports.push(AnyTransport::Verbs(v));
-                }
-            } else {
-                // SAFETY: the window area and the doorbell live in the shm
-                // segment, which `shm` keeps mapped; the network transport
-                // is placed before `shm` in the transport list, so it is
-                // dropped (and its NIC thread joined) first.
-                let tcp =
-                    unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
-                        .map_err(|source| crate::error::ConnectError::Io {
-                            op: "set up the network transport (rings, NIC thread) of",
-                            peer: format!("rank {}", job.rank),
-                            source,
-                        })?;
-                net_peers = tcp.peers();
-                probes.push(Box::new(tcp.link_probe()));
-                transports.push(AnyTransport::Tcp(tcp));
-            }
-        }
-        let has_network = !transports.is_empty();
-        // Local peers go through shm (route SHM, the default); peers
-        // reached over the network (other hosts; with FASTMSG_NET forced,
-        // this host's too) through the network transport, index 1.
-        for r in &net_peers {
-            route[r.index()] = 1;
-        }
-        let net = Net::new(transports, shm, route);
-        let mut names = registry.names().to_vec();
-        names.extend(windows.describe());
-        // A network transport adds a NIC thread per rank: with those, the
-        // host may have more runnable threads than cores, and a rank that
-        // spins would keep its NIC thread from running.
-        let threads_per_rank = if has_network { 2 } else { 1 };
-        let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
-            job.local_size,
-            threads_per_rank,
-            job.launcher,
-        );
-        let wait = WaitConfig::resolve(config.wait, oversubscribed, sleeps);
-        tracing::debug!(
-            "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
-            config.wait,
-            job.local_size
-        );
-        let watchdog = crate::watch::Watchdog::start(format!("fastmsg-watch-{}", job.rank), probes)
-            .map_err(|source| crate::error::ConnectError::Io {
-                op: "start the watchdog thread for",
-                peer: format!("rank {}", job.rank),
-                source,
-            })?;
-        let setup = CoreSetup {
-            wait,
-            abort: config.abort.clone(),
-            windows,
-            my_window,
-            local,
-            watchdog,
-            close_warn: config.close_warn,
-            hooks,
-            max_parked: config.max_parked,
-        };
-        let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
-        let ep = Endpoint { core };
-        if job.rank.0 == 0 {
-            ep.core.control.borrow_mut().set_own_table(names.clone());
-        }
-        ep.core
-            .send_control(Rank(0), OP_TABLE, &encode_table(&names));
-        let started = Instant::now();
-        let mut waiter = Waiter::new();
-        loop {
-            let verdict = ep.core.control.borrow_mut().verdict.take();
-            if let Some(v) = verdict {
-                v.into_result()?;
-                tracing::info!(
-                    "rank {} of {} started (job {}, {} on this host, launcher {:?}, network: {has_network})",
-                    job.rank,
-                    job.size,
-                    job.job,
-                    job.local_size,
-                    job.launcher
-                );
-                return Ok(ep);
-            }
-            if started.elapsed() > config.timeout {
-                return Err(StartError::Timeout {
-                    waited: started.elapsed(),
-                    what: "rank 0's verdict on the handler tables",
-                });
-            }
-            let core = &ep.core;
-            core.progress_round(&mut waiter, &mut || core.control.borrow().verdict.is_some())?;
-        }
+        super::startup::start(config, registry, windows, hooks)
     }
 }

@@ -31,7 +31,7 @@ pub struct Config {
     /// Where shared segments live.
     pub shm_dir: PathBuf,
     /// Set by a supervisor to make blocking calls give up
-    /// (`ExtractError::Aborted`); used by [`crate::bootstrap::threads`].
+    /// (`ExtractError::Aborted`); used by [`crate::threads`].
     pub abort: Option<Arc<AtomicBool>>,
     /// How long `close` waits before saying which ranks have not called
     /// it (then again at each doubling; `FASTMSG_CLOSE_WARN`, seconds).
@@ -239,7 +239,7 @@ impl Config {
             && (job.local_size != job.size
                 || self.net.mode != NetMode::Auto
                 || self.net.root.is_some()
-                || (crate::bootstrap::hosts::has_store(job)
+                || (super::startup::hosts::has_store(job)
                     && std::env::var_os("FASTMSG_HOST").is_some()))
     }
 

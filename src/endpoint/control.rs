@@ -11,8 +11,8 @@
 //!   ([`OP_STRAGGLERS`], see `super::straggle`).
 
 use super::termination::Rounds;
+use crate::endpoint::handler::{decode_table, first_difference};
 use crate::error::{ProtocolError, StartError};
-use crate::handler::{decode_table, first_difference};
 use crate::id::Rank;
 
 /// A rank's handler table, to rank 0.
@@ -289,7 +289,7 @@ mod tests {
 
     fn t(names: &[&str]) -> Vec<u8> {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        crate::handler::encode_table(&names)
+        crate::endpoint::handler::encode_table(&names)
     }
 
     #[test]

@@ -24,8 +24,8 @@
 
 use super::core::Core;
 use super::Ctx;
+use crate::endpoint::handler::HandlerResult;
 use crate::error::ExtractError;
-use crate::handler::HandlerResult;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 

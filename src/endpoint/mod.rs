@@ -37,7 +37,7 @@
 //! local peers' lifelines in the shared segment (a robust mutex each rank
 //! holds for its endpoint's life: the kernel marks it owner-dead when the
 //! holder goes, in any PID namespace; see
-//! [`crate::transport::shm::liveness`]) and at the network links — and
+//! `transport::shm::liveness`) and at the network links — and
 //! raises a word that the empty `extract` reads beside its queues (the
 //! watchdog only looks; it makes no progress). Then:
 //!
@@ -70,12 +70,15 @@ mod builder;
 mod config;
 pub(crate) mod control;
 pub(crate) mod core;
+pub(crate) mod handler;
 mod health;
 mod hook;
 mod message;
 mod net;
 mod pressure;
 mod quiesce;
+pub mod report;
+mod startup;
 pub mod stats;
 mod straggle;
 mod stream;
@@ -85,23 +88,44 @@ mod writer;
 
 pub use self::builder::EndpointBuilder;
 pub use self::config::{Config, NetConfig, NetMode, DEFAULT_MAX_PARKED};
+// The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
 pub use self::writer::MessageWriter;
+pub use crate::transport::shm::ShmConfig;
+pub use crate::transport::tcp::NetRingConfig;
 
 use self::core::Core;
 use self::net::OutStream;
 use self::wait::Waiter;
-use crate::error::{ConfigError, ExtractError, PutError, SendError};
-use crate::id::{HandlerId, Rank, WindowId};
+use crate::error::{ConfigError, ExtractError, SendError};
+use crate::id::{HandlerId, Rank};
 use std::rc::Rc;
 
 /// A rank's endpoint in a started job. Not `Send`: it belongs to the thread
 /// that started it.
+///
+/// What a handler's [`Ctx`] offers — [`rank`](Ctx::rank),
+/// [`size`](Ctx::size), [`local_ranks`](Ctx::local_ranks), the one-sided
+/// [`put`](Ctx::put) / [`put_u64`](Ctx::put_u64) /
+/// [`read_u64`](Ctx::read_u64) / [`read_window`](Ctx::read_window),
+/// [`post`](Ctx::post), [`parked_bytes`](Ctx::parked_bytes) — the endpoint
+/// offers too, through `Deref<Target = Ctx>`: one implementation, one set
+/// of docs. The endpoint's own [`send`](Self::send) differs from
+/// [`Ctx::send`]: it waits for credit instead of parking the message.
 #[derive(Debug)]
 pub struct Endpoint {
     core: Rc<Core>,
+}
+
+impl std::ops::Deref for Endpoint {
+    type Target = Ctx;
+
+    #[inline]
+    fn deref(&self) -> &Ctx {
+        Ctx::from_core(&self.core)
+    }
 }
 
 impl Endpoint {
@@ -113,76 +137,10 @@ impl Endpoint {
         EndpointBuilder::from_env()
     }
 
-    /// This rank.
-    #[inline]
-    pub fn rank(&self) -> Rank {
-        self.core.rank
-    }
-
-    /// Ranks in the job.
-    #[inline]
-    pub fn size(&self) -> u32 {
-        self.core.size
-    }
-
     /// A sending handle (the same a handler gets), e.g. for a library that
     /// sends both from the main thread and from its handlers.
     pub fn ctx(&self) -> Ctx {
         Ctx::new(Rc::clone(&self.core))
-    }
-
-    /// The ranks on this host (sharing its memory), in rank order.
-    pub fn local_ranks(&self) -> &[Rank] {
-        &self.core.local
-    }
-
-    /// One-sided put; see [`Ctx::put`].
-    ///
-    /// # Errors
-    /// See [`Ctx::put`].
-    pub fn put(
-        &mut self,
-        win: WindowId,
-        dest: Rank,
-        offset: usize,
-        data: &[u8],
-    ) -> Result<(), PutError> {
-        self.core.put(win, dest, offset, data)
-    }
-
-    /// One-sided word put; see [`Ctx::put_u64`].
-    ///
-    /// # Errors
-    /// See [`Ctx::put_u64`].
-    pub fn put_u64(
-        &mut self,
-        win: WindowId,
-        dest: Rank,
-        offset: usize,
-        value: u64,
-    ) -> Result<(), PutError> {
-        self.core.put_u64(win, dest, offset, value)
-    }
-
-    /// Read a word of this rank's own window; see [`Ctx::read_u64`].
-    ///
-    /// # Errors
-    /// See [`Ctx::read_u64`].
-    pub fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
-        self.core.read_u64(win, offset)
-    }
-
-    /// Copy bytes out of this rank's own window.
-    ///
-    /// # Errors
-    /// See [`Ctx::read_window`].
-    pub fn read_window(
-        &self,
-        win: WindowId,
-        offset: usize,
-        buf: &mut [u8],
-    ) -> Result<(), PutError> {
-        self.core.read_window(win, offset, buf)
     }
 
     /// The ranks known to have failed (died, left without `close`, lost
@@ -403,6 +361,8 @@ impl Core {
 
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
+    // Without `verbs`, TCP is the only network transport.
+    #[allow(irrefutable_let_patterns)]
     pub(crate) fn set_closed(&self) {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();

@@ -3,11 +3,11 @@
 //! working afterwards. A peer is simulated by publishing crafted slots.
 
 use super::Endpoint;
-use crate::bootstrap::threads;
 use crate::error::{Error, ExtractError, ProtocolError, StartError};
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::Rank;
 use crate::queue::{SlotBody, INLINE_BYTES, NO_FRAME};
+use crate::threads;
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -141,12 +141,6 @@ impl CreditLine {
         }
     }
 
-    /// Zero the line in a freshly created mapping (published to other
-    /// processes by the segment's ready flag).
-    pub fn reset(&self) {
-        self.returned.store(0, Ordering::Relaxed);
-    }
-
     /// Receiver: publish the released total.
     #[inline]
     pub fn publish(&self, released: u64) {

@@ -33,4 +33,4 @@ mod recv;
 
 pub use frames::FrameStore;
 pub use free_list::FreeList;
-pub use recv::{QueueCorrupt, RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
+pub use recv::{RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME};

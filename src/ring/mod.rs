@@ -74,7 +74,7 @@ static_assertions::assert_eq_size!(Trailer, [u8; TRAILER_BYTES]);
 impl Trailer {
     /// Little-endian wire form (the in-memory layout on every supported
     /// target).
-    pub fn to_bytes(&self) -> [u8; TRAILER_BYTES] {
+    pub fn to_bytes(self) -> [u8; TRAILER_BYTES] {
         let h = &self.body.header;
         let mut b = [0u8; TRAILER_BYTES];
         b[0..4].copy_from_slice(&h.src.to_le_bytes());

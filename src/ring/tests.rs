@@ -86,6 +86,7 @@ fn a_foreign_stamp_takes_the_ring_out_of_service() {
     let region = RingRegion::zeroed(g.ring_bytes());
     let ring = region.ring(0, g);
     let mut rx = RingRx::new(g, 1);
+    // SYNC POINT ring-stamp (release side): the test plays the writer.
     ring.stamp(0).store(77, Ordering::Release);
     let e = rx.try_take(&ring, 2).unwrap_err();
     assert_eq!(
@@ -101,6 +102,7 @@ fn a_foreign_stamp_takes_the_ring_out_of_service() {
     // Found by the `ring_take` fuzz target: the dead ring's watch waited
     // for u64::MAX on the writer's own stamp word, so storing it fired.
     for stamp in [u64::MAX, 1] {
+        // SYNC POINT ring-stamp (release side): the test plays the writer.
         ring.stamp(0).store(stamp, Ordering::Release);
         assert!(!rx.watch(&ring).ready(), "stamp {stamp}: still never fires");
         assert!(matches!(rx.try_take(&ring, 2), Ok(None)));
@@ -125,6 +127,7 @@ fn check_names_a_foreign_stamp_once_without_taking() {
     );
     assert_eq!(rx.check(&ring), Ok(()), "landed, not taken");
     assert_eq!(rx.head(), 0);
+    // SYNC POINT ring-stamp (release side): the test plays the writer.
     ring.stamp(0).store(77, Ordering::Release);
     assert!(matches!(
         rx.check(&ring),
@@ -159,6 +162,7 @@ fn a_trailer_naming_another_sender_or_too_long_is_refused_and_released() {
             credit: 0,
         },
     );
+    // SYNC POINT ring-stamp (release side): the test plays the writer.
     ring.stamp(1).store(2, Ordering::Release);
     assert!(matches!(
         rx.try_take(&ring, 2),

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use fastmsg::bootstrap::threads;
+use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error};
 use fastmsg_handlers::{CollConfig, Collectives};
 use rand::rngs::StdRng;

@@ -39,7 +39,8 @@ extern "C" fn finalize_at_exit() {
 /// [`StartError::Pmi2`]: no usable `PMI_FD`, a refusal, a timeout, or a
 /// launcher that does not speak PMI-2; the wire-up's own errors.
 pub(crate) fn wire_up(
-    config: &crate::endpoint::Config,
+    secret: Option<&str>,
+    timeout: Duration,
     job: &super::JobInfo,
 ) -> Result<super::kvs::WireUp, StartError> {
     let mut g = CONNECTION.lock().unwrap_or_else(|p| p.into_inner());
@@ -66,7 +67,7 @@ pub(crate) fn wire_up(
         // the process).
         let stream = unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         stream
-            .set_read_timeout(Some(config.timeout.max(Duration::from_secs(1))))
+            .set_read_timeout(Some(timeout.max(Duration::from_secs(1))))
             .map_err(|e| err("init", e.to_string()))?;
         let jobid = std::env::var("PMI_JOBID").unwrap_or_else(|_| "0".into());
         let c = Client::open(stream, job.rank.0, &jobid)?;
@@ -89,5 +90,5 @@ pub(crate) fn wire_up(
         }
     }
     let c = g.as_mut().expect("opened above");
-    super::kvs::wire_up(c, config, job)
+    super::kvs::wire_up(c, secret, timeout, job)
 }

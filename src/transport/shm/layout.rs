@@ -51,7 +51,7 @@ pub struct Layout {
     /// Offset of the SMT map.
     pub map_off: u64,
     /// Offset of the lifelines (one line per SMT id, see
-    /// [`super::liveness`]).
+    /// `super::liveness`).
     pub life_off: u64,
     /// Offset of the doorbells.
     pub doorbell_off: u64,

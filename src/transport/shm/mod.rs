@@ -344,14 +344,8 @@ impl ShmTransport {
         })
     }
 
-    /// Whether `rank` is on this host.
-    pub fn reaches(&self, rank: Rank) -> bool {
-        self.smt_of_rank
-            .get(rank.index())
-            .is_some_and(|&s| s != u32::MAX)
-    }
-
     /// The segment's layout.
+    #[cfg_attr(not(feature = "internal"), allow(dead_code))]
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
@@ -369,6 +363,7 @@ impl ShmTransport {
     }
 
     /// Our SMT id.
+    #[cfg_attr(not(feature = "internal"), allow(dead_code))]
     pub fn smt_id(&self) -> u32 {
         self.me_smt
     }
@@ -612,6 +607,28 @@ impl ShmTransport {
     }
 }
 
+/// Copy `pieces` (`len` bytes together, at most the frame capacity) into
+/// `frame`, which the caller owns until it publishes the slot naming it.
+#[inline(always)]
+fn gather_into_frame(frames: &ShmFrames, frame: u32, pieces: &[&[u8]], len: usize) {
+    assert!(frame < frames.count && len <= frames.cap);
+    let mut dst = frames.payload(frame);
+    let mut left = len;
+    for p in pieces {
+        let n = p.len().min(left);
+        // SAFETY: `frame < count`, and the pieces together are at most
+        // `len <= cap` bytes (`n` never exceeds what is left), so every
+        // write stays inside the frame's payload; the caller owns the
+        // frame (dedicated: its position's credit; shared: the in-use
+        // flag), and a caller's slice cannot overlap the mapping's frame.
+        unsafe {
+            crate::copy::copy_to_frame(dst, p.as_ptr(), n);
+            dst = dst.add(n);
+        }
+        left -= n;
+    }
+}
+
 /// How far ahead of the slot being taken the consumer prefetches.
 const PREFETCH_AHEAD: u64 = 2;
 
@@ -740,20 +757,30 @@ impl Transport for ShmTransport {
         self.layout.params.frame_size as usize
     }
 
+    /// Every message that fits one frame takes the fast path: a payload
+    /// of at most [`INLINE_BYTES`] rides in the slot, a larger one is
+    /// copied straight into a frame (see `try_send_inline`).
     #[inline(always)]
     fn inline_max(&self) -> usize {
-        if self.inline {
-            INLINE_BYTES
-        } else {
-            0
-        }
+        self.layout.params.frame_size as usize
     }
 
+    /// The whole-message fast path (issue 15 item 1): no [`TxFrame`], no
+    /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
+    /// is gathered into the slot; a larger one is gathered into the frame
+    /// that goes with the position (dedicated queue: frame `pos & mask`,
+    /// bound to this sender, no shared-memory traffic to claim it) or one
+    /// claimed from the free list (shared queue), and the slot names it.
     #[inline(always)]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+        let in_slot = self.inline && header.len as usize <= INLINE_BYTES;
+        let frame_cap = self.layout.params.frame_size as usize;
         let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
             return false;
         };
+        if header.len as usize > frame_cap {
+            return false;
+        }
         if !peer.window.try_take() {
             peer.window.update(peer.credit.read());
             if !peer.window.try_take() {
@@ -765,12 +792,23 @@ impl Transport for ShmTransport {
             frame: NO_FRAME,
             inline: [0; INLINE_BYTES],
         };
-        let mut off = 0;
-        for p in pieces {
-            body.inline[off..off + p.len()].copy_from_slice(p);
-            off += p.len();
+        let shared = peer.q.is_shared();
+        if in_slot {
+            let mut off = 0;
+            for p in pieces {
+                body.inline[off..off + p.len()].copy_from_slice(p);
+                off += p.len();
+            }
+        } else {
+            let frame = if shared {
+                FreeList::new(peer.free_head, &peer.frames).claim()
+            } else {
+                ((peer.window.sent() - 1) & (peer.q.capacity() - 1)) as u32
+            };
+            gather_into_frame(&peer.frames, frame, pieces, header.len as usize);
+            body.frame = frame;
         }
-        let pos = if peer.q.is_shared() {
+        let pos = if shared {
             peer.q.claim()
         } else {
             peer.window.sent() - 1

@@ -4,7 +4,7 @@
 //!
 //! The local rank 0 *creates* it: `O_CREAT|O_EXCL|O_NOFOLLOW`, mode exactly
 //! 0600 (set with `fchmod`, whatever the umask), a header page first, in
-//! which it arms the *creator line* (a [`LifeLine`] in the header), then
+//! which it arms the *creator line* (a `LifeLine` in the header), then
 //! the whole length reserved up front (`posix_fallocate`: a directory too
 //! small is [`SegmentError::NoSpace`], never a SIGBUS), lays it out and
 //! finally stores the magic with Release — the magic is the "ready" word.
@@ -40,6 +40,7 @@
 
 use super::layout::{Layout, Params, HEADER_BYTES};
 use super::liveness::{Life, LifeGuard, LifeLine};
+use crate::bootstrap::job_file_prefix;
 use crate::error::SegmentError;
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -118,18 +119,6 @@ pub struct Segment {
 fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and touches no memory.
     unsafe { libc::geteuid() }
-}
-
-/// The start of every file fastmsg makes for `job` in the segment
-/// directory: `fastmsg-<euid>-<job>-` with `job` made file-name safe as
-/// [`crate::bootstrap::JobInfo`] makes it. `fmrun` removes the files with
-/// this prefix when its job ends.
-pub fn job_file_prefix(job: &str) -> String {
-    format!(
-        "fastmsg-{}-{}-",
-        euid(),
-        crate::bootstrap::sanitize_job_id(job)
-    )
 }
 
 /// Where the segment of `job` on host `host` lives.
@@ -436,6 +425,7 @@ impl Segment {
         if len >= HEADER_BYTES {
             let head = map_head(&file, path)?;
             let h = header_of(&head);
+            // SYNC POINT segment-ready (acquire side), as in `look`.
             let magic = h.magic.load(Ordering::Acquire);
             let ours = magic == 0
                 || (magic == MAGIC && h.version.load(Ordering::Relaxed) == LAYOUT_VERSION);
@@ -882,7 +872,7 @@ mod tests {
     }
 
     fn path(tag: &str) -> PathBuf {
-        let job = crate::bootstrap::threads::fresh_job_id();
+        let job = crate::bootstrap::fresh_job_id();
         segment_path(Path::new("/dev/shm"), &job, tag)
     }
 

@@ -1,7 +1,7 @@
 //! Connection set-up by rank order (IWARP §3.1–3.2): between every pair
 //! of network peers the lower rank listens and the higher rank connects,
 //! and the connecting side speaks first (the authentication HELLO of
-//! `crate::bootstrap::auth`). A rank connects to its lower peers in
+//! `crate::netio::auth`). A rank connects to its lower peers in
 //! reverse rank order (i−1, i−2, …, as MVAPICH does to spread the load)
 //! while a helper thread accepts its higher peers.
 //!
@@ -12,10 +12,10 @@
 //! connections are authenticated concurrently, each under a total
 //! deadline, and connecting ranks retry until the job's start-up deadline.
 
-use crate::bootstrap::auth::{self, Hello, Purpose};
-use crate::bootstrap::gate::Gate;
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
+use crate::netio::auth::{self, Hello, Purpose};
+use crate::netio::gate::Gate;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -107,49 +107,9 @@ fn dial(
     Ok(stream)
 }
 
-/// Connect, retrying refused connections until `deadline`.
-pub(crate) fn connect_retry(
-    addr: SocketAddr,
-    deadline: Instant,
-    who: impl Fn() -> String,
-) -> Result<TcpStream, ConnectError> {
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10))) {
-            Ok(s) => return Ok(s),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionRefused
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::WouldBlock
-                ) && Instant::now() < deadline =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            Err(e) if Instant::now() >= deadline => {
-                return Err(ConnectError::Timeout {
-                    what: format!("{} to listen ({e})", who()),
-                    waited: start.elapsed(),
-                })
-            }
-            Err(source) => {
-                return Err(ConnectError::Io {
-                    op: "connect to",
-                    peer: who(),
-                    source,
-                })
-            }
-        }
-    }
-}
-
 /// Accept connections until every rank of `want` has authenticated; each
 /// connection is authenticated on a thread of its own under a total
-/// deadline (the private `bootstrap::gate`).
+/// deadline (the private `netio::gate`).
 fn accept_higher(
     listener: &TcpListener,
     job: &MeshJob<'_>,

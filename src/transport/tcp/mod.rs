@@ -27,12 +27,13 @@ pub mod mesh;
 pub(crate) mod nic;
 pub(crate) mod wire;
 
-use self::nic::{NicTargets, Shared, FAILED, LEFT, UP};
+use self::nic::{NicTargets, Shared, FAILED, LEFT};
 use self::wire::{RecordHeader, HEADER_BYTES};
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
+use crate::link::Departure;
 use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
@@ -463,43 +464,18 @@ impl Transport for TcpTransport {
                 return Err(ExtractError::Protocol(e));
             }
         }
-        let alerts = self.shared.alerts.load(Ordering::Acquire);
-        if alerts == self.alerts_seen {
-            return Ok(());
+        // Links that left UP since the last look (SYNC POINT link-alert).
+        let gone = self.peers.iter_mut().map(|p| &mut p.gone);
+        match self.shared.links.check(&mut self.alerts_seen, gone) {
+            Ok(()) => Ok(()),
+            Err(Departure::Failed(e)) => Err(ExtractError::Network(e)),
+            Err(Departure::Left(rank)) => Err(ExtractError::PeerLeft { rank }),
         }
-        for (k, link) in self.shared.links.iter().enumerate() {
-            let p = &mut self.peers[k];
-            if p.gone {
-                continue;
-            }
-            // SYNC POINT link-state (acquire side): pairs with `Shared::fail`.
-            match link.state.load(Ordering::Acquire) {
-                UP => {}
-                FAILED => {
-                    p.gone = true;
-                    let e = link.error.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    if let Some(e) = e {
-                        return Err(ExtractError::Network(e));
-                    }
-                }
-                LEFT => {
-                    p.gone = true;
-                    return Err(ExtractError::PeerLeft { rank: p.rank });
-                }
-                _ => p.gone = true,
-            }
-        }
-        self.alerts_seen = alerts;
-        Ok(())
     }
 
     fn is_gone(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| {
-            self.peers[k].gone
-                || matches!(
-                    self.shared.links[k].state.load(Ordering::Acquire),
-                    FAILED | LEFT
-                )
+            self.peers[k].gone || matches!(self.shared.links.state(k), FAILED | LEFT)
         })
     }
 
@@ -576,18 +552,16 @@ impl TcpTransport {
         }
         let start = std::time::Instant::now();
         loop {
-            let waiting = self.shared.links.iter().enumerate().find(|(k, l)| {
-                // SYNC POINT link-flush (acquire side): pairs with the NIC.
-                !self.peers[*k].gone
-                    && l.state.load(Ordering::Acquire) == UP
-                    && l.flushed.load(Ordering::Acquire) < round
-            });
-            let Some((_, link)) = waiting else {
+            // SYNC POINT link-flush, in `Links::flush_pending`.
+            let links = &self.shared.links;
+            let waiting =
+                (0..links.len()).find(|&k| !self.peers[k].gone && links.flush_pending(k, round));
+            let Some(k) = waiting else {
                 return Ok(());
             };
             if start.elapsed() > timeout {
                 return Err(ExtractError::Network(NetError::Io {
-                    rank: link.rank,
+                    rank: links.rank(k),
                     op: "flush at close",
                     msg: format!("no answer in {timeout:?}"),
                 }));
@@ -622,9 +596,9 @@ pub(crate) struct LinkProbe {
 
 impl crate::watch::Probe for LinkProbe {
     fn look(&mut self) -> bool {
-        // SYNC POINT link-state (acquire side): the count is bumped after
-        // the state is stored.
-        let now = self.shared.alerts.load(Ordering::Acquire);
+        // SYNC POINT link-alert, in `Links::alerts`: the count is bumped
+        // after the state is stored.
+        let now = self.shared.links.alerts();
         let news = now != self.seen;
         self.seen = now;
         news

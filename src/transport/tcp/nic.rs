@@ -9,7 +9,7 @@
 //! Every record is validated against the memory the peer may write (its
 //! own ring on us, our window area); a record that breaks the rules, or a
 //! connection that ends without the goodbye record, fails that peer alone
-//! with a typed [`NetError`], reported through [`Link`]; other peers go on.
+//! with a typed [`NetError`], reported through [`Links`]; other peers go on.
 //!
 //! Payloads go straight from the socket into their destination when large;
 //! small records are read in bulk through a buffer (one `recv` for many).
@@ -19,32 +19,14 @@
 use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
+pub(crate) use crate::link::{Links, BYE, FAILED, LEFT, UP};
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::Ordering;
 use crate::wake::Doorbell;
+use crate::window::WindowArea;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex};
-
-/// Link states.
-pub(crate) const UP: u32 = 0;
-/// The peer said goodbye after the close barrier released it.
-pub(crate) const BYE: u32 = 1;
-/// The peer failed; see [`Link::error`].
-pub(crate) const FAILED: u32 = 2;
-/// The peer said goodbye without having closed (its endpoint was dropped
-/// without `close`).
-pub(crate) const LEFT: u32 = 3;
-
-/// The state of one peer's connection, written by the NIC thread.
-#[derive(Debug)]
-pub(crate) struct Link {
-    pub(crate) rank: Rank,
-    pub(crate) state: AtomicU32,
-    pub(crate) error: Mutex<Option<NetError>>,
-    /// The latest flush round the peer sent (its earlier records applied).
-    pub(crate) flushed: AtomicU64,
-}
+use std::sync::Arc;
 
 /// Where the NIC may write besides the rings: the rank's one-sided window
 /// area and its doorbell (both in the host's shared segment).
@@ -62,9 +44,8 @@ pub(crate) struct Shared {
     /// Rings (one per network peer, in peer order) then credit words.
     pub(crate) region: RingRegion,
     pub(crate) geometry: RingGeometry,
-    pub(crate) links: Vec<Link>,
-    /// Bumped whenever a link leaves `UP`.
-    pub(crate) alerts: AtomicU64,
+    /// Each peer's link state, error and flush round (`crate::link`).
+    pub(crate) links: Links,
     pub(crate) targets: NicTargets,
 }
 
@@ -107,16 +88,7 @@ impl Shared {
         Ok(Shared {
             region,
             geometry,
-            links: ranks
-                .iter()
-                .map(|&rank| Link {
-                    rank,
-                    state: AtomicU32::new(UP),
-                    error: Mutex::new(None),
-                    flushed: AtomicU64::new(0),
-                })
-                .collect(),
-            alerts: AtomicU64::new(0),
+            links: Links::new(ranks),
             targets,
         })
     }
@@ -132,18 +104,6 @@ impl Shared {
     pub(crate) fn credit_word(&self, k: usize) -> &crate::sync::AtomicU64 {
         let off = self.geometry.ring_bytes() * self.links.len() as u64 + 64 * k as u64;
         self.region.word(off as usize)
-    }
-
-    /// Record a failure of peer `k` (first one wins).
-    pub(crate) fn fail(&self, k: usize, e: NetError) {
-        let link = &self.links[k];
-        if link.state.load(Ordering::Acquire) == UP {
-            *link.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-            // SYNC POINT link-state (release side): the error is visible to
-            // whoever sees FAILED (Acquire in the transport's check).
-            link.state.store(FAILED, Ordering::Release);
-            self.alerts.fetch_add(1, Ordering::Release);
-        }
     }
 
     fn ring_bell(&self) {
@@ -210,7 +170,7 @@ enum Stop {
 
 impl Conn {
     fn rank(&self, sh: &Shared) -> Rank {
-        sh.links[self.k].rank
+        sh.links.rank(self.k)
     }
 
     /// Receive into `dst` (up to `len`), from the buffer first. Ok(0): would block.
@@ -312,7 +272,7 @@ impl Conn {
     fn begin(&mut self, sh: &Shared, h: RecordHeader) -> Result<Want, Stop> {
         let bad = |what: String| {
             Err(Stop::Fail(NetError::BadRecord {
-                rank: sh.links[self.k].rank,
+                rank: sh.links.rank(self.k),
                 what,
             }))
         };
@@ -381,9 +341,9 @@ impl Conn {
             }
             wire::BYE if len == 0 => Err(Stop::Bye(h.offset == wire::BYE_CLOSED)),
             wire::FLUSH if len == 0 => {
-                // SYNC POINT link-flush (release side): every record before
-                // this one has been applied (records apply in order).
-                sh.links[self.k].flushed.store(h.offset, Ordering::Release);
+                // Every record before this one has been applied (records
+                // apply in order): SYNC POINT link-flush, in `mark_flushed`.
+                sh.links.mark_flushed(self.k, h.offset);
                 sh.ring_bell();
                 Ok(Want::Header)
             }
@@ -407,13 +367,15 @@ impl Conn {
             }
             After::Word { at } => {
                 let v = u64::from_le_bytes(self.small[..8].try_into().expect("8 bytes"));
-                // SAFETY: `at` was checked 8-aligned and in bounds; the area
-                // is 64-aligned; AtomicU64 is valid for any bits.
-                let w =
-                    unsafe { AtomicU64::from_ptr(sh.targets.window.add(at as usize) as *mut u64) };
-                // SYNC POINT window-word (release side): pairs with
-                // `read_u64`'s Acquire; earlier puts are visible with it.
-                w.store(v, Ordering::Release);
+                // SAFETY: the window target is valid for reads and writes
+                // of its length while the NIC runs (see `Send for Shared`)
+                // and 64-aligned; the rank and its peers reach its words
+                // only with 8-byte atomics.
+                let area = unsafe { WindowArea::new(sh.targets.window, sh.targets.window_len) };
+                // `at` was checked 8-aligned and in bounds. Earlier puts
+                // are visible with the word (SYNC POINT window-word, in
+                // `window::store_word`).
+                area.store_u64(at, v);
                 sh.ring_bell();
                 Want::Header
             }
@@ -473,15 +435,12 @@ pub(crate) fn run(sh: Arc<Shared>, fds: Vec<RawFd>, wake_fd: RawFd) {
             match c.drain(&sh) {
                 Ok(()) => {}
                 Err(Stop::Bye(closed)) => {
-                    let state = if closed { BYE } else { LEFT };
-                    // SYNC POINT link-state (release side), as in `fail`.
-                    sh.links[c.k].state.store(state, Ordering::Release);
-                    sh.alerts.fetch_add(1, Ordering::Release);
+                    sh.links.leave(c.k, closed);
                     sh.ring_bell();
                     p.fd = -1;
                 }
                 Err(Stop::Fail(e)) => {
-                    sh.fail(c.k, e);
+                    sh.links.fail(c.k, e);
                     // SAFETY: shutting down a socket we poll; the transport
                     // owns the descriptor and closes it after joining us.
                     unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };

@@ -280,6 +280,7 @@ fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
     for stamp in [u64::MAX, 1] {
         tr.fake[0].write_all(&ring_write(stamp)).unwrap();
         let start = Instant::now();
+        // SYNC POINT ring-stamp (acquire side): the NIC's placement.
         while tr.t[0].shared.region.word(stamp_at).load(Ordering::Acquire) != stamp {
             assert!(
                 start.elapsed() < Duration::from_secs(10),
@@ -298,8 +299,8 @@ fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
 
 #[test]
 fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
-    use crate::bootstrap::threads;
     use crate::endpoint::NetMode;
+    use crate::threads;
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -310,17 +311,17 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
         // Garbage, then a fastmsg client with the wrong secret.
         let deadline = Instant::now() + Duration::from_secs(20);
         let addr: std::net::SocketAddr = rogue_root.parse().unwrap();
-        let mut s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
+        let mut s = crate::netio::connect::connect_retry(addr, deadline, || "root".into()).unwrap();
         s.write_all(&[0x42; 64]).unwrap();
-        let s = mesh::connect_retry(addr, deadline, || "root".into()).unwrap();
-        let hello = crate::bootstrap::auth::Hello {
-            purpose: crate::bootstrap::auth::Purpose::Join,
+        let s = crate::netio::connect::connect_retry(addr, deadline, || "root".into()).unwrap();
+        let hello = crate::netio::auth::Hello {
+            purpose: crate::netio::auth::Purpose::Join,
             rank: 1,
             size: 2,
             job_hash: 0,
             params: [0, 0],
         };
-        crate::bootstrap::auth::client(&s, b"wrong", &hello, deadline)
+        crate::netio::auth::client(&s, b"wrong", &hello, deadline)
     });
     let out = threads::run(
         2,

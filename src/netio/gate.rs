@@ -180,7 +180,7 @@ impl<T: Send + 'static> Gate<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::auth::{Hello, Purpose};
+    use crate::netio::auth::{Hello, Purpose};
 
     #[test]
     fn beyond_the_cap_connections_are_closed_and_a_real_client_gets_in_by_retrying() {

@@ -15,8 +15,8 @@
 //!   There `FASTMSG_HOST` may split a node into "hosts", so setting it is
 //!   enough to need the exchange.
 
-use super::rendezvous::{self, Member, RendezvousJob};
-use super::{JobInfo, Launcher};
+use crate::bootstrap::rendezvous::{self, Member, RendezvousJob};
+use crate::bootstrap::{JobInfo, Launcher};
 use crate::endpoint::{Config, NetMode};
 use crate::error::{ConfigError, ConnectError, StartError};
 use crate::id::Rank;
@@ -48,13 +48,13 @@ pub(crate) fn needs_network(config: &Config) -> bool {
 /// Whether the launcher offers a key-value store for the wire-up: a PMIx
 /// server (feature `pmix`) or a PMI-2 socket.
 pub(crate) fn has_store(job: &JobInfo) -> bool {
-    job.launcher == Launcher::Pmix || super::pmi2::available()
+    job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }
 
 fn root_file(config: &Config) -> PathBuf {
     config.shm_dir.join(format!(
         "{}{}.root",
-        crate::transport::shm::segment::job_file_prefix(&config.job.job),
+        crate::bootstrap::job_file_prefix(&config.job.job),
         config.job.host
     ))
 }
@@ -72,13 +72,22 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
     #[cfg(feature = "pmix")]
     if job.launcher == Launcher::Pmix && config.net.root.is_none() {
         let geometry = geometry(config)?;
-        let mut store = super::pmix::store()?;
-        let (table, listener, secret) = super::kvs::wire_up(&mut store, config, job)?;
+        let mut store = crate::bootstrap::pmix::store()?;
+        let (table, listener, secret) = crate::bootstrap::kvs::wire_up(
+            &mut store,
+            config.net.secret.as_deref(),
+            config.timeout,
+            job,
+        )?;
         return Ok(plan(config, job, table, listener, secret, geometry));
     }
-    if job.launcher != Launcher::Pmix && config.net.root.is_none() && super::pmi2::available() {
+    if job.launcher != Launcher::Pmix
+        && config.net.root.is_none()
+        && crate::bootstrap::pmi2::available()
+    {
         let geometry = geometry(config)?;
-        let (table, listener, secret) = super::pmi2::wire_up(config, job)?;
+        let (table, listener, secret) =
+            crate::bootstrap::pmi2::wire_up(config.net.secret.as_deref(), config.timeout, job)?;
         return Ok(plan(config, job, table, listener, secret, geometry));
     }
     let secret = config

@@ -226,7 +226,7 @@ pub(crate) fn client_retry(
 ) -> Result<(u32, TcpStream), ConnectError> {
     let mut pause = Duration::from_millis(10);
     loop {
-        let s = crate::transport::tcp::mesh::connect_retry(addr, deadline, &who)?;
+        let s = super::connect::connect_retry(addr, deadline, &who)?;
         let attempt = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
         match client(&s, secret, hello, attempt) {
             Ok(rank) => return Ok((rank, s)),

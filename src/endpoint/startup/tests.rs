@@ -4,11 +4,12 @@
 //! `FASTMSG_ROOT`) and against a peer's listener; every time the job starts
 //! normally. Loopback only.
 
-use super::auth::{self, Hello, Purpose};
-use crate::bootstrap::threads;
 use crate::endpoint::NetMode;
 use crate::id::Rank;
+use crate::netio::auth::{self, Hello, Purpose};
+use crate::netio::connect::connect_retry;
 use crate::sync::{AtomicBool, Ordering};
+use crate::threads;
 use crate::transport::tcp::mesh::{self, MeshJob};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -33,7 +34,7 @@ fn launch(addr: SocketAddr, attack: Attack, stop: Arc<AtomicBool>) -> std::threa
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let t = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let connect = || mesh::connect_retry(addr, deadline, || "target".into()).unwrap();
+        let connect = || connect_retry(addr, deadline, || "target".into()).unwrap();
         let mut held: Vec<TcpStream> = Vec::new();
         match attack {
             Attack::Silent => held.push(connect()),
@@ -54,7 +55,7 @@ fn launch(addr: SocketAddr, attack: Attack, stop: Arc<AtomicBool>) -> std::threa
                         break;
                     }
                     let by = (Instant::now() + Duration::from_secs(2)).min(deadline);
-                    match mesh::connect_retry(addr, by, || "target".into()) {
+                    match connect_retry(addr, by, || "target".into()) {
                         Ok(s) => held.push(s),
                         Err(_) => break,
                     }
@@ -109,6 +110,7 @@ fn rendezvous_under(attack: Attack) {
     let (st, ip) = (Arc::clone(&stop), Arc::clone(&in_place));
     let attacker = std::thread::spawn(move || {
         let t = launch(addr, attack, st);
+        // SYNC POINT attack-in-place (release side): the attack is running.
         ip.store(true, Ordering::Release);
         t.join().unwrap();
     });
@@ -123,6 +125,7 @@ fn rendezvous_under(attack: Attack) {
         |mut b| {
             if b.rank() != Rank(0) {
                 let t = Instant::now();
+                // SYNC POINT attack-in-place (acquire side).
                 while !in_place.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(30) {
                     std::thread::sleep(Duration::from_millis(5));
                 }

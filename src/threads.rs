@@ -1,9 +1,9 @@
-//! Run the ranks of a job as threads of this process — for tests, examples
+//! The thread launcher: run the ranks of a job as threads of this process — for tests, examples
 //! and experiments without a launcher. Each thread builds its own endpoint
 //! exactly as a process would (it maps the same shared segment).
 //!
 //! ```
-//! use fastmsg::bootstrap::threads;
+//! use fastmsg::threads;
 //!
 //! let sums = threads::run(3, |_cfg| {}, |mut b| {
 //!     let got = std::rc::Rc::new(std::cell::Cell::new(0u32));
@@ -28,11 +28,11 @@
 //! assert_eq!(sums, vec![6, 6, 6]);
 //! ```
 
-use super::{JobInfo, Launcher};
+use crate::bootstrap::{fresh_job_id, JobInfo, Launcher};
 use crate::endpoint::{Config, EndpointBuilder};
 use crate::error::Error;
 use crate::id::Rank;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A rank of a threaded job failed.
@@ -43,20 +43,6 @@ pub struct RankError {
     pub rank: Rank,
     /// Its error.
     pub error: Error,
-}
-
-/// A fresh job id: pid, time and a counter (unique on this host).
-pub fn fresh_job_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "t{}-{:x}-{}",
-        std::process::id(),
-        t & 0xffff_ffff_ffff,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 /// Run `ranks` ranks as threads. `configure` adjusts each rank's [`Config`]

@@ -3,9 +3,10 @@
 //! transports and devices this build and host offer, the copy plan, and
 //! the CPU facts the `auto` wait policy decides by.
 
-use super::{env, Setting, FLAGS_VAR, SETTINGS, VERBOSE_VAR};
+use super::config::Config;
+use super::wait::WaitPolicy;
 use crate::bootstrap::Launcher;
-use crate::endpoint::Config;
+use crate::settings::{self, env, Setting, FLAGS_VAR, SETTINGS, VERBOSE_VAR};
 use crate::topology::{Cpus, MaskReading};
 use std::fmt::Write as _;
 
@@ -55,6 +56,64 @@ fn launcher_name(l: Launcher) -> String {
     }
 }
 
+/// The value of `s` in force for `cfg`, in words.
+pub fn effective(s: &Setting, cfg: &Config) -> String {
+    effective_of(s.name, cfg).unwrap_or_else(|| "-".into())
+}
+
+/// The value in force of the setting named `name` (`None`: not a setting
+/// of [`SETTINGS`]; a test checks every setting has its line here).
+fn effective_of(name: &str, c: &Config) -> Option<String> {
+    Some(match name {
+        "FASTMSG_RANK" => c.job.rank.to_string(),
+        "FASTMSG_SIZE" => c.job.size.to_string(),
+        "FASTMSG_LOCAL_RANK" => c.job.local_rank.to_string(),
+        "FASTMSG_LOCAL_SIZE" => c.job.local_size.to_string(),
+        "FASTMSG_JOB" => c.job.job.clone(),
+        "FASTMSG_HOST" => c.job.host.clone(),
+        "FASTMSG_QUEUES" => match c.shm.queues {
+            Some(q) => q.to_string(),
+            None => format!("{} (local ranks, at most 16)", c.job.local_size.min(16)),
+        },
+        "FASTMSG_CREDITS" => c.shm.credits.to_string(),
+        "FASTMSG_FRAME_SIZE" => c.shm.frame_size.to_string(),
+        "FASTMSG_SHM_INLINE" => u8::from(c.shm.inline).to_string(),
+        "FASTMSG_WAIT" => wait_name(c.wait).to_owned(),
+        "FASTMSG_TIMEOUT" => c.timeout.as_secs().to_string(),
+        "FASTMSG_SHM_DIR" => c.shm_dir.display().to_string(),
+        "FASTMSG_CLOSE_WARN" => c.close_warn.as_secs().to_string(),
+        "FASTMSG_MAX_PARKED" => c.max_parked.to_string(),
+        "FASTMSG_NET" => format!("{:?}", c.net.mode).to_lowercase(),
+        "FASTMSG_ROOT" => c.net.root.clone().unwrap_or_else(|| "-".into()),
+        "FASTMSG_NET_IF" => settings::env_or("FASTMSG_NET_IF", "-"),
+        "FASTMSG_SECRET" => match &c.net.secret {
+            Some(s) => format!("(set, {} characters)", s.chars().count()),
+            None => "-".into(),
+        },
+        "FASTMSG_SECRET_FILE" => settings::env_or("FASTMSG_SECRET_FILE", "-"),
+        "FASTMSG_NET_SLOTS" => c.net.rings.slots.to_string(),
+        "FASTMSG_NET_SLOT_SIZE" => c.net.rings.slot_bytes.to_string(),
+        "FASTMSG_VERBS_DEVICE" => settings::env_or("FASTMSG_VERBS_DEVICE", "first device"),
+        "FASTMSG_VERBS_PORT" => settings::env_or("FASTMSG_VERBS_PORT", "1"),
+        "FASTMSG_VERBS_GID_INDEX" => settings::env_or("FASTMSG_VERBS_GID_INDEX", "0"),
+        "FASTMSG_COPY" => settings::env_or("FASTMSG_COPY", "auto"),
+        "FASTMSG_LOG" => settings::env_or("FASTMSG_LOG", crate::log::DEFAULT_FILTER),
+        "FASTMSG_VERBOSE_ENV" => settings::env_or(settings::VERBOSE_VAR, "0"),
+        "FASTMSG_STATS" => settings::env_or("FASTMSG_STATS", "0"),
+        "FASTMSG_FLAGS" => settings::env_or(settings::FLAGS_VAR, "-"),
+        _ => return None,
+    })
+}
+
+fn wait_name(w: WaitPolicy) -> &'static str {
+    match w {
+        WaitPolicy::Spin => "spin",
+        WaitPolicy::Yield => "yield",
+        WaitPolicy::Sleep => "sleep",
+        WaitPolicy::Auto => "auto",
+    }
+}
+
 /// Where `s`'s value in `cfg` came from.
 pub fn source(s: &Setting, cfg: &Config) -> Source {
     let flagged = env(FLAGS_VAR).is_some_and(|f| f.split(',').any(|n| n.trim() == s.name));
@@ -67,7 +126,7 @@ pub fn source(s: &Setting, cfg: &Config) -> Source {
     if env(s.name).is_some() {
         return Source::Environment;
     }
-    if s.effective(cfg) != s.effective(&Config::new(cfg.job.clone())) {
+    if effective(s, cfg) != effective(s, &Config::new(cfg.job.clone())) {
         return Source::Program;
     }
     Source::Default
@@ -94,7 +153,7 @@ pub fn report(cfg: &Config) -> String {
             out,
             "  {:<24} {:<34} {}",
             s.name,
-            s.effective(cfg),
+            effective(s, cfg),
             source(s, cfg)
         );
     }
@@ -212,6 +271,15 @@ pub fn topology_lines(cfg: &Config, cpus: &Cpus) -> String {
 mod tests {
     use super::*;
     use crate::bootstrap::JobInfo;
+
+    #[test]
+    fn every_setting_has_an_effective_value() {
+        let cfg = Config::new(JobInfo::single_host(0, 2, "t", Launcher::Threads));
+        for s in SETTINGS {
+            assert!(effective_of(s.name, &cfg).is_some(), "{}", s.name);
+        }
+        assert!(effective_of("FASTMSG_NOT_A_SETTING", &cfg).is_none());
+    }
 
     #[test]
     fn the_report_names_every_setting_and_the_program_source() {

@@ -1,0 +1,10 @@
+//! Network i/o shared by start-up and the network transports, below both:
+//! authenticating a TCP connection with the job secret ([`auth`]),
+//! admitting many incoming handshakes at once under one deadline each
+//! ([`gate`]), and connecting with retries until the start-up deadline
+//! ([`connect`]). It knows sockets, the secret and deadlines; nothing of
+//! ranks' roles, rings or endpoints.
+
+pub(crate) mod auth;
+pub(crate) mod connect;
+pub(crate) mod gate;
