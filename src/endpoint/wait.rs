@@ -3,8 +3,8 @@
 //! Spinning is right when each rank has a core to itself and wrong when
 //! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
 //! twice. At start: a host with fewer CPUs than busy ranks is
-//! oversubscribed, and there a rank spins only briefly before yielding the
-//! core each round. Then, while running, it watches whether the core is
+//! oversubscribed, and there a rank spins only briefly, yields the core
+//! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
 //! wanted (see [`super::pressure`]): a rank that lost more than a fifth of
 //! its recent time waiting for a CPU (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
@@ -84,6 +84,12 @@ pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 /// `membarrier`), so that spinning never costs more than twice the best.
 pub const CONTENDED_SPIN: Duration = Duration::from_micros(50);
 
+/// Idle µs after which a rank sleeps when ranks outnumber cores (`sleep`,
+/// and `auto` with doorbells on): measured at 4 and 8 ranks on 2 cores,
+/// sleeping made the collectives both faster and steadier than yielding
+/// (BENCHMARKS.md, oversubscribed collectives).
+const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
+
 /// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
 
@@ -125,9 +131,20 @@ impl WaitConfig {
             WaitPolicy::Sleep => plain(
                 if oversubscribed { 16 } else { 4096 },
                 true,
-                Some(Duration::from_micros(if oversubscribed { 20 } else { 200 })),
+                Some(Duration::from_micros(if oversubscribed {
+                    OVERSUBSCRIBED_SLEEP_AFTER_US
+                } else {
+                    200
+                })),
             ),
-            WaitPolicy::Auto if oversubscribed => plain(16, true, None),
+            // Ranks outnumber cores: the rank waited for may need this
+            // very core, so yield at once and sleep soon (as `sleep`
+            // does), where doorbells are on.
+            WaitPolicy::Auto if oversubscribed => plain(
+                16,
+                true,
+                bells.then_some(Duration::from_micros(OVERSUBSCRIBED_SLEEP_AFTER_US)),
+            ),
             WaitPolicy::Auto => WaitConfig {
                 spin_rounds: 1 << 16,
                 yield_: true,
