@@ -238,9 +238,10 @@ pub mod control {
 pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
+    use crate::link::{BYE, UP};
     use crate::ring::{RingGeometry, RingRegion};
     use crate::sync::Ordering;
-    use crate::transport::tcp::nic::{self, NicTargets, Shared, BYE, FAILED, LEFT, UP};
+    use crate::transport::tcp::nic::{self, NicTargets, Shared, FAILED, LEFT};
     use crate::transport::tcp::wire;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::Arc;
