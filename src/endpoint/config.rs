@@ -57,6 +57,9 @@ pub enum NetMode {
     Tcp,
     /// Every peer over RDMA verbs (feature `verbs`).
     Verbs,
+    /// Every peer over libfabric (feature `ofi`; the provider from
+    /// `FI_PROVIDER`, default `tcp;ofi_rxm`).
+    Ofi,
 }
 
 impl std::str::FromStr for NetMode {
@@ -66,10 +69,11 @@ impl std::str::FromStr for NetMode {
             "auto" => Ok(NetMode::Auto),
             "tcp" => Ok(NetMode::Tcp),
             "verbs" => Ok(NetMode::Verbs),
+            "ofi" => Ok(NetMode::Ofi),
             _ => Err(ConfigError::BadEnv {
                 var: "FASTMSG_NET",
                 value: s.to_owned(),
-                why: "expected auto, tcp or verbs".into(),
+                why: "expected auto, tcp, verbs or ofi".into(),
             }),
         }
     }

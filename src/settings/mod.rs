@@ -158,7 +158,12 @@ pub static SETTINGS: &[Setting] = &[
         None,
         "bytes of parked sends past which a send outside handlers makes progress instead"
     ),
-    setting!("FASTMSG_NET", "auto", Some("--net"), "auto, tcp or verbs"),
+    setting!(
+        "FASTMSG_NET",
+        "auto",
+        Some("--net"),
+        "auto, tcp, verbs or ofi (libfabric)"
+    ),
     setting!(
         "FASTMSG_ROOT",
         "none (one host: rank 0 picks a port)",
@@ -189,6 +194,12 @@ pub static SETTINGS: &[Setting] = &[
         "65536",
         None,
         "bytes per network ring slot"
+    ),
+    setting!(
+        "FASTMSG_OFI_PROVIDER",
+        "FI_PROVIDER, else tcp;ofi_rxm",
+        None,
+        "libfabric provider of FASTMSG_NET=ofi (`fi_info -c FI_RMA -t FI_EP_RDM` lists them)"
     ),
     setting!(
         "FASTMSG_VERBS_DEVICE",

@@ -182,6 +182,12 @@ impl Mr {
         // SAFETY: a live registration.
         unsafe { (*self.0).rkey }
     }
+
+    /// The registered address (what peers add their offsets to).
+    pub(crate) fn addr(&self) -> u64 {
+        // SAFETY: a live registration.
+        unsafe { (*self.0).addr as u64 }
+    }
 }
 
 impl Drop for Mr {
@@ -198,9 +204,10 @@ pub(crate) struct QpInfo {
     pub(crate) gid: [u8; 16],
     pub(crate) qpn: u32,
     pub(crate) psn: u32,
-    /// The ring this end keeps for the other to write.
+    /// The start of this end's rings area (the ring, credit and flush
+    /// words are offsets into it, exchanged beside this).
     pub(crate) ring_addr: u64,
-    /// The word the other writes its credit returns to.
+    /// Unused (kept in the wire form, always 0).
     pub(crate) credit_addr: u64,
     pub(crate) ring_rkey: u32,
     pub(crate) window_addr: u64,
