@@ -69,7 +69,9 @@ mod backpressure;
 mod builder;
 mod config;
 pub(crate) mod control;
+pub(crate) mod control_op;
 pub(crate) mod core;
+mod dispatch;
 pub(crate) mod handler;
 mod health;
 mod hook;
@@ -307,9 +309,8 @@ impl Core {
                 self.wait_for_credit(dest, &mut waiter)?;
             }
         }
-        self.net.borrow_mut().open = Some(dest);
-        let s = OutStream::new(self.rank, dest, handler.0, len as u64, false);
-        Ok(MessageWriter::new(self, s))
+        let s = OutStream::user(self.rank, dest, handler, len as u64);
+        Ok(MessageWriter::open(self, s))
     }
 
     /// `Endpoint::send`: a whole message, waiting for credit (making
@@ -325,7 +326,7 @@ impl Core {
         let inline = self
             .net
             .borrow_mut()
-            .try_send_inline(self.rank, dest, handler.0, len as u64, pieces);
+            .try_send_inline(self.rank, dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
         }

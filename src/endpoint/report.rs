@@ -303,7 +303,7 @@ mod tests {
             assert!(r.contains(s.name), "{} missing from\n{r}", s.name);
         }
         let credits = r.lines().find(|l| l.contains("FASTMSG_CREDITS")).unwrap();
-        if std::env::var_os("FASTMSG_CREDITS").is_none() {
+        if !crate::settings::is_set("FASTMSG_CREDITS") {
             assert!(
                 credits.contains(" 7 ") && credits.ends_with("program"),
                 "{credits}"
@@ -313,7 +313,7 @@ mod tests {
             .lines()
             .find(|l| l.contains("FASTMSG_FRAME_SIZE"))
             .unwrap();
-        if std::env::var_os("FASTMSG_FRAME_SIZE").is_none() {
+        if !crate::settings::is_set("FASTMSG_FRAME_SIZE") {
             assert!(frames.ends_with("default"), "{frames}");
         }
         assert!(r.contains("launcher: threads"), "{r}");

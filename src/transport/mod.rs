@@ -301,7 +301,7 @@ pub trait Transport {
 /// The network transports an endpoint can hold, dispatched statically.
 /// (The engine keeps its shm transport outside this enum: behind a `match`
 /// with network arms, shm's poll stopped inlining and a 0-byte message
-/// cost 12–20 ns more.)
+/// cost more: BENCHMARKS.md, *The engine fix, and what remains*.)
 ///
 /// Variants differ in size; they are not boxed because an endpoint holds
 /// one or two of them and boxing would add a pointer chase to every poll.

@@ -20,7 +20,7 @@ use super::core::{Core, CoreSetup};
 use super::handler::{encode_table, Registry};
 use super::hook::Hook;
 use super::net::Net;
-use super::wait::{WaitConfig, Waiter};
+use super::wait::{WaitConfig, WaitPolicy, Waiter};
 use super::{Endpoint, NetMode};
 use crate::error::StartError;
 use crate::id::Rank;
@@ -196,7 +196,11 @@ pub(super) fn start(
         threads_per_rank,
         job.launcher,
     );
-    let wait = WaitConfig::resolve(config.wait, oversubscribed, sleeps);
+    // RDMA writes ring no doorbell: under verbs `auto` never sleeps (a
+    // sleeper would notice them only at its time-out).
+    let may_sleep =
+        sleeps && !(config.net.mode == NetMode::Verbs && config.wait == WaitPolicy::Auto);
+    let wait = WaitConfig::resolve(config.wait, oversubscribed, may_sleep);
     tracing::debug!(
         "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
         config.wait,

@@ -653,6 +653,10 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 )
             };
             let at = self.peers[k].remote.flush;
+            // SYNC POINT ring-flush (release side): the flush word goes
+            // after every earlier write to this peer, and the wire places
+            // writes in order (or, in safe mode, issues it only after their
+            // completions), so the peer that reads the round sees them all.
             if let Err(why) = self.wire.write(k, local, 8, at, None) {
                 self.fail(k, why);
             }

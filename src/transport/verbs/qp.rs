@@ -33,7 +33,7 @@ impl Device {
         if list.is_null() {
             return Err(VerbsError::NoDevice { why: errno() });
         }
-        let want = std::env::var("FASTMSG_VERBS_DEVICE").ok();
+        let want = crate::settings::var("FASTMSG_VERBS_DEVICE").ok();
         let mut chosen = None;
         for i in 0..n.max(0) as usize {
             // SAFETY: the list holds `n` valid device pointers.
@@ -77,7 +77,7 @@ impl Device {
             unsafe { ibv_close_device(ctx) };
             return Err(e);
         }
-        let port = std::env::var("FASTMSG_VERBS_PORT")
+        let port = crate::settings::var("FASTMSG_VERBS_PORT")
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(1);
@@ -105,7 +105,7 @@ impl Device {
         if unsafe { ___ibv_query_port(self.ctx, self.port, &mut attr) } != 0 {
             return Err(self.call("ibv_query_port"));
         }
-        let index: u8 = std::env::var("FASTMSG_VERBS_GID_INDEX")
+        let index: u8 = crate::settings::var("FASTMSG_VERBS_GID_INDEX")
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
