@@ -28,7 +28,7 @@ fi_pp() { # size iterations port -> "usec/xfer MB/sec"
     server=$!
     sleep 0.5
     fi_pingpong -p "$PROV" -e rdm -I "$iters" -S "$size" -P "$port" 127.0.0.1 2>&1 |
-        awk '$1 ~ /^[0-9]/ { print $8, $7 }'
+        awk '$1 ~ /^[0-9]/ { print $7, $6 }'
     wait "$server" || true
 }
 

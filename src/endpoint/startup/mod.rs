@@ -196,10 +196,11 @@ pub(super) fn start(
         threads_per_rank,
         job.launcher,
     );
-    // RDMA writes ring no doorbell: under verbs `auto` never sleeps (a
-    // sleeper would notice them only at its time-out).
-    let may_sleep =
-        sleeps && !(config.net.mode == NetMode::Verbs && config.wait == WaitPolicy::Auto);
+    // RDMA writes ring no doorbell, and a rank asleep drives no libfabric
+    // progress: under verbs and ofi `auto` never sleeps (a sleeper would
+    // notice arrivals only at its time-out).
+    let rings_no_bell = matches!(config.net.mode, NetMode::Verbs | NetMode::Ofi);
+    let may_sleep = sleeps && !(rings_no_bell && config.wait == WaitPolicy::Auto);
     let wait = WaitConfig::resolve(config.wait, oversubscribed, may_sleep);
     tracing::debug!(
         "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
