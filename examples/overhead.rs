@@ -1,9 +1,9 @@
 //! Software overhead of the engine, without cross-core traffic: one rank
 //! (as a thread), sending to itself over shared memory.
 //!
-//! `target/release/examples/overhead [--iters N] [--only empty|fn|async]`
-//! prints ns per empty `extract`, and ns per 0-byte self-send + extract for
-//! each handler kind (median of `--runs`). Under `valgrind --tool=callgrind`
+//! `target/release/examples/overhead [--iters N] [--only empty|fn|async]
+//! [--size B]` prints ns per empty `extract`, and ns per self-send of `B`
+//! bytes (default 0) + extract for each handler kind (median of `--runs`). Under `valgrind --tool=callgrind`
 //! with `--only`, the instruction count per iteration is repeatable.
 
 use clap::Parser;
@@ -24,6 +24,9 @@ struct Args {
     /// Measure one path only.
     #[arg(long, value_parser = ["empty", "fn", "async", "fn-burst"])]
     only: Option<String>,
+    /// Payload bytes of each self-send.
+    #[arg(long, default_value_t = 0)]
+    size: usize,
 }
 
 fn med(mut v: Vec<f64>) -> f64 {
@@ -56,6 +59,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let mut ep = b.start()?;
             let me = Rank(0);
             let n = args.iters;
+            let payload = vec![7u8; args.size];
+            let data: &[&[u8]] = &[&payload];
             let (mut empty, mut send, mut send_fn) = (Vec::new(), Vec::new(), Vec::new());
             let mut burst = Vec::new();
             let mut expected = 0;
@@ -70,7 +75,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 if want("async") {
                     let t = Instant::now();
                     for _ in 0..n / 4 {
-                        ep.send(me, noop, &[])?;
+                        ep.send(me, noop, data)?;
                         ep.extract(usize::MAX)?;
                     }
                     send.push(t.elapsed().as_nanos() as f64 / (n / 4) as f64);
@@ -79,7 +84,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 if want("fn") {
                     let t = Instant::now();
                     for _ in 0..n / 4 {
-                        ep.send(me, noop_fn, &[])?;
+                        ep.send(me, noop_fn, data)?;
                         ep.extract(usize::MAX)?;
                     }
                     send_fn.push(t.elapsed().as_nanos() as f64 / (n / 4) as f64);
@@ -93,7 +98,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     let t = Instant::now();
                     for _ in 0..n / 128 {
                         for _ in 0..32 {
-                            ep.send(me, noop_fn, &[])?;
+                            ep.send(me, noop_fn, data)?;
                         }
                         ep.extract(usize::MAX)?;
                     }
@@ -108,19 +113,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             if want("async") {
                 println!(
-                    "self-send 0 B + extract {:8.2} ns (async handler)",
+                    "self-send {} B + extract {:8.2} ns (async handler)",
+                    args.size,
                     med(send)
                 );
             }
             if args.only.as_deref() == Some("fn-burst") {
                 println!(
-                    "self-send 0 B, bursts of 32 {:8.2} ns per message (plain-function handler)",
+                    "self-send {} B, bursts of 32 {:8.2} ns per message (plain-function handler)",
+                    args.size,
                     med(burst)
                 );
             }
             if want("fn") {
                 println!(
-                    "self-send 0 B + extract {:8.2} ns (plain-function handler)",
+                    "self-send {} B + extract {:8.2} ns (plain-function handler)",
+                    args.size,
                     med(send_fn)
                 );
             }

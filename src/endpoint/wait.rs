@@ -95,7 +95,8 @@ const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
 
 /// Idle rounds between two looks at the scheduler's verdict while an
-/// `auto` rank spins (a read of the thread's schedstat, ~1–2 µs).
+/// `auto` rank spins (each look is a system call: a read of the thread's
+/// schedstat file).
 const PRESSURE_EVERY: u32 = 1024;
 
 /// The resolved parameters of a policy on this host.

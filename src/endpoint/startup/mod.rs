@@ -50,6 +50,11 @@ pub(super) fn start(
         // Fail at once on a host without RDMA (or a build without it).
         crate::transport::verbs::probe()?;
     }
+    if config.net.mode == NetMode::Ofi {
+        // Fail at once where the provider is missing (or the build has no
+        // libfabric transport).
+        crate::transport::ofi::probe()?;
+    }
     // A job that needs the network meets at the rendezvous first: the
     // job table says which ranks share this host.
     let plan = if hosts::needs_network(&config) {
@@ -107,14 +112,45 @@ pub(super) fn start(
             window: my_window.raw(),
             bell: if sleeps { shm.doorbell() } else { None },
         };
-        if config.net.mode == NetMode::Verbs {
+        if config.net.mode == NetMode::Ofi {
+            #[cfg(feature = "ofi")]
+            {
+                // The endpoint listens where peers reached us.
+                let node = links
+                    .first()
+                    .and_then(|l| l.1.local_addr().ok())
+                    .map(|a| a.ip());
+                let wire = crate::transport::ofi::open(
+                    job.rank.0,
+                    job.size,
+                    node,
+                    links.len(),
+                    plan.geometry.slots,
+                )?;
+                // SAFETY: the window area lives in the shm segment, which
+                // outlives this transport (placed before `shm` below).
+                let t = unsafe {
+                    crate::transport::OfiTransport::new(
+                        wire,
+                        job.size,
+                        plan.geometry,
+                        links,
+                        targets,
+                    )
+                }?;
+                net_peers = t.peers();
+                transports.push(AnyTransport::Ofi(t));
+            }
+        } else if config.net.mode == NetMode::Verbs {
             #[cfg(feature = "verbs")]
             {
+                let wire =
+                    crate::transport::verbs::VerbsWire::open(links.len(), plan.geometry.slots)?;
                 // SAFETY: the window area lives in the shm segment, which
                 // outlives this transport (placed before `shm` below).
                 let v = unsafe {
                     crate::transport::VerbsTransport::new(
-                        job.rank,
+                        wire,
                         job.size,
                         plan.geometry,
                         links,
