@@ -7,8 +7,8 @@
 //! shares its core with another runnable thread loses about half its time
 //! that way; on a quiet machine it loses next to nothing (a kernel thread
 //! now and then). A wait that has spun a while looks ([`look`]): if, over
-//! the last [`WINDOW`] or more, the thread lost more than a fifth of the
-//! time to the run queue, the rank counts as contended for
+//! [`WINDOW`] or more of its own spinning, the thread lost more than a
+//! fifth of the time to the run queue, the rank counts as contended for
 //! [`CONTENDED_FOR`]; waits in that time spin only about as long as this
 //! rank's waits usually last ([`short_spin`], twice the running average
 //! of the waits that ended while spinning, within
@@ -48,8 +48,6 @@ thread_local! {
     /// Running average (×8) of the idle rounds of waits that ended while
     /// spinning.
     static TYPICAL_X8: Cell<u32> = const { Cell::new(SHORT_MIN * 8) };
-    /// The window's start: when, and the evidence then.
-    static LAST: Cell<Option<(Instant, Evidence)>> = const { Cell::new(None) };
     /// This thread's schedstat file, opened on first use (None inside:
     /// unreadable, use the context switches).
     static SCHEDSTAT: RefCell<Option<Option<File>>> = const { RefCell::new(None) };
@@ -57,7 +55,7 @@ thread_local! {
 
 /// What the kernel says about this thread at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Evidence {
+pub(crate) enum Evidence {
     /// Nanoseconds spent runnable, waiting for a CPU.
     RunDelay(u64),
     /// Involuntary context switches.
@@ -96,23 +94,31 @@ fn mark_contended(now: Instant) {
     CONTENDED_UNTIL.with(|c| c.set(Some(now + CONTENDED_FOR)));
 }
 
-/// Look at the evidence: true (and the rank marked contended) if the
-/// window that ends now shows the core wanted. A window shorter than
-/// [`WINDOW`] is left to grow.
-pub(crate) fn look() -> bool {
+/// The span one wait looks over: when it started looking, and the
+/// evidence then.
+pub(crate) type Window = Option<(Instant, Evidence)>;
+
+/// Look at the evidence within one wait that keeps spinning: the first
+/// look opens `window`; a later one, at least [`WINDOW`] after it, returns
+/// true (and marks the rank contended) if the thread lost more than a
+/// fifth of that span waiting for a CPU, and opens the next window. Only
+/// spinning time is judged: the delay a sleeper meets when woken is the
+/// wake-up's cost, not a sign that its core is wanted (counting it, a rank
+/// that once slept would find itself contended for ever).
+pub(crate) fn look(window: &mut Window) -> bool {
     let now = Instant::now();
     let Some(ev) = evidence() else {
         return false;
     };
-    let Some((t0, ev0)) = LAST.with(Cell::get) else {
-        LAST.with(|l| l.set(Some((now, ev))));
+    let Some((t0, ev0)) = *window else {
+        *window = Some((now, ev));
         return false;
     };
     let span = now.saturating_duration_since(t0);
     if span < WINDOW {
         return false;
     }
-    LAST.with(|l| l.set(Some((now, ev))));
+    *window = Some((now, ev));
     let wanted = verdict(ev0, ev, span);
     if wanted {
         mark_contended(now);
@@ -243,9 +249,19 @@ mod tests {
                 _ => panic!("{a:?} then {b:?}"),
             }
             // The first look opens a window; one at once draws no verdict.
-            assert!(!look());
-            assert!(!look());
+            let mut w = None;
+            assert!(!look(&mut w));
+            assert!(w.is_some());
+            assert!(!look(&mut w));
             assert!(!contended());
+            // A window long past whose start shows no lost time: not
+            // contended, and the next window opens.
+            let Some((_, ev)) = w else { unreachable!() };
+            let old = std::time::Instant::now() - WINDOW * 1000;
+            w = Some((old, ev));
+            let wanted = look(&mut w);
+            assert!(w.is_some_and(|(t, _)| t > old));
+            assert_eq!(contended(), wanted);
         })
         .join()
         .unwrap();

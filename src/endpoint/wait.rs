@@ -5,8 +5,9 @@
 //! twice. At start: a host with fewer CPUs than busy ranks is
 //! oversubscribed, and there a rank spins only briefly, yields the core
 //! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
-//! wanted (see [`super::pressure`]): a rank that lost more than a fifth of
-//! its recent time waiting for a CPU (the scheduler's run delay) counts as
+//! wanted (see [`super::pressure`]): a rank that, while a wait spun for a
+//! millisecond or more, lost more than a fifth of it waiting for a CPU
+//! (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
 //! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
 //! until a sender rings it, so the process that wants the core gets it and
@@ -183,6 +184,8 @@ pub(crate) struct Waiter {
     /// `auto`: rounds this wait spins before it first asks whether the
     /// core is wanted (read from [`pressure`] at its first idle round).
     short: u32,
+    /// `auto`: the span of this wait's spinning being judged.
+    window: pressure::Window,
 
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
@@ -203,6 +206,7 @@ impl Waiter {
             idle_rounds: 0,
             backing_off: false,
             short: 0,
+            window: None,
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
@@ -240,6 +244,7 @@ impl Waiter {
         self.idle_rounds = 0;
         self.idle_since = None;
         self.backing_off = false;
+        self.window = None;
     }
 
     /// Nothing happened in the last round: wait a little, per policy.
@@ -338,7 +343,7 @@ impl Waiter {
         if r == self.short {
             self.backing_off = pressure::contended();
         } else if r > self.short && r % PRESSURE_EVERY == 0 {
-            self.backing_off = pressure::look();
+            self.backing_off = pressure::look(&mut self.window);
         }
     }
 }
