@@ -1,13 +1,35 @@
 //! Build script: with the `pmix` feature, generate bindings to the few
 //! functions, types and constants of the system's `pmix.h` that
 //! `src/bootstrap/pmix/` uses (found with pkg-config: Debian's
-//! `libpmix-dev` puts it under `/usr/lib/<triple>/pmix2/include`). Without
-//! the feature it does nothing.
+//! `libpmix-dev` puts it under `/usr/lib/<triple>/pmix2/include`); with
+//! the `ofi` feature, compile the libfabric shim. Without either it does
+//! nothing.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     #[cfg(feature = "pmix")]
     pmix::generate();
+    #[cfg(feature = "ofi")]
+    ofi_shim();
+}
+
+/// The `ofi` feature: libfabric's data-path calls are static inline
+/// functions; `src/transport/ofi/shim.c` gives the ones we use a symbol.
+#[cfg(feature = "ofi")]
+fn ofi_shim() {
+    println!("cargo:rerun-if-changed=src/transport/ofi/shim.c");
+    if !std::path::Path::new("/usr/include/rdma/fabric.h").exists()
+        && std::env::var_os("CPATH").is_none()
+    {
+        println!(
+            "cargo:warning=feature `ofi` needs libfabric's headers (Debian: apt-get install libfabric-dev)"
+        );
+    }
+    cc::Build::new()
+        .file("src/transport/ofi/shim.c")
+        .warnings(true)
+        .compile("fastmsg_ofi_shim");
+    println!("cargo:rustc-link-lib=fabric");
 }
 
 #[cfg(feature = "pmix")]

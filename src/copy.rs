@@ -254,7 +254,7 @@ fn install(p: &CopyPlan) {
 }
 
 fn settle() -> Result<CopyPlan, CopyPlanError> {
-    let env = std::env::var("FASTMSG_COPY").unwrap_or_default();
+    let env = crate::settings::var("FASTMSG_COPY").unwrap_or_default();
     if let Some(p) = parse_choice(&env) {
         return Ok(p);
     }

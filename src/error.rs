@@ -386,6 +386,9 @@ pub enum StartError {
     /// The RDMA verbs backend could not start.
     #[error(transparent)]
     Verbs(#[from] VerbsError),
+    /// The libfabric transport could not start.
+    #[error(transparent)]
+    Ofi(#[from] OfiError),
     /// Two handlers were registered under one name.
     #[error("handler name {name:?} registered twice (ids {first} and {second})")]
     DuplicateHandler {
@@ -798,6 +801,34 @@ pub enum VerbsError {
         /// The device name.
         device: String,
         /// errno or status.
+        why: String,
+    },
+}
+
+/// The libfabric transport (`FASTMSG_NET=ofi`) could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OfiError {
+    /// This build has no libfabric transport.
+    #[error("FASTMSG_NET=ofi, but fastmsg was built without the `ofi` feature (cargo build --features ofi; needs libfabric-dev)")]
+    NotBuilt,
+    /// No provider offers what the transport needs (RMA writes on a
+    /// reliable datagram endpoint), or `FI_PROVIDER` names none there is.
+    #[error("no libfabric provider {provider:?} with RMA writes on an RDM endpoint here ({why}); set FI_PROVIDER to one that `fi_info -c FI_RMA -t FI_EP_RDM` lists, or use FASTMSG_NET=tcp")]
+    NoProvider {
+        /// The provider asked for (`FI_PROVIDER`, or the default).
+        provider: String,
+        /// What libfabric said.
+        why: String,
+    },
+    /// A libfabric call failed.
+    #[error("{call} failed on provider {provider}: {why}")]
+    Call {
+        /// The libfabric function (or set-up step).
+        call: String,
+        /// The provider.
+        provider: String,
+        /// libfabric's message.
         why: String,
     },
 }

@@ -100,25 +100,26 @@ pub mod handler_table {
 /// The endpoint's control messages (see `crate::endpoint::control`).
 pub mod control {
     use crate::endpoint::control as inner;
+    use crate::endpoint::control_op::ControlOp;
     use crate::endpoint::termination::{Report, RoundKind};
     use crate::error::{ProtocolError, StartError};
     use crate::id::Rank;
 
     /// A rank's handler table, to rank 0.
-    pub const OP_TABLE: u32 = inner::OP_TABLE;
+    pub const OP_TABLE: u32 = inner::OP_TABLE.wire();
     /// Rank 0's verdict on the tables.
-    pub const OP_VERDICT: u32 = inner::OP_VERDICT;
+    pub const OP_VERDICT: u32 = inner::OP_VERDICT.wire();
     /// A rank's report for a wave of a termination round (`quiesce`,
     /// `close`).
-    pub const OP_REPORT: u32 = inner::OP_REPORT;
+    pub const OP_REPORT: u32 = inner::OP_REPORT.wire();
     /// Rank 0 releases everyone from a round.
-    pub const OP_RELEASE: u32 = inner::OP_RELEASE;
+    pub const OP_RELEASE: u32 = inner::OP_RELEASE.wire();
     /// Rank 0 asks for the counts of a wave of a round.
-    pub const OP_PROBE: u32 = inner::OP_PROBE;
+    pub const OP_PROBE: u32 = inner::OP_PROBE.wire();
     /// Rank 0 says a round is `quiesce` on one rank, `close` on another.
-    pub const OP_MISMATCH: u32 = inner::OP_MISMATCH;
+    pub const OP_MISMATCH: u32 = inner::OP_MISMATCH.wire();
     /// Rank 0 names the ranks that have not called `close` (u32 LE each).
-    pub const OP_STRAGGLERS: u32 = inner::OP_STRAGGLERS;
+    pub const OP_STRAGGLERS: u32 = inner::OP_STRAGGLERS.wire();
 
     fn kind(close: bool) -> RoundKind {
         if close {
@@ -187,7 +188,17 @@ pub mod control {
             busy: bool,
         ) -> Result<Sends, ProtocolError> {
             let counts = inner::CloseCounts { sent, received };
-            self.0.on_message(src, op, payload, counts, busy)
+            // The engine decodes the operation when the message's first
+            // fragment arrives (`crate::endpoint::stream`), as here.
+            let op = ControlOp::from_wire(op).ok_or(ProtocolError::BadControl {
+                src: src.0,
+                what: "unknown control operation",
+            })?;
+            let sends = self.0.on_message(src, op, payload, counts, busy)?;
+            Ok(sends
+                .into_iter()
+                .map(|(dest, op, bytes)| (dest, op.wire(), bytes))
+                .collect())
         }
 
         /// Enter termination round `round` (`close` or quiesce): the
@@ -238,10 +249,10 @@ pub mod control {
 pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
-    use crate::link::{BYE, UP};
+    use crate::link::{BYE, FAILED, LEFT, UP};
     use crate::ring::{RingGeometry, RingRegion};
     use crate::sync::Ordering;
-    use crate::transport::tcp::nic::{self, NicTargets, Shared, FAILED, LEFT};
+    use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::Arc;

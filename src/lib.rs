@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! layers:begin
-//! internal     | fuzz hooks over crate-private decoders (feature `internal`)
+//! internal     | entry points for fuzz targets, benches (feature `internal`), loom
 //! threads      | the thread launcher: ranks as threads of one process
 //! endpoint     | registry · start-up · begin/send_piece/end · extract · credits
 //!              | · waiting · the configuration report; one polling loop

@@ -211,3 +211,59 @@ impl Links {
         Ok(())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn dropped(rank: u32) -> NetError {
+        NetError::Disconnected {
+            rank: Rank(rank),
+            mid_record: true,
+        }
+    }
+
+    #[test]
+    fn each_departure_is_reported_once_in_peer_order() {
+        let links = Links::new(&[Rank(1), Rank(2), Rank(3)]);
+        let (mut seen, mut gone) = (0, [false; 3]);
+        assert_eq!(links.check(&mut seen, gone.iter_mut()), Ok(()));
+        links.leave(2, false);
+        links.fail(0, dropped(1));
+        links.fail(0, dropped(9)); // the first end wins
+        links.leave(1, true);
+        assert_eq!(
+            links.check(&mut seen, gone.iter_mut()),
+            Err(Departure::Failed(dropped(1)))
+        );
+        // A goodbye after close only marks the peer gone.
+        assert_eq!(
+            links.check(&mut seen, gone.iter_mut()),
+            Err(Departure::Left(Rank(3)))
+        );
+        assert_eq!(seen, 0, "not seen while a report was returned");
+        assert_eq!(links.check(&mut seen, gone.iter_mut()), Ok(()));
+        assert_eq!((seen, gone), (3, [true; 3]));
+        assert_eq!(links.alerts(), 3);
+        assert_eq!(
+            [links.state(0), links.state(1), links.state(2)],
+            [FAILED, BYE, LEFT]
+        );
+    }
+
+    #[test]
+    fn a_flush_is_pending_until_its_round_lands_or_the_link_ends() {
+        let links = Links::new(&[Rank(1), Rank(2)]);
+        assert!(links.flush_pending(0, 1) && links.flush_pending(1, 1));
+        links.mark_flushed(0, 1);
+        assert!(!links.flush_pending(0, 1));
+        assert!(links.flush_pending(0, 2));
+        links.fail(1, dropped(2));
+        assert!(
+            !links.flush_pending(1, 1),
+            "a failed link is not waited for"
+        );
+        assert_eq!(links.flushed(0), 1);
+        assert_eq!(links.error(1), Some(dropped(2)));
+    }
+}

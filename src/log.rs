@@ -98,7 +98,7 @@ pub fn init_as(label: &str) {
 /// The filter from `FASTMSG_LOG`, with the rejected value and why when it
 /// does not parse.
 fn filter_from_env() -> (EnvFilter, Option<(String, String)>) {
-    match std::env::var(LOG_VAR) {
+    match crate::settings::var(LOG_VAR) {
         Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(v.trim()) {
             Ok(f) => (f, None),
             Err(e) => (EnvFilter::new(DEFAULT_FILTER), Some((v, e.to_string()))),

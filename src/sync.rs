@@ -343,9 +343,12 @@ pub(crate) fn light_fence() {
     #[cfg(not(loom))]
     {
         if membarrier::registered() {
+            // SYNC POINT doorbell (waker side, asymmetric): the sleeper's
+            // heavy barrier runs the full fence in this thread.
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
             return;
         }
     }
+    // SYNC POINT doorbell (waker side): the full fence (`wake::Doorbell`).
     fence(Ordering::SeqCst);
 }

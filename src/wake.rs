@@ -67,6 +67,7 @@ impl Doorbell {
     pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) -> bool {
         // Note the ring count before announcing: a ring after this point
         // changes the word and the futex wait returns at once.
+        // SYNC POINT doorbell-word (acquire side): pairs with `ring`'s bump.
         let seen = self.word.load(Ordering::Acquire);
         self.sleeping.store(1, Ordering::Relaxed);
         // SYNC POINT doorbell (sleeper side): the SeqCst fence orders our
@@ -104,7 +105,8 @@ impl Doorbell {
             crate::sync::light_fence();
         }
         if self.sleeping.load(Ordering::Relaxed) != 0 {
-            // Release: a sleeper that sees the new word also sees the work.
+            // SYNC POINT doorbell-word (release side): a sleeper that sees
+            // the new word also sees the work.
             self.word.fetch_add(1, Ordering::Release);
             self.wake();
         }
@@ -145,6 +147,7 @@ impl Doorbell {
         // respect to wake. No timeout under loom, so a lost wake-up is a
         // deadlock that loom reports.
         let guard = self.park.0.lock().unwrap();
+        // SYNC POINT doorbell-word (acquire side), as in `sleep`.
         if self.word.load(Ordering::Acquire) == seen {
             drop(self.park.1.wait(guard).unwrap());
         }

@@ -15,6 +15,9 @@
 //! `pmix`; `common::launch`): four ranks split into two "hosts" by
 //! `FASTMSG_HOST`, the TCP transport forced, nothing exported — rank,
 //! size, addresses and the secret come from PMIx.
+//!
+//! With the `ofi` feature the namespace scenarios also run with every pair
+//! over libfabric (`FASTMSG_NET=ofi`, `tcp;ofi_rxm`).
 
 mod common;
 
@@ -29,14 +32,53 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 fn run(hosts: &Hosts, scenario: &str) {
+    run_with(hosts, scenario, Vec::new());
+}
+
+fn run_with(hosts: &Hosts, scenario: &str, env: Vec<(String, String)>) {
     hosts.run(&Job {
         fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
         rank_test: "net_rank_program",
         per_host: 2,
         scenario,
-        env: Vec::new(),
+        env,
         limit: Duration::from_secs(240),
     });
+}
+
+/// Every pair over libfabric (`FASTMSG_NET=ofi`, provider `tcp;ofi_rxm`
+/// between the namespaces' addresses, shared memory unused).
+#[cfg(feature = "ofi")]
+fn run_ofi(hosts: &Hosts, scenario: &str) {
+    let env = vec![
+        ("FASTMSG_NET".into(), "ofi".into()),
+        ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
+    ];
+    run_with(hosts, scenario, env);
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn two_hosts_storm_over_ofi() {
+    if let Some(h) = Hosts::create("two_hosts_storm_ofi") {
+        run_ofi(&h, "storm");
+    }
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn two_hosts_pingpong_over_ofi() {
+    if let Some(h) = Hosts::create("two_hosts_pingpong_ofi") {
+        run_ofi(&h, "pingpong");
+    }
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn two_hosts_barrier_and_allreduce_over_ofi() {
+    if let Some(h) = Hosts::create("two_hosts_collective_ofi") {
+        run_ofi(&h, "collective");
+    }
 }
 
 #[test]

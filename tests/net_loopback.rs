@@ -1,7 +1,9 @@
-//! The network transport on one host: `FASTMSG_NET=tcp` (here set through
+//! The network transports on one host: `FASTMSG_NET=tcp` (here set through
 //! the configuration) forces every pair of ranks onto the TCP ring
 //! transport, so the storm, one-sided puts and a sleeping wait policy run
-//! over the software NIC and the loopback — no namespaces needed.
+//! over the software NIC and the loopback — no namespaces needed. With the
+//! `ofi` feature the same scenarios run over libfabric (`FASTMSG_NET=ofi`,
+//! the default provider `tcp;ofi_rxm`).
 
 mod common;
 
@@ -10,28 +12,55 @@ use fastmsg::threads;
 use fastmsg::{Config, NetMode, Rank, WaitPolicy};
 use std::time::Duration;
 
+type Net = fn(&mut Config);
+
 fn tcp(c: &mut Config) {
     c.net.mode = NetMode::Tcp;
     c.net.secret = Some("loopback-test-secret".into());
     c.timeout = Duration::from_secs(60);
 }
 
-#[test]
-fn storm_4_ranks_over_tcp() {
-    let got = threads::run(4, tcp, |b| storm_rank(b, 600, 256 << 10, 0x7c9))
+#[cfg(feature = "ofi")]
+fn ofi(c: &mut Config) {
+    tcp(c);
+    c.net.mode = NetMode::Ofi;
+}
+
+/// Each scenario over TCP, and over libfabric where it is built.
+macro_rules! over_each {
+    ($scenario:ident: $tcp:ident, $ofi:ident) => {
+        #[test]
+        fn $tcp() {
+            $scenario(tcp);
+        }
+        #[cfg(feature = "ofi")]
+        #[test]
+        fn $ofi() {
+            $scenario(ofi);
+        }
+    };
+}
+
+over_each!(storm_4_ranks: storm_4_ranks_over_tcp, storm_4_ranks_over_ofi);
+over_each!(storm_3_ranks_small_rings: storm_3_ranks_over_small_tcp_rings_sleeping, storm_3_ranks_over_small_ofi_rings_sleeping);
+over_each!(puts_land_in_the_window: puts_land_in_the_window_over_tcp, puts_land_in_the_window_over_ofi);
+over_each!(close_delivers_everything: close_delivers_everything_sent_before_it, close_delivers_everything_sent_before_it_over_ofi);
+
+fn storm_4_ranks(net: Net) {
+    let got = threads::run(4, net, |b| storm_rank(b, 600, 256 << 10, 0x7c9))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(got.iter().sum::<usize>(), 4 * 600);
 }
 
-#[test]
-fn storm_3_ranks_over_small_tcp_rings_sleeping() {
+fn storm_3_ranks_small_rings(net: Net) {
     // Small rings (4 slots of 256 bytes): every message of more than 216
     // bytes spans fragments and credit runs out constantly; the sleeping
-    // policy must be woken by the NIC thread.
+    // policy must be woken (TCP: by the NIC thread; libfabric: by the
+    // sleep's time-out, a rank asleep does not drive progress).
     let got = threads::run(
         3,
         |c| {
-            tcp(c);
+            net(c);
             c.net.rings.slots = 4;
             c.net.rings.slot_bytes = 256;
             c.wait = WaitPolicy::Sleep;
@@ -42,9 +71,8 @@ fn storm_3_ranks_over_small_tcp_rings_sleeping() {
     assert_eq!(got.iter().sum::<usize>(), 3 * 300);
 }
 
-#[test]
-fn puts_land_in_the_window_over_tcp() {
-    threads::run(2, tcp, |mut b| {
+fn puts_land_in_the_window(net: Net) {
+    threads::run(2, net, |mut b| {
         let win = b.window("w", 4096);
         let mut ep = b.start()?;
         let me = ep.rank().0;
@@ -75,9 +103,8 @@ fn puts_land_in_the_window_over_tcp() {
 /// handled by the time the receiver's `close` returns — also when the
 /// close barrier's messages travel on other connections than the data
 /// (rank 1's data to rank 2 versus rank 0's release to rank 2).
-#[test]
-fn close_delivers_everything_sent_before_it() {
-    let got = threads::run(3, tcp, |mut b| {
+fn close_delivers_everything(net: Net) {
+    let got = threads::run(3, net, |mut b| {
         let n = std::rc::Rc::new(std::cell::Cell::new(0u32));
         let c = n.clone();
         let h = b.register_fn("count", move |_ctx, p| {

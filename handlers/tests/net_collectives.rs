@@ -64,6 +64,11 @@ const ARRIVALS: &str = "FMTEST_ARRIVALS";
 
 /// `per_host` ranks in each of two namespaces, under wait policy `wait`.
 fn job(per_host: u32, wait: &str) {
+    job_over(per_host, wait, Vec::new());
+}
+
+/// As [`job`], with more environment for the ranks (the transport).
+fn job_over(per_host: u32, wait: &str, net: Vec<(String, String)>) {
     let tag = format!("net_collectives_2x{per_host}");
     let Some(hosts) = Hosts::create(&tag) else {
         return;
@@ -77,10 +82,13 @@ fn job(per_host: u32, wait: &str) {
         rank_test: "net_coll_rank",
         per_host,
         scenario: "collectives",
-        env: vec![
+        env: [
             (ARRIVALS.into(), path.display().to_string()),
             ("FASTMSG_WAIT".into(), wait.into()),
-        ],
+        ]
+        .into_iter()
+        .chain(net)
+        .collect(),
         limit: Duration::from_secs(120),
     });
     let bytes = std::fs::metadata(path).expect("arrivals").len();
@@ -135,6 +143,20 @@ fn two_hosts_three_ranks_each() {
     // Every wait sleeps on the doorbell: the flags the TCP NIC thread
     // stores for the one-sided algorithms must wake the rank.
     job(3, "sleep");
+}
+
+/// Every pair over libfabric (`FASTMSG_NET=ofi`, `tcp;ofi_rxm`). The
+/// policy spins: a rank asleep does not drive libfabric's progress (it
+/// would notice arrivals only at the sleep's time-out).
+#[cfg(feature = "ofi")]
+#[test]
+fn two_hosts_two_ranks_each_over_ofi() {
+    let _serial = common::serial();
+    let net = vec![
+        ("FASTMSG_NET".into(), "ofi".into()),
+        ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
+    ];
+    job_over(2, "auto", net);
 }
 
 /// The rank program (started by `fmrun` inside a namespace); does nothing

@@ -15,6 +15,14 @@
 //! - two senders, one fragment each, on their own queues (the receiver's
 //!   doorbell is rung by every local peer): two rings race each other and
 //!   the sleeper.
+//!
+//! The shipped handshake may be asymmetric (`crate::sync::membarrier`):
+//! a registered waker's fence is a compiler fence and the sleeper, after
+//! its own fence, has the kernel run a full barrier in every registered
+//! thread (`membarrier` GLOBAL_EXPEDITED). loom cannot run a barrier in
+//! another thread, so it checks the handshake with that barrier where the
+//! kernel puts it, in the waker (`sync::light_fence` is a SeqCst fence
+//! under loom); `WakerNoFence` shows the waker's side is needed at all.
 
 use crate::harness::spawn_with;
 use fastmsg::internal::frame::FragHeader;

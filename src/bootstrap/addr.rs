@@ -19,7 +19,7 @@ const BRIDGES: &[&str] = &["docker", "virbr", "br-", "veth"];
 /// # Errors
 /// As [`pick`].
 pub(crate) fn listen_ip() -> Result<IpAddr, ConfigError> {
-    pick(std::env::var("FASTMSG_NET_IF").ok().as_deref())
+    pick(crate::settings::var("FASTMSG_NET_IF").ok().as_deref())
 }
 
 /// The address to listen on, on interface `named` if given.

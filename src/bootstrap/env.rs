@@ -42,8 +42,10 @@ pub struct JobInfo {
     pub launcher: Launcher,
 }
 
+/// `name` if set and not empty: `FASTMSG_*` (fmrun's) and the other
+/// launchers' variables alike, read through the settings table.
 fn var(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    crate::settings::var(name).ok().filter(|v| !v.is_empty())
 }
 
 fn num(name: &'static str) -> Result<Option<u32>, ConfigError> {

@@ -79,7 +79,11 @@ pub fn read_secret_file(path: &Path) -> Result<String, ConfigError> {
 /// [`ConfigError::Invalid`] if both variables are set (which one is meant
 /// would be a guess).
 pub fn secret_from_env() -> Result<Option<String>, ConfigError> {
-    let var = |n| std::env::var(n).ok().filter(|v: &String| !v.is_empty());
+    let var = |n| {
+        crate::settings::var(n)
+            .ok()
+            .filter(|v: &String| !v.is_empty())
+    };
     match (var("FASTMSG_SECRET"), var("FASTMSG_SECRET_FILE")) {
         (Some(_), Some(_)) => Err(ConfigError::Invalid {
             what: "FASTMSG_SECRET / FASTMSG_SECRET_FILE",

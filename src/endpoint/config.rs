@@ -57,6 +57,9 @@ pub enum NetMode {
     Tcp,
     /// Every peer over RDMA verbs (feature `verbs`).
     Verbs,
+    /// Every peer over libfabric (feature `ofi`; the provider from
+    /// `FI_PROVIDER`, default `tcp;ofi_rxm`).
+    Ofi,
 }
 
 impl std::str::FromStr for NetMode {
@@ -66,10 +69,11 @@ impl std::str::FromStr for NetMode {
             "auto" => Ok(NetMode::Auto),
             "tcp" => Ok(NetMode::Tcp),
             "verbs" => Ok(NetMode::Verbs),
+            "ofi" => Ok(NetMode::Ofi),
             _ => Err(ConfigError::BadEnv {
                 var: "FASTMSG_NET",
                 value: s.to_owned(),
-                why: "expected auto, tcp or verbs".into(),
+                why: "expected auto, tcp, verbs or ofi".into(),
             }),
         }
     }
@@ -92,7 +96,7 @@ pub struct NetConfig {
 }
 
 fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
-    match std::env::var(var) {
+    match crate::settings::var(var) {
         Ok(v) if !v.is_empty() => {
             v.trim()
                 .parse::<u64>()
@@ -190,7 +194,7 @@ impl Config {
         if let Some(i) = env_num("FASTMSG_SHM_INLINE")? {
             self.shm.inline = i != 0;
         }
-        if let Ok(w) = std::env::var("FASTMSG_WAIT") {
+        if let Ok(w) = crate::settings::var("FASTMSG_WAIT") {
             if !w.is_empty() {
                 self.wait = w.parse()?;
             }
@@ -198,12 +202,12 @@ impl Config {
         if let Some(t) = env_num("FASTMSG_TIMEOUT")? {
             self.timeout = Duration::from_secs(t);
         }
-        if let Ok(n) = std::env::var("FASTMSG_NET") {
+        if let Ok(n) = crate::settings::var("FASTMSG_NET") {
             if !n.is_empty() {
                 self.net.mode = n.parse()?;
             }
         }
-        if let Ok(r) = std::env::var("FASTMSG_ROOT") {
+        if let Ok(r) = crate::settings::var("FASTMSG_ROOT") {
             if !r.is_empty() {
                 self.net.root = Some(r);
             }
@@ -223,7 +227,7 @@ impl Config {
         if let Some(t) = env_num("FASTMSG_CLOSE_WARN")? {
             self.close_warn = Duration::from_secs(t.max(1));
         }
-        if let Ok(d) = std::env::var("FASTMSG_SHM_DIR") {
+        if let Ok(d) = crate::settings::var("FASTMSG_SHM_DIR") {
             if !d.is_empty() {
                 self.shm_dir = PathBuf::from(d);
             }
@@ -240,7 +244,7 @@ impl Config {
                 || self.net.mode != NetMode::Auto
                 || self.net.root.is_some()
                 || (super::startup::hosts::has_store(job)
-                    && std::env::var_os("FASTMSG_HOST").is_some()))
+                    && crate::settings::is_set("FASTMSG_HOST")))
     }
 
     /// The network rings' memory per rank (one receive ring, one credit

@@ -10,19 +10,20 @@
 //!   close held up by a rank that never calls it can name that rank
 //!   ([`OP_STRAGGLERS`], see `super::straggle`).
 
+use super::control_op::ControlOp;
 use super::termination::Rounds;
 use crate::endpoint::handler::{decode_table, first_difference};
 use crate::error::{ProtocolError, StartError};
 use crate::id::Rank;
 
 /// A rank's handler table, to rank 0.
-pub(crate) const OP_TABLE: u32 = 1;
+pub(crate) const OP_TABLE: ControlOp = ControlOp::Table;
 /// Rank 0's verdict on the tables.
-pub(crate) const OP_VERDICT: u32 = 2;
+pub(crate) const OP_VERDICT: ControlOp = ControlOp::Verdict;
 pub(crate) use super::termination::{OP_MISMATCH, OP_PROBE, OP_RELEASE, OP_REPORT};
 /// Rank 0 tells a closing rank which ranks have not called `close` yet
 /// (a list of u32 LE ranks).
-pub(crate) const OP_STRAGGLERS: u32 = 6;
+pub(crate) const OP_STRAGGLERS: ControlOp = ControlOp::Stragglers;
 
 /// A rank's message counts, reported in termination rounds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,7 +151,7 @@ pub(crate) struct Control {
 }
 
 /// Messages to send in reaction: (destination, op, payload).
-pub(crate) type Sends = Vec<(Rank, u32, Vec<u8>)>;
+pub(crate) type Sends = Vec<(Rank, ControlOp, Vec<u8>)>;
 
 impl Control {
     pub(crate) fn new(size: u32) -> Self {
@@ -186,7 +187,7 @@ impl Control {
     pub(crate) fn on_message(
         &mut self,
         src: Rank,
-        op: u32,
+        op: ControlOp,
         payload: &[u8],
         counts: CloseCounts,
         busy: bool,
@@ -195,11 +196,7 @@ impl Control {
         // Verdicts, probes, releases, mismatch notices and straggler lists
         // come from rank 0 alone: another rank's could end a start or a
         // round early, or name innocent ranks.
-        if matches!(
-            op,
-            OP_VERDICT | OP_PROBE | OP_RELEASE | OP_MISMATCH | OP_STRAGGLERS
-        ) && src != Rank(0)
-        {
+        if op.only_from_rank0() && src != Rank(0) {
             return Err(bad("a message only rank 0 sends came from another rank"));
         }
         match op {
@@ -261,7 +258,6 @@ impl Control {
                 self.stragglers = Some(ranks);
                 Ok(Vec::new())
             }
-            _ => Err(bad("unknown control operation")),
         }
     }
 }
@@ -546,12 +542,12 @@ mod tests {
             let e = c.on_message(Rank(1), op, &payload, z, false);
             assert!(
                 matches!(e, Err(ProtocolError::BadControl { src: 1, .. })),
-                "op {op}: {e:?}"
+                "op {op:?}: {e:?}"
             );
             assert!(!c.rounds.released(0) && c.verdict.is_none() && c.rounds.mismatch().is_none());
             assert!(
                 c.on_message(Rank(0), op, &payload, z, false).is_ok(),
-                "op {op} from 0"
+                "op {op:?} from 0"
             );
         }
         let mut c = Control::new(2);

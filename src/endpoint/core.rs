@@ -8,14 +8,14 @@
 //! `extract` is between fragments.
 
 use super::control::{CloseCounts, Control};
+use super::control_op::ControlOp;
+use super::handler::Registry;
 use super::health::{Failure, Health, Scope};
-use super::net::{on_transport, Net, SHM};
-use super::stream::{Accepted, Current, Cut, PieceInfo, SourceStream};
+use super::net::{Net, SHM};
+use super::stream::{Fast, Streams};
 use super::wait::WaitConfig;
-use super::{Ctx, Message, Piece};
-use crate::endpoint::handler::pool::Run;
-use crate::endpoint::handler::{HandlerResult, Registry};
-use crate::error::{BoxError, ExtractError, ProtocolError, PutError};
+use crate::error::{ExtractError, ProtocolError, PutError};
+#[cfg(feature = "stats")]
 use crate::frame::FragFlags;
 use crate::id::Rank;
 use crate::id::WindowId;
@@ -49,17 +49,6 @@ impl Extracted {
     }
 }
 
-/// Which fast path a fragment can take (see `Core::fast_kind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fast {
-    /// The general path.
-    No,
-    /// A whole message for a plain-function handler.
-    Piece,
-    /// A whole message for an async handler.
-    Async,
-}
-
 /// Marks a pass of `progress` on the stack for its length.
 struct Inside<'a>(&'a Core);
 
@@ -88,8 +77,6 @@ pub(crate) struct Core {
     pub(crate) rank: Rank,
     pub(crate) size: u32,
     pub(crate) handler_count: u32,
-    /// Per handler id: whether it is a plain function.
-    piecewise: Vec<bool>,
     /// The watchdog thread and its alarm word. Declared before `net`, so
     /// it is stopped before the transports (whose memory it reads) go.
     pub(crate) watchdog: Watchdog,
@@ -98,11 +85,13 @@ pub(crate) struct Core {
     /// The supervisor's abort was reported by `extract`.
     abort_reported: Cell<bool>,
     pub(crate) net: RefCell<Net>,
-    pub(crate) streams: RefCell<Vec<SourceStream>>,
+    /// The receive state machine, one stream per source (`super::stream`;
+    /// performed by `super::dispatch`).
+    pub(crate) streams: RefCell<Streams>,
     pub(crate) registry: RefCell<Registry>,
     pub(crate) control: RefCell<Control>,
     /// User messages whose last fragment arrived (the close barrier's count).
-    received: Cell<u64>,
+    pub(super) received: Cell<u64>,
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
@@ -170,12 +159,11 @@ impl Core {
             rank,
             size,
             handler_count: registry.len(),
-            piecewise: registry.fn_kinds(),
             watchdog: setup.watchdog,
             health: Health::new(size),
             abort_reported: Cell::new(false),
             net: RefCell::new(net),
-            streams: RefCell::new((0..size).map(SourceStream::new).collect()),
+            streams: RefCell::new(Streams::new(size, registry.fn_kinds())),
             registry: RefCell::new(registry),
             control: RefCell::new(Control::new(size)),
             received: Cell::new(0),
@@ -329,7 +317,8 @@ impl Core {
             );
             out.fragments += 1;
             out.bytes += frag.header.len as usize;
-            match self.fast_kind(&frag) {
+            let fast = self.streams.borrow().fast(&frag.header);
+            match fast {
                 Fast::Piece => {
                     out.messages += 1;
                     self.received.set(self.received.get() + 1);
@@ -359,323 +348,6 @@ impl Core {
         }
     }
 
-    /// Whether `frag` is a whole message (one fragment) from a source with
-    /// nothing else going on, and for which kind of handler: such messages
-    /// skip the general stream bookkeeping.
-    #[inline(always)]
-    fn fast_kind(&self, frag: &RxFragment) -> Fast {
-        const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
-        let h = &frag.header;
-        if h.flags != WHOLE || u64::from(h.len) != h.total {
-            return Fast::No;
-        }
-        let kind = match self.piecewise.get(h.handler as usize) {
-            Some(true) => Fast::Piece,
-            Some(false) => Fast::Async,
-            None => return Fast::No,
-        };
-        if self.streams.borrow()[h.src as usize].is_idle() {
-            kind
-        } else {
-            Fast::No
-        }
-    }
-
-    #[inline(always)]
-    fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
-        let h = &frag.header;
-        match self.call_piece(frag, 0, h.total, false) {
-            Ok(()) => Ok(()),
-            Err(source) => self
-                .handler_failed(h.src, h.handler, source, false)
-                .map(|_| ()),
-        }
-    }
-
-    /// Call the plain-function handler of `frag` on it (a piece at `offset`
-    /// of a message of `total` bytes, its aborted end if `aborted`), then
-    /// release it.
-    #[inline(always)]
-    fn call_piece(
-        self: &Rc<Self>,
-        frag: &RxFragment,
-        offset: u64,
-        total: u64,
-        aborted: bool,
-    ) -> HandlerResult {
-        let h = &frag.header;
-        let piece = Piece {
-            source: Rank(h.src),
-            offset,
-            total,
-            handler: h.handler,
-            data: frag.bytes(),
-            aborted,
-        };
-        #[cfg(feature = "stats")]
-        let t = self.net.borrow().tally.call_start();
-        let result = self
-            .registry
-            .borrow_mut()
-            .call_fn(h.handler, Ctx::from_core(self), &piece);
-        #[cfg(feature = "stats")]
-        self.net.borrow().tally.call_end(t);
-        self.release(frag);
-        result
-    }
-
-    /// A whole message for an async handler from an idle source: enter it
-    /// and run the handler directly (no other message of the source can be
-    /// current or queued, so none needs starting afterwards).
-    #[inline(never)]
-    fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
-        let (src, handler, total) = (frag.header.src, frag.header.handler, frag.header.total);
-        let seq = self.streams.borrow_mut()[src as usize].enter_whole(frag);
-        let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
-        let run = self
-            .registry
-            .borrow_mut()
-            .entry(handler)
-            .start(Ctx::new(Rc::clone(self)), msg);
-        self.after_run(src, handler, run).map(|_| ())
-    }
-
-    /// Give a fragment back to the transport it came from.
-    #[inline]
-    pub(crate) fn release(&self, f: &RxFragment) {
-        let mut net = self.net.borrow_mut();
-        net.unflushed |= net.flush_needed;
-        on_transport!(net, f.transport, t => t.release(&f.token));
-    }
-
-    #[inline(never)]
-    fn deliver(self: &Rc<Self>, frag: RxFragment, out: &mut Extracted) -> Result<(), ExtractError> {
-        let src = frag.header.src;
-        // Counted for the close barrier once accepted: a fragment that fails
-        // validation was never a message anyone sent.
-        let flags = frag.header.flags & (FragFlags::LAST.0 | FragFlags::SYSTEM.0);
-        let user_last = flags == FragFlags::LAST.0;
-        let accepted = {
-            let mut streams = self.streams.borrow_mut();
-            streams[src as usize].accept(frag, &self.piecewise, &mut |f| self.release(f))
-        };
-        let accepted = match accepted {
-            Ok(a) => {
-                self.received
-                    .set(self.received.get() + u64::from(user_last));
-                a
-            }
-            Err(e) => {
-                // A broken-off message may have ended, aborted: let its
-                // handler see the end, and run whatever waits behind it.
-                if let Err(e2) = self.finish_cut(src) {
-                    self.defer(e2);
-                }
-                return Err(e.into());
-            }
-        };
-        match accepted {
-            Accepted::Piece(frag, info) => {
-                if info.offset == 0 {
-                    out.messages += 1;
-                }
-                if self.run_piece(src, &frag, info)? {
-                    self.run_current(src)?;
-                }
-                Ok(())
-            }
-            Accepted::Nothing => Ok(()),
-            Accepted::Start => {
-                out.messages += 1;
-                self.run_current(src)
-            }
-            Accepted::Resume => self.resume_handler(src),
-            Accepted::Control(op, payload) => {
-                let busy = self.hooks.pending.get() || self.hooks.running();
-                let sends = self.control.borrow_mut().on_message(
-                    Rank(src),
-                    op,
-                    &payload,
-                    self.close_counts(),
-                    busy,
-                )?;
-                for (dest, op, payload) in sends {
-                    self.send_control(dest, op, &payload);
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Run a plain-function handler on one piece and release it. Returns
-    /// whether a queued message of the same source became current.
-    #[inline]
-    fn run_piece(
-        self: &Rc<Self>,
-        src: u32,
-        frag: &RxFragment,
-        info: PieceInfo,
-    ) -> Result<bool, ExtractError> {
-        let result = self.call_piece(frag, info.offset, info.total, info.aborted);
-        let more = info.tracked
-            && self.streams.borrow_mut()[src as usize].piece_done(
-                frag.header.len,
-                info.last,
-                result.is_err(),
-                &mut |f| self.release(f),
-            );
-        match result {
-            Ok(()) => Ok(more),
-            Err(source) => self.handler_failed(src, info.handler, source, more),
-        }
-    }
-
-    /// `src` will send nothing more (it failed): the message it was
-    /// sending ends as aborted, and its handler is told.
-    fn abort_stream(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
-        match self.streams.borrow_mut().get_mut(src as usize) {
-            Some(s) => s.cut_open(),
-            None => return Ok(()),
-        }
-        self.finish_cut(src)
-    }
-
-    /// After `src`'s open message was cut off: tell its handler (an empty
-    /// aborted piece, or a resume whose read reports the abort), then run
-    /// whatever is current.
-    fn finish_cut(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
-        let need = self.streams.borrow()[src as usize].cut_need();
-        match need {
-            Cut::Piece(info) => {
-                let piece = Piece {
-                    source: Rank(src),
-                    offset: info.offset,
-                    total: info.total,
-                    handler: info.handler,
-                    data: &[],
-                    aborted: true,
-                };
-                let result =
-                    self.registry
-                        .borrow_mut()
-                        .call_fn(info.handler, Ctx::from_core(self), &piece);
-                let more =
-                    self.streams.borrow_mut()[src as usize]
-                        .piece_done(0, true, false, &mut |f| self.release(f));
-                if let Err(source) = result {
-                    self.handler_failed(src, info.handler, source, more)?;
-                }
-                if more {
-                    self.run_current(src)?;
-                }
-                Ok(())
-            }
-            Cut::Resume => self.resume_handler(src),
-            Cut::Nothing => self.run_current(src),
-        }
-    }
-
-    /// Run whatever is current on `src`'s stream, and the messages queued
-    /// behind it, until one suspends or the stream is idle.
-    fn run_current(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
-        loop {
-            let current = self
-                .streams
-                .borrow()
-                .get(src as usize)
-                .map(SourceStream::current_info);
-            match current {
-                None | Some(Current::None) => return Ok(()),
-                Some(Current::Piecewise) => {
-                    let next = self.streams.borrow_mut()[src as usize].next_queued_piece();
-                    let Some((frag, info)) = next else {
-                        return Ok(());
-                    };
-                    self.run_piece(src, &frag, info)?;
-                }
-                Some(Current::Async { started: true, .. }) => return Ok(()),
-                Some(Current::Async {
-                    handler,
-                    seq,
-                    total,
-                    ..
-                }) => {
-                    let msg = Message::new(Rc::clone(self), Rank(src), seq, total, handler);
-                    let ctx = Ctx::new(Rc::clone(self));
-                    let run = self.registry.borrow_mut().entry(handler).start(ctx, msg);
-                    if !self.after_run(src, handler, run)? {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-
-    fn resume_handler(self: &Rc<Self>, src: u32) -> Result<(), ExtractError> {
-        let (handler, slot) = {
-            let mut streams = self.streams.borrow_mut();
-            match streams[src as usize].current() {
-                Some(m) => match m.suspended {
-                    Some(s) => (m.handler, s),
-                    None => return Ok(()),
-                },
-                None => return Ok(()),
-            }
-        };
-        let run = self.registry.borrow_mut().entry(handler).resume(slot);
-        if self.after_run(src, handler, run)? {
-            self.run_current(src)?;
-        }
-        Ok(())
-    }
-
-    /// Record an async handler's outcome. Returns whether a queued message
-    /// of the same source became current (and must be run).
-    fn after_run(&self, src: u32, handler: u32, run: Run) -> Result<bool, ExtractError> {
-        let mut streams = self.streams.borrow_mut();
-        let st = &mut streams[src as usize];
-        match run {
-            Run::Suspended(slot) => {
-                if let Some(m) = st.current() {
-                    m.suspended = Some(slot);
-                }
-                Ok(false)
-            }
-            Run::Done(result) => {
-                let next = st.finish_current(&mut |f| self.release(f));
-                drop(streams);
-                match result {
-                    Ok(()) => Ok(next),
-                    Err(source) => self.handler_failed(src, handler, source, next),
-                }
-            }
-        }
-    }
-
-    /// A handler returned an error. If another message of the source is
-    /// now current it must still run: the error is then reported by the
-    /// next `extract`.
-    #[cold]
-    fn handler_failed(
-        &self,
-        src: u32,
-        handler: u32,
-        source: BoxError,
-        next: bool,
-    ) -> Result<bool, ExtractError> {
-        let e = ExtractError::Handler {
-            src: Rank(src),
-            handler: self.registry.borrow().name(handler).to_owned(),
-            source,
-        };
-        if next {
-            self.defer(e);
-            Ok(true)
-        } else {
-            Err(e)
-        }
-    }
-
     /// This rank's message counts for the close barrier.
     pub(crate) fn close_counts(&self) -> CloseCounts {
         CloseCounts {
@@ -685,8 +357,8 @@ impl Core {
     }
 
     /// Send a small control message (never blocks; parks without credit).
-    pub(crate) fn send_control(&self, dest: Rank, op: u32, payload: &[u8]) {
-        let stream = super::net::OutStream::new(self.rank, dest, op, payload.len() as u64, true);
+    pub(crate) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
+        let stream = super::net::OutStream::control(self.rank, dest, op, payload.len() as u64);
         self.net.borrow_mut().send_or_park(stream, &[payload]);
     }
 
@@ -751,7 +423,7 @@ impl Core {
         }
         if let Some(e) = how.error(rank) {
             self.defer(e);
-            if let Err(e) = self.abort_stream(rank.0) {
+            if let Err(e) = self.abort_stream(rank) {
                 self.defer(e);
             }
         }
@@ -846,8 +518,6 @@ impl Core {
         // which touch `streams`.
         let registry = std::mem::take(&mut *self.registry.borrow_mut());
         drop(registry);
-        for s in self.streams.borrow_mut().iter_mut() {
-            s.clear();
-        }
+        self.streams.borrow_mut().clear();
     }
 }

@@ -29,11 +29,11 @@ pub struct Message {
     seq: u64,
     total: u64,
     read: u64,
-    handler: u32,
+    handler: HandlerId,
 }
 
 impl Message {
-    pub(crate) fn new(core: Rc<Core>, src: Rank, seq: u64, total: u64, handler: u32) -> Self {
+    pub(crate) fn new(core: Rc<Core>, src: Rank, seq: u64, total: u64, handler: HandlerId) -> Self {
         Message {
             core,
             src,
@@ -71,7 +71,7 @@ impl Message {
     /// The handler this message names.
     #[inline]
     pub fn handler(&self) -> HandlerId {
-        HandlerId(self.handler)
+        self.handler
     }
 
     /// Copy the bytes that have already arrived, up to `buf.len()`, without
@@ -82,9 +82,9 @@ impl Message {
     /// [`ReceiveError::Aborted`] once every byte that arrived before an
     /// abort has been received.
     pub fn try_receive(&mut self, buf: &mut [u8]) -> Result<usize, ReceiveError> {
-        let core = &self.core;
-        let r = core.streams.borrow_mut()[self.src.index()]
-            .read(self.seq, buf, &mut |f| core.release(f))
+        let r = self
+            .core
+            .read_message(self.src, self.seq, buf)
             .ok_or(ReceiveError::Stale)?;
         self.read += r.n as u64;
         if r.aborted && r.n == 0 {
@@ -95,9 +95,7 @@ impl Message {
 
     /// Bytes that have arrived and not been received yet.
     pub fn available(&self) -> usize {
-        self.core.streams.borrow()[self.src.index()]
-            .available(self.seq)
-            .unwrap_or(0) as usize
+        self.core.available(self.src, self.seq).unwrap_or(0) as usize
     }
 
     /// Fill `buf` with the next bytes of the message, waiting for them to
@@ -165,12 +163,9 @@ impl Future for Receive<'_> {
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let msg = &mut *this.msg;
-        let core = &msg.core;
-        let r = core.streams.borrow_mut()[msg.src.index()].read(
-            msg.seq,
-            &mut this.buf[this.filled..],
-            &mut |f| core.release(f),
-        );
+        let r = msg
+            .core
+            .read_message(msg.src, msg.seq, &mut this.buf[this.filled..]);
         let Some(r) = r else {
             return Poll::Ready(Err(ReceiveError::Stale));
         };
@@ -208,7 +203,7 @@ pub struct Piece<'a> {
     pub(crate) source: Rank,
     pub(crate) offset: u64,
     pub(crate) total: u64,
-    pub(crate) handler: u32,
+    pub(crate) handler: HandlerId,
     pub(crate) data: &'a [u8],
     pub(crate) aborted: bool,
 }
@@ -279,7 +274,7 @@ impl<'a> Piece<'a> {
     /// The handler this message names.
     #[inline]
     pub fn handler(&self) -> HandlerId {
-        HandlerId(self.handler)
+        self.handler
     }
 }
 
@@ -393,10 +388,10 @@ impl Ctx {
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
         let mut net = self.core.net.borrow_mut();
-        if net.try_send_inline(self.core.rank, dest, handler.0, total, pieces) {
+        if net.try_send_inline(self.core.rank, dest, handler, total, pieces) {
             return Ok(());
         }
-        let stream = OutStream::new(self.core.rank, dest, handler.0, total, false);
+        let stream = OutStream::user(self.core.rank, dest, handler, total);
         net.send_or_park(stream, pieces);
         drop(net);
         self.core.relieve()

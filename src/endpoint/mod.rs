@@ -69,7 +69,9 @@ mod backpressure;
 mod builder;
 mod config;
 pub(crate) mod control;
+pub(crate) mod control_op;
 pub(crate) mod core;
+mod dispatch;
 pub(crate) mod handler;
 mod health;
 mod hook;
@@ -307,9 +309,8 @@ impl Core {
                 self.wait_for_credit(dest, &mut waiter)?;
             }
         }
-        self.net.borrow_mut().open = Some(dest);
-        let s = OutStream::new(self.rank, dest, handler.0, len as u64, false);
-        Ok(MessageWriter::new(self, s))
+        let s = OutStream::user(self.rank, dest, handler, len as u64);
+        Ok(MessageWriter::open(self, s))
     }
 
     /// `Endpoint::send`: a whole message, waiting for credit (making
@@ -325,7 +326,7 @@ impl Core {
         let inline = self
             .net
             .borrow_mut()
-            .try_send_inline(self.rank, dest, handler.0, len as u64, pieces);
+            .try_send_inline(self.rank, dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
         }
@@ -361,14 +362,16 @@ impl Core {
 
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
-    // Without `verbs`, TCP is the only network transport.
-    #[allow(irrefutable_let_patterns)]
     pub(crate) fn set_closed(&self) {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            if let crate::transport::AnyTransport::Tcp(t) = t {
-                t.set_closed();
+            match t {
+                crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
+                #[cfg(feature = "ofi")]
+                crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
+                #[cfg(feature = "verbs")]
+                crate::transport::AnyTransport::Verbs(t) => t.set_closed(),
             }
         }
     }

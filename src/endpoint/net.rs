@@ -13,40 +13,74 @@
 //! sends only into its pending queue; the main thread drains a
 //! destination's pending queue before opening a stream to it.
 
+use super::control_op::ControlOp;
 use crate::error::PutError;
 use crate::frame::{FragFlags, FragHeader};
-use crate::id::Rank;
+use crate::id::{HandlerId, Rank};
 use crate::transport::{AnyTransport, ShmTransport, Transport, TxFrame};
 use std::collections::VecDeque;
+
+/// Whom a message is for at its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Addressee {
+    /// A user handler.
+    Handler(HandlerId),
+    /// The endpoint itself (a SYSTEM message).
+    Control(ControlOp),
+}
+
+impl Addressee {
+    /// The header's `handler` field, and whether the SYSTEM flag is set:
+    /// the one place that encodes either on the wire.
+    #[inline]
+    fn wire(self) -> (u32, bool) {
+        match self {
+            Addressee::Handler(h) => (h.0, false),
+            Addressee::Control(op) => (op.wire(), true),
+        }
+    }
+}
 
 /// One message being streamed out.
 #[derive(Debug)]
 pub(crate) struct OutStream {
     pub(crate) dest: Rank,
-    handler: u32,
+    to: Addressee,
     pub(crate) total: u64,
     pub(crate) written: u64,
     cur: Option<TxFrame>,
     first: bool,
-    system: bool,
     /// The last fragment ends the message aborted.
     abort: bool,
-    me: u32,
+    me: Rank,
 }
 
 impl OutStream {
-    pub(crate) fn new(me: Rank, dest: Rank, handler: u32, total: u64, system: bool) -> Self {
+    /// A user message of `total` bytes for `handler` on `dest`.
+    pub(crate) fn user(me: Rank, dest: Rank, handler: HandlerId, total: u64) -> Self {
+        Self::new(me, dest, Addressee::Handler(handler), total)
+    }
+
+    /// A control message of `total` bytes for the endpoint of `dest`.
+    pub(crate) fn control(me: Rank, dest: Rank, op: ControlOp, total: u64) -> Self {
+        Self::new(me, dest, Addressee::Control(op), total)
+    }
+
+    fn new(me: Rank, dest: Rank, to: Addressee, total: u64) -> Self {
         OutStream {
             dest,
-            handler,
+            to,
             total,
             written: 0,
             cur: None,
             first: true,
-            system,
             abort: false,
-            me: me.0,
+            me,
         }
+    }
+
+    fn is_control(&self) -> bool {
+        matches!(self.to, Addressee::Control(_))
     }
 
     /// Append as much of `data` as credit allows; returns bytes taken.
@@ -101,6 +135,7 @@ impl OutStream {
     #[inline]
     fn commit(&mut self, net: &mut Net, last: bool) {
         let frame = self.cur.take().expect("commit with a reserved frame");
+        let (handler, system) = self.to.wire();
         let mut flags = 0;
         if self.first {
             flags |= FragFlags::FIRST.0;
@@ -108,24 +143,41 @@ impl OutStream {
         if last {
             flags |= FragFlags::LAST.0;
         }
-        if self.system {
+        if system {
             flags |= FragFlags::SYSTEM.0;
         }
         if last && self.abort {
             flags |= FragFlags::ABORT.0;
         }
         self.first = false;
-        if last && !self.system {
+        if last && !system {
             net.sent += 1;
         }
         let header = FragHeader {
-            src: self.me,
-            handler: self.handler,
+            src: self.me.0,
+            handler,
             len: frame.len() as u32,
             flags,
             total: self.total,
         };
         net.commit(frame, header);
+    }
+}
+
+/// The main thread's open stream (a `MessageWriter`): at most one
+/// destination at a time. While it is open, sends to that destination from
+/// handlers park, and parked sends to it wait, so the stream's fragments
+/// are not interleaved with another message's. Set and cleared only by
+/// [`Net::open_main`] and [`Net::close_main`] (a `MessageWriter` opening
+/// and ending).
+#[derive(Debug, Default, Clone, Copy)]
+struct MainStream(Option<Rank>);
+
+impl MainStream {
+    /// Whether the open stream goes to `dest`.
+    #[inline(always)]
+    fn is_to(self, dest: Rank) -> bool {
+        self.0 == Some(dest)
     }
 }
 
@@ -146,8 +198,8 @@ pub(crate) const SHM: u8 = 0;
 /// the shared-memory transport called directly, a network one through
 /// `AnyTransport`. The engine keeps shm out of the enum so that its hot
 /// paths inline with no dispatch: as one more `AnyTransport` variant, the
-/// 0-byte self-send round cost 71 ns instead of 50 (the polled fragment
-/// went through memory).
+/// polled fragment went through memory and the 0-byte self-send round
+/// slowed down (BENCHMARKS.md, *The engine fix, and what remains*).
 macro_rules! on_transport {
     ($net:expr, $i:expr, $t:ident => $e:expr) => {{
         let i = $i as usize;
@@ -175,8 +227,8 @@ pub(crate) struct Net {
     has_wide: bool,
     /// Per destination: [`SHM`] or `k + 1` for network transport `k`.
     route: Vec<u8>,
-    /// The destination of the main thread's open stream.
-    pub(crate) open: Option<Rank>,
+    /// The main thread's open stream, if any.
+    open: MainStream,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
     /// Counters (feature `stats`; empty without it).
@@ -203,7 +255,7 @@ impl Net {
             wide,
             shm,
             route,
-            open: None,
+            open: MainStream::default(),
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
             tally: super::stats::Tally::new(n),
@@ -233,16 +285,16 @@ impl Net {
         &mut self,
         me: Rank,
         dest: Rank,
-        handler: u32,
+        handler: HandlerId,
         total: u64,
         pieces: &[&[u8]],
     ) -> bool {
-        if self.open == Some(dest) || !self.pending[dest.index()].is_empty() {
+        if self.open.is_to(dest) || !self.pending[dest.index()].is_empty() {
             return false;
         }
         let header = FragHeader {
             src: me.0,
-            handler,
+            handler: handler.0,
             len: total as u32,
             flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
             total,
@@ -257,9 +309,25 @@ impl Net {
         sent
     }
 
+    /// The main thread opens its stream to `dest` (nothing may be parked
+    /// for `dest`: the caller drained it first).
+    pub(crate) fn open_main(&mut self, dest: Rank) {
+        debug_assert!(!self.has_pending_to(dest));
+        self.open = MainStream(Some(dest));
+    }
+
+    /// The main thread's stream ended (sent whole, aborted, or given up).
+    pub(crate) fn close_main(&mut self) {
+        self.open = MainStream(None);
+    }
+
     /// User messages sent so far, parked ones included.
     pub(crate) fn sent_count(&self) -> u64 {
-        let parked = self.pending.iter().flatten().filter(|p| !p.stream.system);
+        let parked = self
+            .pending
+            .iter()
+            .flatten()
+            .filter(|p| !p.stream.is_control());
         self.sent + parked.count() as u64
     }
 
@@ -331,7 +399,7 @@ impl Net {
     /// (partly) parked. Never blocks.
     pub(crate) fn send_or_park(&mut self, mut stream: OutStream, pieces: &[&[u8]]) {
         let dest = stream.dest;
-        if self.open != Some(dest) && !self.has_pending_to(dest) {
+        if !self.open.is_to(dest) && !self.has_pending_to(dest) {
             for (i, p) in pieces.iter().enumerate() {
                 let n = stream.write(self, p);
                 if n < p.len() {
@@ -391,7 +459,7 @@ impl Net {
         let mut i = 0;
         while i < self.pending_dests.len() {
             let d = self.pending_dests[i] as usize;
-            if self.open.map(Rank::index) != Some(d) {
+            if !self.open.is_to(Rank(d as u32)) {
                 self.drain_dest(d);
             }
             if self.pending[d].is_empty() {
@@ -427,7 +495,7 @@ impl Net {
         self.has_arrivals()
             || self.pending_dests.iter().any(|&d| {
                 let d = Rank(d);
-                self.open != Some(d) && self.has_credit(d)
+                !self.open.is_to(d) && self.has_credit(d)
             })
     }
 

@@ -93,6 +93,7 @@ fn effective_of(name: &str, c: &Config) -> Option<String> {
         "FASTMSG_SECRET_FILE" => settings::env_or("FASTMSG_SECRET_FILE", "-"),
         "FASTMSG_NET_SLOTS" => c.net.rings.slots.to_string(),
         "FASTMSG_NET_SLOT_SIZE" => c.net.rings.slot_bytes.to_string(),
+        "FASTMSG_OFI_PROVIDER" => crate::transport::ofi::provider(),
         "FASTMSG_VERBS_DEVICE" => settings::env_or("FASTMSG_VERBS_DEVICE", "first device"),
         "FASTMSG_VERBS_PORT" => settings::env_or("FASTMSG_VERBS_PORT", "1"),
         "FASTMSG_VERBS_GID_INDEX" => settings::env_or("FASTMSG_VERBS_GID_INDEX", "0"),
@@ -164,6 +165,7 @@ pub fn report(cfg: &Config) -> String {
         "  tcp    available (rendezvous, mesh, NIC thread per rank)"
     );
     let _ = writeln!(out, "  verbs  {}", verbs_line());
+    let _ = writeln!(out, "  ofi    {}", ofi_line());
     let _ = writeln!(out, "\ncopy plan\n  {}", copy_line());
     let _ = writeln!(out, "\ntopology (what the `auto` wait policy decides by)");
     out.push_str(&topology_lines(cfg, &Cpus::probe()));
@@ -196,6 +198,17 @@ fn verbs_line() -> String {
         Ok(d) => format!("built; devices: {}", d.join(", ")),
         Err(crate::error::VerbsError::NotBuilt) => {
             "not built (cargo feature `verbs`, needs rdma-core)".into()
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+fn ofi_line() -> String {
+    let provider = crate::transport::ofi::provider();
+    match crate::transport::ofi::probe() {
+        Ok(()) => format!("built; provider {provider} opens"),
+        Err(crate::error::OfiError::NotBuilt) => {
+            "not built (cargo feature `ofi`, needs libfabric-dev)".into()
         }
         Err(e) => e.to_string(),
     }
@@ -290,7 +303,7 @@ mod tests {
             assert!(r.contains(s.name), "{} missing from\n{r}", s.name);
         }
         let credits = r.lines().find(|l| l.contains("FASTMSG_CREDITS")).unwrap();
-        if std::env::var_os("FASTMSG_CREDITS").is_none() {
+        if !crate::settings::is_set("FASTMSG_CREDITS") {
             assert!(
                 credits.contains(" 7 ") && credits.ends_with("program"),
                 "{credits}"
@@ -300,7 +313,7 @@ mod tests {
             .lines()
             .find(|l| l.contains("FASTMSG_FRAME_SIZE"))
             .unwrap();
-        if std::env::var_os("FASTMSG_FRAME_SIZE").is_none() {
+        if !crate::settings::is_set("FASTMSG_FRAME_SIZE") {
             assert!(frames.ends_with("default"), "{frames}");
         }
         assert!(r.contains("launcher: threads"), "{r}");

@@ -203,7 +203,7 @@ impl Endpoint {
 
     /// `FASTMSG_STATS=1`: print the table to stderr (called by `close`).
     pub(crate) fn print_stats_if_asked(&self) {
-        let asked = std::env::var("FASTMSG_STATS").is_ok_and(|v| !v.is_empty() && v != "0");
+        let asked = crate::settings::var("FASTMSG_STATS").is_ok_and(|v| !v.is_empty() && v != "0");
         if !asked {
             return;
         }

@@ -1,36 +1,236 @@
-//! Receive-side state of one source: its unreleased fragments, in arrival
-//! order, and the messages they belong to.
+//! The receive state machine: per source, which message its fragments
+//! belong to, which handler is current, and what the engine must do next.
 //!
-//! Invariants:
-//! - `frags` holds, front to back, the unread fragments of the *current*
-//!   message (whose handler is running or suspended), then the fragments of
-//!   messages queued behind it (only possible while the current handler is
-//!   suspended after its message completed);
+//! Every transition is a method of [`SourceStream`] that returns an
+//! [`Action`] (or a [`Rejected`] fragment with a typed error); the engine
+//! (`super::dispatch`) performs it — calls or resumes a handler, gives
+//! fragments back to their transport, hands a control message on — and
+//! reports the outcome with the next transition. Nothing here calls back
+//! into the engine or a transport.
+//!
+//! # States
+//!
+//! A stream is in one of these states, read from two small fields: the
+//! handling of its current message ([`Handling`]) and what its next
+//! fragment continues ([`Inbound`]):
+//!
+//! | state | meaning | what the next fragment does |
+//! |---|---|---|
+//! | **idle** | no message current, none open | a whole message for a known handler takes the fast path ([`Streams::fast`]); any first fragment starts a message |
+//! | **piecewise** | a plain-function handler's message is current | each fragment is handed out as a piece ([`Action::Piece`]) and released when the handler returns |
+//! | **async** | an async handler's message is current (not started yet, or suspended) | stored in the stream; resumes the handler ([`Action::Resume`]) if it is this message's; messages after it queue behind |
+//! | **control** | a control message is being reassembled | its bytes are copied and the fragment released; the last one yields [`Action::Control`] |
+//! | **discarding** | the rest of a message is dropped (its handler returned early, or the message was invalid) | released ([`Action::Release`]) until the message's last fragment |
+//!
+//! A control message or a discard can be under way while an async message
+//! is current (suspended, its own fragments all in): those two columns
+//! combine.
+//!
+//! # Invariants
+//! - `frags` holds, front to back, the unread fragments of the current
+//!   message, then those of messages queued behind it (only possible while
+//!   the current handler is suspended after its message completed);
 //! - fragments leave `frags` only from the front, so they are released in
 //!   arrival order (the transport contract relies on it);
-//! - at most one message per source is *open* (expecting fragments): the
+//! - at most one message per source is open (expecting fragments): the
 //!   last one; senders never interleave messages to one destination.
 //!
-//! Messages for plain-function handlers are not stored while current: each
-//! fragment is handed out as a piece ([`Accepted::Piece`]) and released as
-//! soon as the handler returns; only when queued behind a suspended async
-//! handler do their fragments wait in `frags`. A whole one-fragment message
-//! to an idle source takes the fast path: no bookkeeping at all.
-//!
-//! Control (system) messages are reassembled into a buffer and handed to
-//! the endpoint whole; they never enter `frags`.
+//! Bad input from a peer (a continuation without a first fragment, a first
+//! fragment inside an open message, an unknown handler, lengths that do
+//! not add up) is a [`ProtocolError`] naming the source; the fragment is
+//! handed back for release, and a message cut short by it ends, aborted,
+//! so its handler never waits for ever.
 
+use super::control_op::ControlOp;
 use crate::error::ProtocolError;
-use crate::frame::FragFlags;
+use crate::frame::{FragFlags, FragHeader};
+use crate::id::{HandlerId, Rank};
 use crate::transport::RxFragment;
 use std::collections::VecDeque;
 
-/// A message with fragments in the stream.
+/// Which fast path a fragment can take (see [`Streams::fast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// The general path ([`Streams::accept`]).
+    No,
+    /// A whole message for a plain-function handler: call it on the
+    /// fragment, nothing to record.
+    Piece,
+    /// A whole message for an async handler: [`Streams::enter_whole`].
+    Async,
+}
+
+/// Every source's stream, and the handler kinds they need.
 #[derive(Debug)]
-pub(crate) struct MsgState {
-    pub(crate) handler: u32,
+pub(crate) struct Streams {
+    /// Per handler id: whether it is a plain function (pieces) rather
+    /// than async.
+    piecewise: Vec<bool>,
+    by_src: Vec<SourceStream>,
+}
+
+impl Streams {
+    /// Streams for `size` sources; `piecewise[id]` tells each registered
+    /// handler's kind.
+    pub(crate) fn new(size: u32, piecewise: Vec<bool>) -> Self {
+        Streams {
+            piecewise,
+            by_src: (0..size).map(|r| SourceStream::new(Rank(r))).collect(),
+        }
+    }
+
+    /// The fast-path decision, made here and nowhere else: a whole
+    /// one-fragment user message for a registered handler, from a source
+    /// whose stream is idle, skips the stream's bookkeeping. `h` is
+    /// validated (its source is in range).
+    #[inline(always)]
+    pub(crate) fn fast(&self, h: &FragHeader) -> Fast {
+        const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
+        if h.flags != WHOLE || u64::from(h.len) != h.total {
+            return Fast::No;
+        }
+        let kind = match self.piecewise.get(h.handler as usize) {
+            Some(true) => Fast::Piece,
+            Some(false) => Fast::Async,
+            None => return Fast::No,
+        };
+        if self.by_src[h.src as usize].is_idle() {
+            kind
+        } else {
+            Fast::No
+        }
+    }
+
+    /// The general path: feed a fragment to its source's stream.
+    ///
+    /// # Errors
+    /// [`Rejected`]: the fragment broke the protocol; release it, report
+    /// the error, then perform [`SourceStream::next`] (a message it cut
+    /// short has ended).
+    #[inline]
+    pub(crate) fn accept(&mut self, frag: RxFragment) -> Result<Action, Rejected> {
+        let src = frag.header.src as usize;
+        self.by_src[src].accept(frag, &self.piecewise)
+    }
+
+    /// Enter a whole message that [`fast`](Self::fast) judged
+    /// [`Fast::Async`]; returns how to start its handler.
+    #[inline]
+    pub(crate) fn enter_whole(&mut self, frag: RxFragment) -> Start {
+        let src = frag.header.src as usize;
+        self.by_src[src].enter_whole(frag)
+    }
+
+    /// The stream of `src` (`None` outside the job).
+    #[inline]
+    pub(crate) fn get_mut(&mut self, src: Rank) -> Option<&mut SourceStream> {
+        self.by_src.get_mut(src.index())
+    }
+
+    /// The stream of `src` (`None` outside the job).
+    #[inline]
+    pub(crate) fn get(&self, src: Rank) -> Option<&SourceStream> {
+        self.by_src.get(src.index())
+    }
+
+    /// Forget everything without releasing (endpoint teardown).
+    pub(crate) fn clear(&mut self) {
+        for s in &mut self.by_src {
+            s.frags.clear();
+            s.msgs.clear();
+        }
+    }
+}
+
+/// How to start an async handler on its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub(crate) handler: HandlerId,
+    /// The message's number in its stream (what its `Message` reads by).
     pub(crate) seq: u64,
     pub(crate) total: u64,
+}
+
+/// Where a piece sits in its message, for a plain-function handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PieceInfo {
+    pub(crate) handler: HandlerId,
+    pub(crate) offset: u64,
+    pub(crate) total: u64,
+    pub(crate) last: bool,
+    /// The message was aborted and this is its last piece.
+    pub(crate) aborted: bool,
+}
+
+/// What the engine must do after a transition.
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// Nothing now (a fragment stored behind a running handler, or
+    /// nothing current).
+    Wait,
+    /// Give this fragment back to its transport; nothing else.
+    Release(RxFragment),
+    /// Call the current plain-function handler on this fragment, release
+    /// it, then report [`SourceStream::piece_done`].
+    Piece(RxFragment, PieceInfo),
+    /// Call the current plain-function handler on an empty, aborted last
+    /// piece (its message was cut off after every fragment had been handed
+    /// out), then report [`SourceStream::piece_done`] with length 0.
+    AbortedEnd(PieceInfo),
+    /// Start the async handler of the current message, then report
+    /// [`SourceStream::suspend`] or [`SourceStream::finish_current`].
+    Start(Start),
+    /// Poll the current message's suspended handler again (new bytes, or
+    /// its message ended), then report as for `Start`.
+    Resume { handler: HandlerId, slot: u32 },
+    /// A control message is complete: release `frag`, then perform `op`.
+    Control {
+        frag: RxFragment,
+        op: ControlOp,
+        payload: Vec<u8>,
+    },
+}
+
+/// A fragment that broke the protocol, to be released, and why.
+#[derive(Debug)]
+pub(crate) struct Rejected {
+    pub(crate) frag: RxFragment,
+    pub(crate) error: ProtocolError,
+}
+
+/// What the current message's handler is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handling {
+    /// A plain function, called once per piece.
+    Piecewise,
+    /// An async handler: not started yet (`None`), or suspended in a pool
+    /// slot.
+    Async { suspended: Option<u32> },
+}
+
+/// What the next fragment from the source continues.
+#[derive(Debug)]
+enum Inbound {
+    /// Nothing is open: the next fragment must start a message.
+    Between,
+    /// The last message in `msgs` is open.
+    User,
+    /// A control message is being reassembled.
+    Control {
+        op: ControlOp,
+        total: u64,
+        buf: Vec<u8>,
+    },
+    /// The rest of a message is dropped, up to its last fragment.
+    Discarding,
+}
+
+/// A message with fragments in the stream.
+#[derive(Debug)]
+struct MsgState {
+    handler: HandlerId,
+    seq: u64,
+    total: u64,
     arrived: u64,
     read: u64,
     /// Fragments of this message still in `frags`.
@@ -39,87 +239,30 @@ pub(crate) struct MsgState {
     /// It ended without all its bytes: the sender aborted it (or died,
     /// or broke the protocol). Set together with `complete`.
     aborted: bool,
-    /// Pool slot of its suspended handler.
-    pub(crate) suspended: Option<u32>,
-    /// Whether its handler is a plain function (pieces, not a future).
-    piecewise: bool,
+    handling: Handling,
 }
 
-/// Where a piece sits in its message, for a plain-function handler.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PieceInfo {
-    pub(crate) handler: u32,
-    pub(crate) offset: u64,
-    pub(crate) total: u64,
-    pub(crate) last: bool,
-    /// Whether the message has a `MsgState` (false on the fast path).
-    pub(crate) tracked: bool,
-    /// The message was aborted and this is its last piece.
-    pub(crate) aborted: bool,
-}
-
-/// What the current message of a stream needs after it was cut off (see
-/// [`SourceStream::cut_open`]).
-#[derive(Debug)]
-pub(crate) enum Cut {
-    /// Nothing beyond running what is current.
-    Nothing,
-    /// A plain-function message with no fragment left to hand out: its
-    /// handler gets an empty last piece flagged aborted.
-    Piece(PieceInfo),
-    /// Resume its suspended async handler (its next read reports the
-    /// abort).
-    Resume,
-}
-
-/// What is current on a stream.
-#[derive(Debug)]
-pub(crate) enum Current {
-    /// No message.
-    None,
-    /// A plain-function message.
-    Piecewise,
-    /// An async message; `started` once its handler has run.
-    Async {
-        handler: u32,
-        seq: u64,
-        total: u64,
-        started: bool,
-    },
-}
-
-/// What the endpoint must do after a fragment was accepted.
-#[derive(Debug)]
-pub(crate) enum Accepted {
-    /// Nothing (queued behind a running handler, or dropped).
-    Nothing,
-    /// Start the handler of the new current message.
-    Start,
-    /// Run the current plain-function handler on this fragment, then
-    /// release it.
-    Piece(RxFragment, PieceInfo),
-    /// Resume the current message's suspended handler.
-    Resume,
-    /// A control message is complete: (op, payload).
-    Control(u32, Vec<u8>),
-}
-
-#[derive(Debug)]
-enum Open {
-    No,
-    User,
-    Control { op: u32, total: u64, buf: Vec<u8> },
+impl MsgState {
+    fn piece(&self, last: bool, aborted: bool) -> PieceInfo {
+        PieceInfo {
+            handler: self.handler,
+            offset: self.read,
+            total: self.total,
+            last,
+            aborted,
+        }
+    }
 }
 
 /// One source's stream.
 #[derive(Debug)]
 pub(crate) struct SourceStream {
-    src: u32,
+    src: Rank,
     frags: VecDeque<RxFragment>,
+    /// Bytes of `frags.front()` already read by an async handler.
     front_read: usize,
     msgs: VecDeque<MsgState>,
-    open: Open,
-    discarding: bool,
+    inbound: Inbound,
     next_seq: u64,
 }
 
@@ -136,34 +279,39 @@ pub(crate) struct Read {
 }
 
 impl SourceStream {
-    pub(crate) fn new(src: u32) -> Self {
+    fn new(src: Rank) -> Self {
         SourceStream {
             src,
             frags: VecDeque::new(),
             front_read: 0,
             msgs: VecDeque::new(),
-            open: Open::No,
-            discarding: false,
+            inbound: Inbound::Between,
             next_seq: 1,
         }
     }
 
-    /// Nothing in progress: no message, none open, nothing being dropped.
+    /// Idle: no message current or queued, none open, nothing dropped.
     #[inline(always)]
-    pub(crate) fn is_idle(&self) -> bool {
-        self.msgs.is_empty() && !self.discarding && matches!(self.open, Open::No)
+    fn is_idle(&self) -> bool {
+        self.msgs.is_empty() && matches!(self.inbound, Inbound::Between)
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
     }
 
     /// Enter a whole one-fragment message for an async handler into an idle
-    /// stream (the caller checked both); returns its sequence number.
+    /// stream (see [`Streams::enter_whole`]).
     #[inline]
-    pub(crate) fn enter_whole(&mut self, frag: RxFragment) -> u64 {
+    fn enter_whole(&mut self, frag: RxFragment) -> Start {
         debug_assert!(self.is_idle());
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        let seq = self.take_seq();
         let len = u64::from(frag.header.len);
+        let handler = HandlerId(frag.header.handler);
         self.msgs.push_back(MsgState {
-            handler: frag.header.handler,
+            handler,
             seq,
             total: len,
             arrived: len,
@@ -171,230 +319,206 @@ impl SourceStream {
             frags: 1,
             complete: true,
             aborted: false,
-            suspended: None,
-            piecewise: false,
+            handling: Handling::Async { suspended: None },
         });
         self.frags.push_back(frag);
-        seq
-    }
-
-    /// The current message (handler running or suspended), if any.
-    pub(crate) fn current(&mut self) -> Option<&mut MsgState> {
-        self.msgs.front_mut()
-    }
-
-    /// Accept an arrived fragment. `piecewise[id]` tells the kind of each
-    /// registered handler; `release` gives a fragment back to its transport.
-    #[inline]
-    pub(crate) fn accept(
-        &mut self,
-        frag: RxFragment,
-        piecewise: &[bool],
-        release: &mut dyn FnMut(&RxFragment),
-    ) -> Result<Accepted, ProtocolError> {
-        let h = frag.header;
-        const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
-        // Fast path: a whole one-fragment message to a plain-function
-        // handler, nothing else going on with this source.
-        if h.flags == WHOLE
-            && self.msgs.is_empty()
-            && !self.discarding
-            && matches!(self.open, Open::No)
-            && piecewise.get(h.handler as usize) == Some(&true)
-            && u64::from(h.len) == h.total
-        {
-            let info = PieceInfo {
-                handler: h.handler,
-                offset: 0,
-                total: h.total,
-                last: true,
-                tracked: false,
-                aborted: false,
-            };
-            return Ok(Accepted::Piece(frag, info));
+        Start {
+            handler,
+            seq,
+            total: len,
         }
-        self.accept_slow(frag, piecewise, release)
     }
 
-    fn accept_slow(
-        &mut self,
-        frag: RxFragment,
-        piecewise: &[bool],
-        release: &mut dyn FnMut(&RxFragment),
-    ) -> Result<Accepted, ProtocolError> {
+    /// An arrived fragment (any kind; the fast path is decided by
+    /// [`Streams::fast`] before this). `piecewise[id]` tells the kind of
+    /// each registered handler.
+    fn accept(&mut self, frag: RxFragment, piecewise: &[bool]) -> Result<Action, Rejected> {
         let h = frag.header;
         let flags = h.flags();
-        let (first, last) = (
-            flags.contains(FragFlags::FIRST),
-            flags.contains(FragFlags::LAST),
-        );
+        let first = flags.contains(FragFlags::FIRST);
+        let last = flags.contains(FragFlags::LAST);
         // An abort ends a message short: the sender gave up on it (or
         // overflowed it); only meaningful on a last fragment.
         let abort = last && flags.contains(FragFlags::ABORT);
         let len = u64::from(h.len);
-        let handlers = piecewise.len() as u32;
-        if self.discarding {
-            release(&frag);
-            if first {
-                self.discarding = false;
-                self.open = Open::No;
-                return Err(ProtocolError::UnexpectedFirst { src: self.src });
-            }
-            if last {
-                self.discarding = false;
-                self.open = Open::No;
-            }
-            return Ok(Accepted::Nothing);
-        }
-        if first {
-            if !matches!(self.open, Open::No) {
-                release(&frag);
-                self.truncate_open(release);
-                return Err(ProtocolError::UnexpectedFirst { src: self.src });
-            }
-            if flags.contains(FragFlags::SYSTEM) {
-                let mut buf = Vec::with_capacity(h.total.min(1 << 20) as usize);
-                buf.extend_from_slice(frag.bytes());
-                release(&frag);
-                if last {
-                    return self.control_done(h.handler, h.total, buf);
+        let src = self.src.0;
+        // Every transition leaves `inbound` as set here or by the step
+        // taken: between messages unless told otherwise.
+        match std::mem::replace(&mut self.inbound, Inbound::Between) {
+            Inbound::Discarding if first => rejected(frag, ProtocolError::UnexpectedFirst { src }),
+            Inbound::Discarding => {
+                if !last {
+                    self.inbound = Inbound::Discarding;
                 }
-                self.open = Open::Control {
-                    op: h.handler,
-                    total: h.total,
-                    buf,
-                };
-                return Ok(Accepted::Nothing);
+                Ok(Action::Release(frag))
             }
-            if h.handler >= handlers {
-                release(&frag);
-                self.discarding = !last;
-                return Err(ProtocolError::UnknownHandler {
-                    src: self.src,
-                    id: h.handler,
-                    registered: handlers,
-                });
+            Inbound::Between if first && flags.contains(FragFlags::SYSTEM) => {
+                self.first_control(frag, last)
             }
-            if last && (len > h.total || (len != h.total && !abort)) {
-                release(&frag);
-                return Err(ProtocolError::LengthMismatch {
-                    src: self.src,
-                    total: h.total,
-                    got: len,
-                });
+            Inbound::Between if first => self.first_user(frag, piecewise, last, abort),
+            Inbound::Between => rejected(frag, ProtocolError::MissingFirst { src }),
+            open if first => {
+                // The sender broke off the open message: it ends aborted
+                // (the engine then tells its handler, through `next`).
+                self.inbound = open;
+                self.cut_open();
+                rejected(frag, ProtocolError::UnexpectedFirst { src })
             }
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            let is_fn = piecewise[h.handler as usize];
-            let now = self.msgs.is_empty();
-            self.msgs.push_back(MsgState {
-                handler: h.handler,
+            Inbound::Control { op, total, mut buf } => {
+                let got = buf.len() as u64 + len;
+                if got > total {
+                    self.inbound = end_or_discard(last);
+                    return rejected(frag, ProtocolError::LengthMismatch { src, total, got });
+                }
+                buf.extend_from_slice(frag.bytes());
+                if last {
+                    return self.control_done(frag, op, total, buf);
+                }
+                self.inbound = Inbound::Control { op, total, buf };
+                Ok(Action::Release(frag))
+            }
+            Inbound::User => {
+                self.inbound = Inbound::User;
+                self.continue_user(frag, last, abort)
+            }
+        }
+    }
+
+    /// The first fragment of a control message.
+    fn first_control(&mut self, frag: RxFragment, last: bool) -> Result<Action, Rejected> {
+        let h = frag.header;
+        let Some(op) = ControlOp::from_wire(h.handler) else {
+            self.inbound = end_or_discard(last);
+            let src = self.src.0;
+            let what = "unknown control operation";
+            return rejected(frag, ProtocolError::BadControl { src, what });
+        };
+        let mut buf = Vec::with_capacity(h.total.min(1 << 20) as usize);
+        buf.extend_from_slice(frag.bytes());
+        if last {
+            return self.control_done(frag, op, h.total, buf);
+        }
+        self.inbound = Inbound::Control {
+            op,
+            total: h.total,
+            buf,
+        };
+        Ok(Action::Release(frag))
+    }
+
+    /// The first fragment of a user message.
+    fn first_user(
+        &mut self,
+        frag: RxFragment,
+        piecewise: &[bool],
+        last: bool,
+        abort: bool,
+    ) -> Result<Action, Rejected> {
+        let h = frag.header;
+        let src = self.src.0;
+        let len = u64::from(h.len);
+        let Some(&is_fn) = piecewise.get(h.handler as usize) else {
+            self.inbound = end_or_discard(last);
+            let registered = piecewise.len() as u32;
+            let id = h.handler;
+            return rejected(
+                frag,
+                ProtocolError::UnknownHandler {
+                    src,
+                    id,
+                    registered,
+                },
+            );
+        };
+        if last && (len > h.total || (len != h.total && !abort)) {
+            let (total, got) = (h.total, len);
+            return rejected(frag, ProtocolError::LengthMismatch { src, total, got });
+        }
+        let seq = self.take_seq();
+        let now = self.msgs.is_empty();
+        let handler = HandlerId(h.handler);
+        let mut m = MsgState {
+            handler,
+            seq,
+            total: h.total,
+            arrived: len,
+            read: 0,
+            frags: 0,
+            complete: last,
+            aborted: abort,
+            handling: if is_fn {
+                Handling::Piecewise
+            } else {
+                Handling::Async { suspended: None }
+            },
+        };
+        self.inbound = if last {
+            Inbound::Between
+        } else {
+            Inbound::User
+        };
+        if now && is_fn {
+            let info = m.piece(last, abort);
+            self.msgs.push_back(m);
+            return Ok(Action::Piece(frag, info));
+        }
+        m.frags = 1;
+        self.msgs.push_back(m);
+        self.frags.push_back(frag);
+        Ok(if now {
+            Action::Start(Start {
+                handler,
                 seq,
                 total: h.total,
-                arrived: len,
-                read: 0,
-                frags: 0,
-                complete: last,
-                aborted: abort,
-                suspended: None,
-                piecewise: is_fn,
-            });
-            self.open = if last { Open::No } else { Open::User };
-            if now && is_fn {
-                let info = PieceInfo {
-                    handler: h.handler,
-                    offset: 0,
-                    total: h.total,
-                    last,
-                    tracked: true,
-                    aborted: abort,
-                };
-                return Ok(Accepted::Piece(frag, info));
-            }
-            self.msgs.back_mut().expect("just pushed").frags = 1;
-            self.frags.push_back(frag);
-            return Ok(if now {
-                Accepted::Start
-            } else {
-                Accepted::Nothing
-            });
+            })
+        } else {
+            Action::Wait
+        })
+    }
+
+    /// A continuation of the open user message (the last in `msgs`).
+    fn continue_user(
+        &mut self,
+        frag: RxFragment,
+        last: bool,
+        abort: bool,
+    ) -> Result<Action, Rejected> {
+        let src = self.src.0;
+        let len = u64::from(frag.header.len);
+        let only = self.msgs.len() == 1;
+        let m = self
+            .msgs
+            .back_mut()
+            .expect("an open user message is in msgs");
+        if m.arrived + len > m.total || (last && !abort && m.arrived + len != m.total) {
+            let (got, total) = (m.arrived + len, m.total);
+            // The message cannot be trusted any more: it ends as aborted
+            // (the engine tells its handler).
+            m.complete = true;
+            m.aborted = true;
+            self.inbound = end_or_discard(last);
+            return rejected(frag, ProtocolError::LengthMismatch { src, total, got });
         }
-        // A continuation fragment.
-        match &mut self.open {
-            Open::No => {
-                release(&frag);
-                Err(ProtocolError::MissingFirst { src: self.src })
+        m.arrived += len;
+        if last {
+            m.complete = true;
+            m.aborted = abort;
+            self.inbound = Inbound::Between;
+        }
+        match m.handling {
+            Handling::Piecewise if only => {
+                let info = m.piece(last, abort);
+                Ok(Action::Piece(frag, info))
             }
-            Open::Control { op, total, buf } => {
-                if buf.len() as u64 + len > *total {
-                    let got = buf.len() as u64 + len;
-                    let total = *total;
-                    release(&frag);
-                    self.open = Open::No;
-                    self.discarding = !last;
-                    return Err(ProtocolError::LengthMismatch {
-                        src: self.src,
-                        total,
-                        got,
-                    });
-                }
-                buf.extend_from_slice(frag.bytes());
-                release(&frag);
-                if last {
-                    let (op, total) = (*op, *total);
-                    let Open::Control { buf, .. } = std::mem::replace(&mut self.open, Open::No)
-                    else {
-                        unreachable!("matched above")
-                    };
-                    return self.control_done(op, total, buf);
-                }
-                Ok(Accepted::Nothing)
-            }
-            Open::User => {
-                let only = self.msgs.len() == 1;
-                let m = self
-                    .msgs
-                    .back_mut()
-                    .expect("an open user message is in msgs");
-                if m.arrived + len > m.total || (last && !abort && m.arrived + len != m.total) {
-                    let got = m.arrived + len;
-                    let total = m.total;
-                    release(&frag);
-                    // The message cannot be trusted any more: it ends as
-                    // aborted (the engine tells its handler).
-                    m.complete = true;
-                    m.aborted = true;
-                    self.open = Open::No;
-                    self.discarding = !last;
-                    return Err(ProtocolError::LengthMismatch {
-                        src: self.src,
-                        total,
-                        got,
-                    });
-                }
-                m.arrived += len;
-                if last {
-                    m.complete = true;
-                    m.aborted = abort;
-                    self.open = Open::No;
-                }
-                if only && m.piecewise {
-                    let info = PieceInfo {
-                        handler: m.handler,
-                        offset: m.read,
-                        total: m.total,
-                        last,
-                        tracked: true,
-                        aborted: abort,
-                    };
-                    return Ok(Accepted::Piece(frag, info));
-                }
+            handling => {
                 m.frags += 1;
+                let handler = m.handler;
                 self.frags.push_back(frag);
-                Ok(if only && m.suspended.is_some() {
-                    Accepted::Resume
-                } else {
-                    Accepted::Nothing
+                Ok(match handling {
+                    Handling::Async {
+                        suspended: Some(slot),
+                    } if only => Action::Resume { handler, slot },
+                    _ => Action::Wait,
                 })
             }
         }
@@ -402,109 +526,135 @@ impl SourceStream {
 
     fn control_done(
         &mut self,
-        op: u32,
+        frag: RxFragment,
+        op: ControlOp,
         total: u64,
-        buf: Vec<u8>,
-    ) -> Result<Accepted, ProtocolError> {
-        if buf.len() as u64 != total {
-            return Err(ProtocolError::LengthMismatch {
-                src: self.src,
-                total,
-                got: buf.len() as u64,
-            });
+        payload: Vec<u8>,
+    ) -> Result<Action, Rejected> {
+        if payload.len() as u64 != total {
+            let src = self.src.0;
+            let got = payload.len() as u64;
+            return rejected(frag, ProtocolError::LengthMismatch { src, total, got });
         }
-        Ok(Accepted::Control(op, buf))
-    }
-
-    /// A sender broke off a message (a new first fragment while it was
-    /// open): it ends as aborted; the engine then tells its handler
-    /// ([`cut_need`](Self::cut_need)).
-    fn truncate_open(&mut self, _release: &mut dyn FnMut(&RxFragment)) {
-        self.cut_open();
+        Ok(Action::Control { frag, op, payload })
     }
 
     /// The message open on this stream will get no more fragments (its
     /// sender died, or broke it off): it ends as aborted. A message whose
     /// handler already returned is simply forgotten, as is a half-received
-    /// control message.
+    /// control message. Then perform [`next`](Self::next).
     pub(crate) fn cut_open(&mut self) {
-        if self.discarding {
-            self.discarding = false;
-        } else if let Open::User = self.open {
+        if let Inbound::User = self.inbound {
             if let Some(m) = self.msgs.back_mut() {
                 m.complete = true;
                 m.aborted = true;
             }
         }
-        self.open = Open::No;
+        self.inbound = Inbound::Between;
     }
 
-    /// What the current message needs once it was cut off: an empty
-    /// aborted last piece for a plain-function handler that has had every
-    /// fragment, a resume for a suspended async handler, or nothing.
-    pub(crate) fn cut_need(&self) -> Cut {
-        let Some(m) = self.msgs.front() else {
-            return Cut::Nothing;
+    /// What the current message needs now: its next stored piece, the
+    /// start of its async handler, an aborted end (a cut-off message's
+    /// empty last piece, or a resume whose read reports the abort), or
+    /// nothing. Asked after a handler returned (the next message may be
+    /// waiting) and after a message was cut off.
+    pub(crate) fn next(&mut self) -> Action {
+        let Some(m) = self.msgs.front_mut() else {
+            return Action::Wait;
         };
-        if !(m.aborted && m.complete) {
-            return Cut::Nothing;
-        }
-        if m.piecewise {
-            if m.frags == 0 {
-                return Cut::Piece(PieceInfo {
-                    handler: m.handler,
-                    offset: m.read,
-                    total: m.total,
-                    last: true,
-                    tracked: true,
-                    aborted: true,
-                });
+        let ended_aborted = m.complete && m.aborted;
+        match m.handling {
+            Handling::Piecewise if m.frags > 0 => {
+                let frag = self
+                    .frags
+                    .pop_front()
+                    .expect("frags counted in msg are present");
+                m.frags -= 1;
+                let last = m.complete && m.frags == 0;
+                Action::Piece(frag, m.piece(last, last && m.aborted))
             }
-            return Cut::Nothing;
-        }
-        if m.suspended.is_some() {
-            Cut::Resume
-        } else {
-            Cut::Nothing
+            Handling::Piecewise if ended_aborted => Action::AbortedEnd(m.piece(true, true)),
+            Handling::Async { suspended: None } => Action::Start(Start {
+                handler: m.handler,
+                seq: m.seq,
+                total: m.total,
+            }),
+            Handling::Async {
+                suspended: Some(slot),
+            } if ended_aborted => Action::Resume {
+                handler: m.handler,
+                slot,
+            },
+            Handling::Piecewise | Handling::Async { .. } => Action::Wait,
         }
     }
 
-    /// Copy bytes of the current message `seq` into `buf`, releasing
-    /// fragments as they are used up. `None` if `seq` is not current.
-    pub(crate) fn read(
-        &mut self,
-        seq: u64,
-        buf: &mut [u8],
-        release: &mut dyn FnMut(&RxFragment),
-    ) -> Option<Read> {
+    /// The current async handler suspended in pool slot `slot`.
+    pub(crate) fn suspend(&mut self, slot: u32) {
+        if let Some(m) = self.msgs.front_mut() {
+            m.handling = Handling::Async {
+                suspended: Some(slot),
+            };
+        }
+    }
+
+    /// A plain-function handler has consumed a tracked piece of `len`
+    /// bytes. On `last`, or on `failed` (the rest is then dropped), the
+    /// message ends: release what [`finish_current`](Self::finish_current)
+    /// returns, then perform [`next`](Self::next). Returns whether it
+    /// ended.
+    #[must_use]
+    pub(crate) fn piece_done(&mut self, len: u32, last: bool, failed: bool) -> bool {
+        if let Some(m) = self.msgs.front_mut() {
+            m.read += u64::from(len);
+        }
+        last || failed
+    }
+
+    /// The current message's handler returned: it leaves the stream, its
+    /// unread fragments are returned for release (its later ones will be
+    /// discarded as they arrive). Perform [`next`](Self::next) afterwards.
+    #[inline]
+    pub(crate) fn finish_current(&mut self) -> Used<'_> {
+        let Some(m) = self.msgs.pop_front() else {
+            return Used::new(&mut self.frags, 0);
+        };
+        self.front_read = 0;
+        if !m.complete {
+            // Only the last message can be incomplete: it is the open one.
+            self.inbound = Inbound::Discarding;
+        }
+        Used::new(&mut self.frags, m.frags)
+    }
+
+    /// Copy bytes of the current message `seq` into `buf`; returns what was
+    /// read and the fragments used up (release them). `None` if `seq` is
+    /// not current.
+    pub(crate) fn read(&mut self, seq: u64, buf: &mut [u8]) -> Option<(Read, Used<'_>)> {
         let m = self.msgs.front_mut().filter(|m| m.seq == seq)?;
         let mut n = 0;
-        while m.frags > 0 {
-            let f = self
-                .frags
-                .front()
-                .expect("frags counted in msg are present");
-            let bytes = f.bytes();
+        let mut used = 0;
+        while used < m.frags {
+            let bytes = self.frags[used].bytes();
             let k = (bytes.len() - self.front_read).min(buf.len() - n);
             buf[n..n + k].copy_from_slice(&bytes[self.front_read..self.front_read + k]);
             n += k;
             self.front_read += k;
             m.read += k as u64;
-            if self.front_read == bytes.len() {
-                let f = self.frags.pop_front().expect("checked above");
-                release(&f);
-                self.front_read = 0;
-                m.frags -= 1;
-            } else {
+            if self.front_read < bytes.len() {
                 break;
             }
+            self.front_read = 0;
+            used += 1;
         }
+        m.frags -= used;
         let drained = m.complete && m.frags == 0;
-        Some(Read {
+        let read = Read {
             n,
             finished: m.read == m.total || drained,
             aborted: m.aborted && drained,
-        })
+        };
+        Some((read, Used::new(&mut self.frags, used)))
     }
 
     /// Bytes of the current message `seq` that have arrived and are unread.
@@ -512,280 +662,60 @@ impl SourceStream {
         let m = self.msgs.front().filter(|m| m.seq == seq)?;
         Some(m.arrived - m.read)
     }
+}
 
-    /// What is current.
-    pub(crate) fn current_info(&self) -> Current {
-        match self.msgs.front() {
-            None => Current::None,
-            Some(m) if m.piecewise => Current::Piecewise,
-            Some(m) => Current::Async {
-                handler: m.handler,
-                seq: m.seq,
-                total: m.total,
-                started: m.suspended.is_some(),
-            },
-        }
+fn rejected(frag: RxFragment, error: ProtocolError) -> Result<Action, Rejected> {
+    Err(Rejected { frag, error })
+}
+
+/// Fragments a transition is done with, taken from the front of the
+/// stream: the engine releases each (in this order, the arrival order).
+#[must_use = "fragments taken from the stream must be released"]
+#[derive(Debug)]
+pub(crate) struct Used<'a> {
+    frags: &'a mut VecDeque<RxFragment>,
+    left: usize,
+}
+
+impl<'a> Used<'a> {
+    #[inline]
+    fn new(frags: &'a mut VecDeque<RxFragment>, n: usize) -> Self {
+        debug_assert!(n <= frags.len());
+        Used { frags, left: n }
     }
+}
 
-    /// The next stored fragment of the current plain-function message.
-    pub(crate) fn next_queued_piece(&mut self) -> Option<(RxFragment, PieceInfo)> {
-        let m = self
-            .msgs
-            .front_mut()
-            .filter(|m| m.piecewise && m.frags > 0)?;
-        let frag = self
-            .frags
-            .pop_front()
-            .expect("frags counted in msg are present");
-        m.frags -= 1;
-        let last = m.complete && m.frags == 0;
-        let info = PieceInfo {
-            handler: m.handler,
-            offset: m.read,
-            total: m.total,
-            last,
-            tracked: true,
-            aborted: last && m.aborted,
-        };
-        Some((frag, info))
+impl Iterator for Used<'_> {
+    type Item = RxFragment;
+
+    #[inline]
+    fn next(&mut self) -> Option<RxFragment> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.frags.pop_front()
     }
+}
 
-    /// A plain-function handler has consumed a tracked piece of `len`
-    /// bytes. On `last`, or on `failed` (the rest is then dropped), the
-    /// message ends; returns whether another message became current.
-    pub(crate) fn piece_done(
-        &mut self,
-        len: u32,
-        last: bool,
-        failed: bool,
-        release: &mut dyn FnMut(&RxFragment),
-    ) -> bool {
-        if let Some(m) = self.msgs.front_mut() {
-            m.read += u64::from(len);
-        }
-        if last || failed {
-            return self.finish_current(release);
-        }
-        false
+impl Drop for Used<'_> {
+    /// Fragments not taken still leave the stream (its counts no longer
+    /// include them); the engine takes them all.
+    #[inline]
+    fn drop(&mut self) {
+        for _ in self.by_ref() {}
     }
+}
 
-    /// The current message's handler returned: drop its unread fragments
-    /// (and its future ones). Returns whether another message is now current.
-    pub(crate) fn finish_current(&mut self, release: &mut dyn FnMut(&RxFragment)) -> bool {
-        let Some(m) = self.msgs.pop_front() else {
-            return false;
-        };
-        for _ in 0..m.frags {
-            let f = self
-                .frags
-                .pop_front()
-                .expect("frags counted in msg are present");
-            release(&f);
-        }
-        self.front_read = 0;
-        if !m.complete {
-            // Only the last message can be incomplete: its remaining
-            // fragments will be dropped as they arrive.
-            self.discarding = true;
-        }
-        !self.msgs.is_empty()
-    }
-
-    /// Forget everything without releasing (endpoint teardown).
-    pub(crate) fn clear(&mut self) {
-        self.frags.clear();
-        self.msgs.clear();
+/// After a bad fragment: between messages if it was the last of its
+/// message, else discarding the rest.
+fn end_or_discard(last: bool) -> Inbound {
+    if last {
+        Inbound::Between
+    } else {
+        Inbound::Discarding
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::frame::FragHeader;
-
-    fn frag(handler: u32, data: &[u8], flags: FragFlags, total: u64) -> RxFragment {
-        let h = FragHeader {
-            src: 3,
-            handler,
-            len: data.len() as u32,
-            flags: flags.0,
-            total,
-        };
-        RxFragment::leaked(h, data)
-    }
-
-    const F: FragFlags = FragFlags::FIRST;
-    const L: FragFlags = FragFlags::LAST;
-
-    #[test]
-    fn streams_a_three_fragment_message_and_releases_in_order() {
-        let mut s = SourceStream::new(3);
-        let mut released = Vec::new();
-        let mut rel = |f: &RxFragment| released.push(f.bytes().to_vec());
-        assert!(matches!(
-            s.accept(frag(0, b"abc", F, 7), &[false], &mut rel),
-            Ok(Accepted::Start)
-        ));
-        let seq = s.current().unwrap().seq;
-        s.current().unwrap().suspended = Some(0);
-        let mut buf = [0u8; 5];
-        let r = s.read(seq, &mut buf, &mut rel).unwrap();
-        assert_eq!(
-            r,
-            Read {
-                n: 3,
-                finished: false,
-                aborted: false
-            }
-        );
-        assert!(matches!(
-            s.accept(frag(0, b"de", FragFlags(0), 7), &[false], &mut rel),
-            Ok(Accepted::Resume)
-        ));
-        assert!(matches!(
-            s.accept(frag(0, b"fg", L, 7), &[false], &mut rel),
-            Ok(Accepted::Resume)
-        ));
-        let r = s.read(seq, &mut buf[3..], &mut rel).unwrap();
-        assert_eq!(
-            r,
-            Read {
-                n: 2,
-                finished: false,
-                aborted: false
-            }
-        );
-        assert_eq!(&buf, b"abcde");
-        let mut rest = [0u8; 8];
-        let r = s.read(seq, &mut rest, &mut rel).unwrap();
-        assert_eq!(
-            r,
-            Read {
-                n: 2,
-                finished: true,
-                aborted: false
-            }
-        );
-        assert!(!s.finish_current(&mut rel));
-        assert_eq!(
-            released,
-            vec![b"abc".to_vec(), b"de".to_vec(), b"fg".to_vec()]
-        );
-    }
-
-    #[test]
-    fn an_early_return_discards_the_rest() {
-        let mut s = SourceStream::new(3);
-        let mut n = 0;
-        let mut rel = |_: &RxFragment| n += 1;
-        assert!(matches!(
-            s.accept(frag(0, b"ab", F, 6), &[false], &mut rel),
-            Ok(Accepted::Start)
-        ));
-        assert!(!s.finish_current(&mut rel));
-        assert!(matches!(
-            s.accept(frag(0, b"cd", FragFlags(0), 6), &[false], &mut rel),
-            Ok(Accepted::Nothing)
-        ));
-        assert!(matches!(
-            s.accept(frag(0, b"ef", L, 6), &[false], &mut rel),
-            Ok(Accepted::Nothing)
-        ));
-        assert!(matches!(
-            s.accept(frag(0, b"x", F | L, 1), &[false], &mut rel),
-            Ok(Accepted::Start)
-        ));
-        drop(s);
-        assert_eq!(n, 3);
-    }
-
-    #[test]
-    fn bad_sequences_are_typed_errors() {
-        let mut s = SourceStream::new(3);
-        let mut rel = |_: &RxFragment| {};
-        assert_eq!(
-            s.accept(frag(0, b"a", L, 1), &[false], &mut rel)
-                .unwrap_err(),
-            ProtocolError::MissingFirst { src: 3 }
-        );
-        assert!(matches!(
-            s.accept(frag(9, b"a", F | L, 1), &[false], &mut rel)
-                .unwrap_err(),
-            ProtocolError::UnknownHandler { id: 9, .. }
-        ));
-        assert!(matches!(
-            s.accept(frag(0, b"a", F, 4), &[false], &mut rel),
-            Ok(Accepted::Start)
-        ));
-        assert_eq!(
-            s.accept(frag(0, b"b", F, 4), &[false], &mut rel)
-                .unwrap_err(),
-            ProtocolError::UnexpectedFirst { src: 3 }
-        );
-        let seq = s.current().unwrap().seq;
-        let mut buf = [0u8; 4];
-        assert_eq!(
-            s.read(seq, &mut buf, &mut rel).unwrap(),
-            Read {
-                n: 1,
-                finished: true,
-                aborted: true
-            },
-            "a broken-off message ends, aborted, instead of waiting for ever"
-        );
-        assert!(!s.finish_current(&mut rel));
-        assert!(matches!(
-            s.accept(frag(0, b"abc", F | L, 2), &[false], &mut rel)
-                .unwrap_err(),
-            ProtocolError::LengthMismatch { .. }
-        ));
-    }
-
-    #[test]
-    fn plain_function_messages_come_out_as_pieces() {
-        let mut s = SourceStream::new(3);
-        let mut rel = |_: &RxFragment| panic!("pieces are released by the caller");
-        let kinds = [true];
-        match s.accept(frag(0, b"ab", F | L, 2), &kinds, &mut rel) {
-            Ok(Accepted::Piece(f, i)) => {
-                assert_eq!(f.bytes(), b"ab");
-                assert!(i.last && !i.tracked && i.offset == 0);
-            }
-            other => panic!("{other:?}"),
-        }
-        match s.accept(frag(0, b"abc", F, 5), &kinds, &mut rel) {
-            Ok(Accepted::Piece(_, i)) => assert!(!i.last && i.tracked && i.offset == 0),
-            other => panic!("{other:?}"),
-        }
-        assert!(!s.piece_done(3, false, false, &mut rel));
-        match s.accept(frag(0, b"de", L, 5), &kinds, &mut rel) {
-            Ok(Accepted::Piece(f, i)) => assert!(i.last && i.offset == 3 && f.bytes() == b"de"),
-            other => panic!("{other:?}"),
-        }
-        assert!(!s.piece_done(2, true, false, &mut rel));
-        assert!(matches!(s.current_info(), Current::None));
-    }
-
-    #[test]
-    fn messages_queue_behind_a_suspended_complete_handler() {
-        let mut s = SourceStream::new(3);
-        let mut rel = |_: &RxFragment| {};
-        assert!(matches!(
-            s.accept(frag(0, b"a", F | L, 1), &[false], &mut rel),
-            Ok(Accepted::Start)
-        ));
-        s.current().unwrap().suspended = Some(0);
-        assert!(matches!(
-            s.accept(frag(0, b"b", F | L, 1), &[false], &mut rel),
-            Ok(Accepted::Nothing)
-        ));
-        assert!(
-            s.finish_current(&mut rel),
-            "the queued message becomes current"
-        );
-        let seq = s.current().unwrap().seq;
-        let mut buf = [0u8; 1];
-        assert_eq!(s.read(seq, &mut buf, &mut rel).unwrap().n, 1);
-        assert_eq!(&buf, b"b");
-    }
-}
+mod tests;

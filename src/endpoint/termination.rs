@@ -30,17 +30,18 @@
 //! rank but 0 — each is a `ProtocolError::BadControl`.
 
 use super::control::{CloseCounts, Sends};
+use super::control_op::ControlOp;
 use crate::error::{ExtractError, ProtocolError};
 use crate::id::Rank;
 
 /// A rank's report for a wave of a round (to rank 0).
-pub(crate) const OP_REPORT: u32 = 3;
+pub(crate) const OP_REPORT: ControlOp = ControlOp::Report;
 /// Rank 0 releases every rank from a round.
-pub(crate) const OP_RELEASE: u32 = 4;
+pub(crate) const OP_RELEASE: ControlOp = ControlOp::Release;
 /// Rank 0 asks for the counts of the next wave of a round.
-pub(crate) const OP_PROBE: u32 = 5;
+pub(crate) const OP_PROBE: ControlOp = ControlOp::Probe;
 /// Rank 0 says a round is `quiesce` on one rank and `close` on another.
-pub(crate) const OP_MISMATCH: u32 = 7;
+pub(crate) const OP_MISMATCH: ControlOp = ControlOp::Mismatch;
 
 /// What a round is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +232,7 @@ impl Rounds {
     pub(crate) fn on_message(
         &mut self,
         src: Rank,
-        op: u32,
+        op: ControlOp,
         payload: &[u8],
         counts: CloseCounts,
         busy: bool,

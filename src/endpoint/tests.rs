@@ -170,6 +170,7 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
             });
             let mut ep = b.start()?;
             let linger = || {
+                // SYNC POINT test-done (acquire side).
                 while !done.load(crate::sync::Ordering::Acquire) {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
@@ -200,6 +201,7 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
                     let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
                     ep.wait_until(|| std::time::Instant::now() > until)?;
                     assert_eq!(corrupt, 1, "a broken queue is reported once");
+                    // SYNC POINT test-done (release side).
                     done.store(true, crate::sync::Ordering::Release);
                 }
             }

@@ -3,12 +3,12 @@
 //! Spinning is right when each rank has a core to itself and wrong when
 //! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
 //! twice. At start: a host with fewer CPUs than busy ranks is
-//! oversubscribed, and there a rank spins only briefly before yielding the
-//! core each round. Then, while running, it watches whether the core is
+//! oversubscribed, and there a rank spins only briefly, yields the core
+//! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
 //! wanted (see [`super::pressure`]): a rank that lost more than a fifth of
 //! its recent time waiting for a CPU (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
-//! about as long as its waits usually last and then sleeps on its doorbell
+//! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
 //! until a sender rings it, so the process that wants the core gets it and
 //! the rank is woken the moment its message lands. A rank nobody competes
 //! with spins, as fast as [`WaitPolicy::Spin`]; after a long idle spell it
@@ -78,11 +78,24 @@ pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 
+/// Idle time a contended `auto` rank spins before it sleeps (after its
+/// usual wait's rounds): about what going to sleep and being woken cost
+/// (a futex wait, a wake, two context switches and the sleeper's
+/// `membarrier`), so that spinning never costs more than twice the best.
+pub const CONTENDED_SPIN: Duration = Duration::from_micros(50);
+
+/// Idle µs after which a rank sleeps when ranks outnumber cores (`sleep`,
+/// and `auto` with doorbells on): measured at 4 and 8 ranks on 2 cores,
+/// sleeping made the collectives both faster and steadier than yielding
+/// (BENCHMARKS.md, oversubscribed collectives).
+const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
+
 /// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
 
 /// Idle rounds between two looks at the scheduler's verdict while an
-/// `auto` rank spins (a read of the thread's schedstat, ~1–2 µs).
+/// `auto` rank spins (each look is a system call: a read of the thread's
+/// schedstat file).
 const PRESSURE_EVERY: u32 = 1024;
 
 /// The resolved parameters of a policy on this host.
@@ -119,9 +132,20 @@ impl WaitConfig {
             WaitPolicy::Sleep => plain(
                 if oversubscribed { 16 } else { 4096 },
                 true,
-                Some(Duration::from_micros(if oversubscribed { 20 } else { 200 })),
+                Some(Duration::from_micros(if oversubscribed {
+                    OVERSUBSCRIBED_SLEEP_AFTER_US
+                } else {
+                    200
+                })),
             ),
-            WaitPolicy::Auto if oversubscribed => plain(16, true, None),
+            // Ranks outnumber cores: the rank waited for may need this
+            // very core, so yield at once and sleep soon (as `sleep`
+            // does), where doorbells are on.
+            WaitPolicy::Auto if oversubscribed => plain(
+                16,
+                true,
+                bells.then_some(Duration::from_micros(OVERSUBSCRIBED_SLEEP_AFTER_US)),
+            ),
             WaitPolicy::Auto => WaitConfig {
                 spin_rounds: 1 << 16,
                 yield_: true,
@@ -251,9 +275,12 @@ impl Waiter {
             self.watch_pressure();
         }
         if self.backing_off {
-            // The core is wanted: spin only as long as waits usually last.
+            // The core is wanted: spin as long as waits usually last, and
+            // at most about what a sleep and a wake-up cost, then sleep
+            // (yield without doorbells).
             cfg.spin_rounds = self.short;
-            cfg.sleep_after = cfg.bells.then_some(Duration::ZERO);
+            cfg.yield_ = !cfg.bells;
+            cfg.sleep_after = cfg.bells.then_some(CONTENDED_SPIN);
         }
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();

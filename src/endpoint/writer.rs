@@ -30,7 +30,11 @@ pub struct MessageWriter<'a> {
 }
 
 impl<'a> MessageWriter<'a> {
-    pub(crate) fn new(core: &'a Rc<Core>, s: OutStream) -> Self {
+    /// Open the main thread's stream `s` (nothing is parked for its
+    /// destination: the caller drained it). It stays open until the
+    /// writer ends ([`close`](Self::close)).
+    pub(crate) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
+        core.net.borrow_mut().open_main(s.dest);
         MessageWriter {
             core,
             s,
@@ -99,31 +103,39 @@ impl<'a> MessageWriter<'a> {
                 written: self.s.written,
             });
         }
-        self.ended = true;
-        let mut waiter = Waiter::for_peer(self.s.dest);
-        while !self.s.finish(&mut self.core.net.borrow_mut()) {
-            if let Err(e) = self.core.wait_for_credit(self.s.dest, &mut waiter) {
-                self.core.net.borrow_mut().open = None;
-                return Err(e);
-            }
-        }
-        self.core.net.borrow_mut().open = None;
-        Ok(())
+        self.close(false)
     }
 
     /// End the message here, aborted, and return `why`.
     fn abort(&mut self, why: SendError) -> Result<(), SendError> {
-        self.ended = true;
         self.aborted = true;
-        let mut waiter = Waiter::for_peer(self.s.dest);
-        while !self.s.finish_aborted(&mut self.core.net.borrow_mut()) {
-            if let Err(e) = self.core.wait_for_credit(self.s.dest, &mut waiter) {
-                self.core.net.borrow_mut().open = None;
-                return Err(e);
-            }
-        }
-        self.core.net.borrow_mut().open = None;
+        self.close(true)?;
         Err(why)
+    }
+
+    /// Commit the last fragment (flagged aborted if `aborted`), waiting
+    /// for credit, and close the main thread's stream whatever happens.
+    fn close(&mut self, aborted: bool) -> Result<(), SendError> {
+        self.ended = true;
+        let mut waiter = Waiter::for_peer(self.s.dest);
+        let result = loop {
+            let done = {
+                let mut net = self.core.net.borrow_mut();
+                if aborted {
+                    self.s.finish_aborted(&mut net)
+                } else {
+                    self.s.finish(&mut net)
+                }
+            };
+            if done {
+                break Ok(());
+            }
+            if let Err(e) = self.core.wait_for_credit(self.s.dest, &mut waiter) {
+                break Err(e);
+            }
+        };
+        self.core.net.borrow_mut().close_main();
+        result
     }
 }
 

@@ -57,6 +57,7 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
                 }
                 was
             } else {
+                // SYNC POINT frame-release (acquire side), as above.
                 sync::test_and_set(in_use, Ordering::Acquire)
             };
             if was == 0 {

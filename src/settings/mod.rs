@@ -1,9 +1,12 @@
-//! Every `FASTMSG_*` setting in one table ([`SETTINGS`]): the
-//! configuration report (`endpoint::report`) and the check for mistyped variables
-//! ([`unknown`], [`warn_unknown_env`]) both read it, so a setting added
-//! here is reported and recognised at once. The variables are parsed where
-//! they are used (`Config::tuned_from_env`, the job environment, the
-//! copy plan, the verbs device); the README's table documents them.
+//! Every `FASTMSG_*` setting in one table ([`SETTINGS`]), and the one
+//! place the library reads them from the environment (`var`, `is_set`,
+//! `env`: a name missing from the table is caught in debug builds, and
+//! `.ci/house-rules` fails on a read elsewhere). The configuration report
+//! (`endpoint::report`) and the check for mistyped variables
+//! ([`unknown`], [`warn_unknown_env`]) read the table, so a setting added
+//! here is reported and recognised at once. Values are parsed where they
+//! are used (`Config::tuned_from_env`, the job environment, the copy plan,
+//! the verbs device); the README's table documents them.
 
 /// The variable `fmrun` sets to the settings it was given as options.
 pub const FLAGS_VAR: &str = "FASTMSG_FLAGS";
@@ -28,9 +31,28 @@ pub struct Setting {
     pub doc: &'static str,
 }
 
+/// Whether `name` may be read: a `FASTMSG_*` name must be a setting of
+/// [`SETTINGS`] or a test program's (under [`TEST_PREFIX`]); other names
+/// are the launchers' own variables (Slurm, Open MPI, PMI).
+fn readable(name: &str) -> bool {
+    !name.starts_with("FASTMSG_") || name.starts_with(TEST_PREFIX) || find(name).is_some()
+}
+
+/// Variable `name` as the environment holds it (`std::env::var`).
+pub(crate) fn var(name: &str) -> Result<String, std::env::VarError> {
+    debug_assert!(readable(name), "{name} is read but is not in SETTINGS");
+    std::env::var(name)
+}
+
+/// Whether variable `name` is set at all (even empty, or not unicode).
+pub(crate) fn is_set(name: &str) -> bool {
+    debug_assert!(readable(name), "{name} is read but is not in SETTINGS");
+    std::env::var_os(name).is_some()
+}
+
 /// The variable's value if set (and not empty after trimming).
 pub(crate) fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// The variable's value if set (and not empty), else `default`.
@@ -136,7 +158,12 @@ pub static SETTINGS: &[Setting] = &[
         None,
         "bytes of parked sends past which a send outside handlers makes progress instead"
     ),
-    setting!("FASTMSG_NET", "auto", Some("--net"), "auto, tcp or verbs"),
+    setting!(
+        "FASTMSG_NET",
+        "auto",
+        Some("--net"),
+        "auto, tcp, verbs or ofi (libfabric)"
+    ),
     setting!(
         "FASTMSG_ROOT",
         "none (one host: rank 0 picks a port)",
@@ -167,6 +194,12 @@ pub static SETTINGS: &[Setting] = &[
         "65536",
         None,
         "bytes per network ring slot"
+    ),
+    setting!(
+        "FASTMSG_OFI_PROVIDER",
+        "FI_PROVIDER, else tcp;ofi_rxm",
+        None,
+        "libfabric provider of FASTMSG_NET=ofi (`fi_info -c FI_RMA -t FI_EP_RDM` lists them)"
     ),
     setting!(
         "FASTMSG_VERBS_DEVICE",
@@ -265,6 +298,14 @@ pub fn warn_unknown_env() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_settings_and_launcher_variables_are_readable() {
+        assert!(readable("FASTMSG_CREDITS"));
+        assert!(readable("FASTMSG_TEST_SCENARIO"));
+        assert!(readable("SLURM_PROCID"));
+        assert!(!readable("FASTMSG_CREDIT"));
+    }
 
     #[test]
     fn names_are_unique_and_prefixed() {

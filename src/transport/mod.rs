@@ -33,6 +33,9 @@
 
 #![allow(unsafe_code)]
 
+pub mod ofi;
+#[cfg(any(feature = "ofi", feature = "verbs"))]
+pub mod rma;
 pub mod shm;
 pub mod tcp;
 pub mod verbs;
@@ -43,6 +46,8 @@ use crate::id::Rank;
 use crate::queue::INLINE_BYTES;
 use crate::wake::Doorbell;
 
+#[cfg(feature = "ofi")]
+pub use ofi::OfiTransport;
 pub use shm::ShmTransport;
 pub use tcp::TcpTransport;
 #[cfg(feature = "verbs")]
@@ -296,7 +301,7 @@ pub trait Transport {
 /// The network transports an endpoint can hold, dispatched statically.
 /// (The engine keeps its shm transport outside this enum: behind a `match`
 /// with network arms, shm's poll stopped inlining and a 0-byte message
-/// cost 12–20 ns more.)
+/// cost more: BENCHMARKS.md, *The engine fix, and what remains*.)
 ///
 /// Variants differ in size; they are not boxed because an endpoint holds
 /// one or two of them and boxing would add a pointer chase to every poll.
@@ -309,23 +314,19 @@ pub enum AnyTransport {
     /// Network rings over RDMA verbs.
     #[cfg(feature = "verbs")]
     Verbs(VerbsTransport),
+    /// Network rings over libfabric.
+    #[cfg(feature = "ofi")]
+    Ofi(OfiTransport),
 }
 
-#[cfg(not(feature = "verbs"))]
 macro_rules! dispatch {
     ($self:ident, $t:ident => $e:expr) => {
         match $self {
             AnyTransport::Tcp($t) => $e,
-        }
-    };
-}
-
-#[cfg(feature = "verbs")]
-macro_rules! dispatch {
-    ($self:ident, $t:ident => $e:expr) => {
-        match $self {
-            AnyTransport::Tcp($t) => $e,
+            #[cfg(feature = "verbs")]
             AnyTransport::Verbs($t) => $e,
+            #[cfg(feature = "ofi")]
+            AnyTransport::Ofi($t) => $e,
         }
     };
 }

@@ -62,8 +62,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub host_id: Option<String>,
     /// Transport between ranks: auto (shm on a host, tcp between hosts),
-    /// tcp or verbs (every pair over the network, like UCX_TLS).
-    #[arg(long, value_name = "NET", value_parser = ["auto", "tcp", "verbs"])]
+    /// tcp, verbs or ofi (every pair over the network, like UCX_TLS).
+    #[arg(long, value_name = "NET", value_parser = ["auto", "tcp", "verbs", "ofi"])]
     pub net: Option<String>,
     /// Prefix every line a rank prints with `[rank] ` (as mpirun's
     /// --tag-output).

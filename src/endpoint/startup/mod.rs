@@ -20,7 +20,7 @@ use super::core::{Core, CoreSetup};
 use super::handler::{encode_table, Registry};
 use super::hook::Hook;
 use super::net::Net;
-use super::wait::{WaitConfig, Waiter};
+use super::wait::{WaitConfig, WaitPolicy, Waiter};
 use super::{Endpoint, NetMode};
 use crate::error::StartError;
 use crate::id::Rank;
@@ -49,6 +49,11 @@ pub(super) fn start(
     if config.net.mode == NetMode::Verbs {
         // Fail at once on a host without RDMA (or a build without it).
         crate::transport::verbs::probe()?;
+    }
+    if config.net.mode == NetMode::Ofi {
+        // Fail at once where the provider is missing (or the build has no
+        // libfabric transport).
+        crate::transport::ofi::probe()?;
     }
     // A job that needs the network meets at the rendezvous first: the
     // job table says which ranks share this host.
@@ -107,14 +112,45 @@ pub(super) fn start(
             window: my_window.raw(),
             bell: if sleeps { shm.doorbell() } else { None },
         };
-        if config.net.mode == NetMode::Verbs {
+        if config.net.mode == NetMode::Ofi {
+            #[cfg(feature = "ofi")]
+            {
+                // The endpoint listens where peers reached us.
+                let node = links
+                    .first()
+                    .and_then(|l| l.1.local_addr().ok())
+                    .map(|a| a.ip());
+                let wire = crate::transport::ofi::open(
+                    job.rank.0,
+                    job.size,
+                    node,
+                    links.len(),
+                    plan.geometry.slots,
+                )?;
+                // SAFETY: the window area lives in the shm segment, which
+                // outlives this transport (placed before `shm` below).
+                let t = unsafe {
+                    crate::transport::OfiTransport::new(
+                        wire,
+                        job.size,
+                        plan.geometry,
+                        links,
+                        targets,
+                    )
+                }?;
+                net_peers = t.peers();
+                transports.push(AnyTransport::Ofi(t));
+            }
+        } else if config.net.mode == NetMode::Verbs {
             #[cfg(feature = "verbs")]
             {
+                let wire =
+                    crate::transport::verbs::VerbsWire::open(links.len(), plan.geometry.slots)?;
                 // SAFETY: the window area lives in the shm segment, which
                 // outlives this transport (placed before `shm` below).
                 let v = unsafe {
                     crate::transport::VerbsTransport::new(
-                        job.rank,
+                        wire,
                         job.size,
                         plan.geometry,
                         links,
@@ -160,7 +196,11 @@ pub(super) fn start(
         threads_per_rank,
         job.launcher,
     );
-    let wait = WaitConfig::resolve(config.wait, oversubscribed, sleeps);
+    // RDMA writes ring no doorbell: under verbs `auto` never sleeps (a
+    // sleeper would notice them only at its time-out).
+    let may_sleep =
+        sleeps && !(config.net.mode == NetMode::Verbs && config.wait == WaitPolicy::Auto);
+    let wait = WaitConfig::resolve(config.wait, oversubscribed, may_sleep);
     tracing::debug!(
         "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
         config.wait,

@@ -407,10 +407,9 @@ impl ShmTransport {
 
     /// Return one fragment's credit to `src_smt`: a store to a line only
     /// we write (it stays in our cache until the sender, short of credit,
-    /// reads it). Measured: batching these stores (publishing at half the
-    /// window or at the end of a pass) cost ~85 instructions per message
-    /// for no gain in message rate — the raw queue streams ~28 M msgs/s
-    /// with a credit store per message.
+    /// reads it). Batching these stores (publishing at half the window or
+    /// at the end of a pass) was measured and dropped: more instructions
+    /// per message, no gain in message rate (docs/engine.md, *Decisions*).
     #[inline]
     fn credit_one(&mut self, src_smt: u32) {
         let r = &mut self.returns[src_smt as usize];
@@ -908,6 +907,8 @@ impl ShmTransport {
     pub(crate) fn corrupt_next_stamp(&mut self, dest: Rank, value: u64) {
         let peer = self.tx[dest.index()].as_ref().expect("local peer");
         let pos = peer.window.sent();
+        // SYNC POINT rq-publish (release side): a stamp as a broken peer
+        // would publish it.
         peer.q
             .watch(pos)
             .stamp_ref()

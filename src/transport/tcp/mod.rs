@@ -27,13 +27,13 @@ pub mod mesh;
 pub(crate) mod nic;
 pub(crate) mod wire;
 
-use self::nic::{NicTargets, Shared, FAILED, LEFT};
+use self::nic::{NicTargets, Shared};
 use self::wire::{RecordHeader, HEADER_BYTES};
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::link::Departure;
+use crate::link::{Departure, FAILED, LEFT};
 use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;

@@ -19,7 +19,7 @@
 use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
-pub(crate) use crate::link::{Links, FAILED, LEFT};
+use crate::link::Links;
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::Ordering;
 use crate::wake::Doorbell;

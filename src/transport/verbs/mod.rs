@@ -2,24 +2,21 @@
 //! length-flag rings ([`crate::ring`]) as the TCP transport, written by the
 //! adapter itself — the MVAPICH "RDMA fast path" of IWARP §3.3.
 //!
+//! The ring protocol (rings, mirrors, credit, the safe mode's bookkeeping,
+//! failures, the close flush) is [`crate::transport::rma`]'s, shared with
+//! the libfabric transport; this module is its wire ([`VerbsWire`]):
+//!
 //! - One RC queue pair per network peer, connected by rank order over the
 //!   authenticated TCP connection of [`super::tcp::mesh`] (which carries
-//!   the QP numbers, LID/GID, ring addresses and rkeys, and afterwards
-//!   tells a dead peer by its end of file).
-//! - This rank's rings and credit words live in one registered region
-//!   (remote write); the sender keeps a registered mirror of each peer's
-//!   ring as staging, gathers a fragment into the mirror slot with its
-//!   trailer right behind the payload, and posts one RDMA WRITE of payload
-//!   + trailer to the same offset of the peer's slot.
+//!   the QP numbers, LID/GID, addresses and rkeys, and afterwards tells a
+//!   dead peer by its end of file).
 //! - Placement order: at queue-pair set-up the backend asks rdma-core
 //!   (`ibv_query_qp_data_in_order`) whether an RDMA WRITE lands in order.
 //!   If it does, the receiver polls the stamp word alone. If not, it uses
 //!   the **safe mode**: RDMA WRITE with immediate, whose receive completion
-//!   proves the whole write has landed; the receiver then polls its
-//!   completion queue before it trusts a stamp.
-//! - Credits: piggybacked on trailers, or an 8-byte inline RDMA WRITE to the
-//!   peer's credit word. One-sided `put` / `put_u64` are RDMA WRITEs into
-//!   the peer's registered window area.
+//!   proves the whole write has landed.
+//! - Credits: an 8-byte inline RDMA WRITE. One-sided `put` / `put_u64` are
+//!   signaled RDMA WRITEs into the peer's registered window area.
 //!
 //! Not exercised on real hardware: the machines this was written on have no
 //! RDMA device. What is tested is that it builds and that starting it
@@ -33,11 +30,15 @@ mod list;
 #[cfg(feature = "verbs")]
 mod qp;
 #[cfg(feature = "verbs")]
-mod transport;
+mod wire;
 
 pub use list::devices;
 #[cfg(feature = "verbs")]
-pub use transport::VerbsTransport;
+pub use wire::VerbsWire;
+
+/// The verbs transport: the ring transport over a [`VerbsWire`].
+#[cfg(feature = "verbs")]
+pub type VerbsTransport = super::rma::RmaTransport<VerbsWire>;
 
 /// Check that an RDMA device can be opened; the first thing a rank asked
 /// for `FASTMSG_NET=verbs` does, so a host without RDMA fails at once with

@@ -33,7 +33,7 @@ impl Device {
         if list.is_null() {
             return Err(VerbsError::NoDevice { why: errno() });
         }
-        let want = std::env::var("FASTMSG_VERBS_DEVICE").ok();
+        let want = crate::settings::var("FASTMSG_VERBS_DEVICE").ok();
         let mut chosen = None;
         for i in 0..n.max(0) as usize {
             // SAFETY: the list holds `n` valid device pointers.
@@ -77,7 +77,7 @@ impl Device {
             unsafe { ibv_close_device(ctx) };
             return Err(e);
         }
-        let port = std::env::var("FASTMSG_VERBS_PORT")
+        let port = crate::settings::var("FASTMSG_VERBS_PORT")
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(1);
@@ -105,7 +105,7 @@ impl Device {
         if unsafe { ___ibv_query_port(self.ctx, self.port, &mut attr) } != 0 {
             return Err(self.call("ibv_query_port"));
         }
-        let index: u8 = std::env::var("FASTMSG_VERBS_GID_INDEX")
+        let index: u8 = crate::settings::var("FASTMSG_VERBS_GID_INDEX")
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
@@ -182,6 +182,12 @@ impl Mr {
         // SAFETY: a live registration.
         unsafe { (*self.0).rkey }
     }
+
+    /// The registered address (what peers add their offsets to).
+    pub(crate) fn addr(&self) -> u64 {
+        // SAFETY: a live registration.
+        unsafe { (*self.0).addr as u64 }
+    }
 }
 
 impl Drop for Mr {
@@ -198,9 +204,10 @@ pub(crate) struct QpInfo {
     pub(crate) gid: [u8; 16],
     pub(crate) qpn: u32,
     pub(crate) psn: u32,
-    /// The ring this end keeps for the other to write.
+    /// The start of this end's rings area (the ring, credit and flush
+    /// words are offsets into it, exchanged beside this).
     pub(crate) ring_addr: u64,
-    /// The word the other writes its credit returns to.
+    /// Unused (kept in the wire form, always 0).
     pub(crate) credit_addr: u64,
     pub(crate) ring_rkey: u32,
     pub(crate) window_addr: u64,

@@ -1,0 +1,88 @@
+//! The endpoint's control operations, and their codes on the wire.
+//!
+//! A control (SYSTEM) message carries its operation in the fragment
+//! header's `handler` field, where a user message carries its handler id.
+//! Inside the engine the two never mix: a user message has a
+//! [`HandlerId`](crate::HandlerId), a control message a [`ControlOp`],
+//! decoded once when its first fragment arrives (`super::stream`) and
+//! encoded once when it is sent (`super::net::OutStream`).
+
+/// What a control message asks for (see `super::control` and
+/// `super::termination`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ControlOp {
+    /// A rank's handler table, to rank 0.
+    Table,
+    /// Rank 0's verdict on the tables.
+    Verdict,
+    /// A rank's report for a wave of a termination round.
+    Report,
+    /// Rank 0 releases everyone from a round.
+    Release,
+    /// Rank 0 asks for the counts of a wave of a round.
+    Probe,
+    /// Rank 0 tells a closing rank which ranks have not called `close`.
+    Stragglers,
+    /// Rank 0 says a round is `quiesce` on one rank, `close` on another.
+    Mismatch,
+}
+
+impl ControlOp {
+    /// Every operation, in wire-code order.
+    pub(crate) const ALL: [ControlOp; 7] = [
+        ControlOp::Table,
+        ControlOp::Verdict,
+        ControlOp::Report,
+        ControlOp::Release,
+        ControlOp::Probe,
+        ControlOp::Stragglers,
+        ControlOp::Mismatch,
+    ];
+
+    /// The code carried in the header's `handler` field.
+    #[inline]
+    pub(crate) const fn wire(self) -> u32 {
+        match self {
+            ControlOp::Table => 1,
+            ControlOp::Verdict => 2,
+            ControlOp::Report => 3,
+            ControlOp::Release => 4,
+            ControlOp::Probe => 5,
+            ControlOp::Stragglers => 6,
+            ControlOp::Mismatch => 7,
+        }
+    }
+
+    /// The operation a wire code names, if any.
+    #[inline]
+    pub(crate) fn from_wire(code: u32) -> Option<ControlOp> {
+        ControlOp::ALL.into_iter().find(|op| op.wire() == code)
+    }
+
+    /// Sent by rank 0 alone: from another rank it could end a start or a
+    /// round early, or name innocent ranks.
+    pub(crate) fn only_from_rank0(self) -> bool {
+        !matches!(self, ControlOp::Table | ControlOp::Report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_codes_round_trip_and_nothing_else_decodes() {
+        for op in ControlOp::ALL {
+            assert_eq!(ControlOp::from_wire(op.wire()), Some(op));
+        }
+        let codes: Vec<u32> = ControlOp::ALL.iter().map(|op| op.wire()).collect();
+        assert_eq!(
+            codes,
+            (1..=7).collect::<Vec<_>>(),
+            "the wire format is fixed"
+        );
+        for bad in [0, 8, 0x100, u32::MAX] {
+            assert_eq!(ControlOp::from_wire(bad), None);
+        }
+    }
+}

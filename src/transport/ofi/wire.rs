@@ -1,0 +1,486 @@
+//! [`OfiWire`]: the ring protocol's writes over a libfabric RDM endpoint
+//! (see [`crate::transport::rma::wire::RmaWire`] for what it promises).
+//!
+//! - Ring writes are `fi_write`, or `fi_writedata` in the safe mode: the
+//!   remote CQ data names the writer and the ring slot, and its arrival at
+//!   the peer's completion queue proves the write was placed whole.
+//! - Credit words are `fi_inject_write` (copied during the call).
+//! - Order between writes: where the provider orders writes to a peer
+//!   (`FI_ORDER_WAW`, as `tcp;ofi_rxm` does) nothing more is needed;
+//!   otherwise every write is `FI_DELIVERY_COMPLETE` and a fence waits
+//!   for the earlier ones' completions. Synchronous writes (puts) wait
+//!   for their own completion, so the staging buffer can be reused.
+//! - Progress reads the completion queue, which on a manual-progress
+//!   provider (`tcp;ofi_rxm`) is also what moves data in and out.
+
+#![allow(unsafe_code)]
+
+use super::fabric::{strerror, Fabric, Mr};
+use super::sys::{self, CqDataEntry};
+use crate::error::OfiError;
+use crate::transport::rma::wire::{Event, RmaWire};
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
+/// Completion contexts (the op_context of our own writes).
+const CTX_RING: usize = 1;
+const CTX_SYNC: usize = 2;
+/// How long a write may wait for room in the send queue, or a synchronous
+/// write for its completion, before the peer counts as failed.
+const STUCK: Duration = Duration::from_secs(30);
+/// The most empty polls between two progress calls on a manual-progress
+/// provider (each is a system call there: `tcp;ofi_rxm` polls its
+/// sockets), so that the empty poll stays near the cost of reading memory.
+const MANUAL_PERIOD: u32 = 256;
+
+#[derive(Debug, Clone, Copy)]
+struct Remote {
+    addr: u64,
+    rings_base: u64,
+    rings_key: u64,
+    window_base: u64,
+    window_key: u64,
+}
+
+/// A libfabric endpoint carrying one rank's ring writes.
+#[derive(Debug)]
+pub struct OfiWire {
+    rank: u32,
+    /// Remote CQ data: `rank * slots + slot` (set by `ready`).
+    slots: u64,
+    peers: Vec<Remote>,
+    /// Per global rank: peer number, or `u32::MAX`.
+    peer_of_rank: Vec<u32>,
+    /// Ring writes posted whose completion is not yet read.
+    outstanding: Cell<u64>,
+    /// Synchronous writes completed.
+    synced: Cell<u64>,
+    events: RefCell<Vec<Event>>,
+    /// Base addresses of the registered areas (rings, staging, window).
+    bases: Vec<*mut u8>,
+    /// In order of drop: the registrations before the fabric.
+    mrs: Vec<Mr>,
+    fabric: Fabric,
+}
+
+impl OfiWire {
+    /// Open `provider` for rank `me` of `world`, its endpoint on address
+    /// `node`; `cq` completions fit in its queue at once.
+    ///
+    /// # Errors
+    /// [`OfiError::NoProvider`] or [`OfiError::Call`].
+    pub fn open(
+        provider: &str,
+        node: Option<&str>,
+        me: u32,
+        world: u32,
+        cq: usize,
+    ) -> Result<OfiWire, OfiError> {
+        let fabric = Fabric::open(provider, node, cq)?;
+        Ok(OfiWire {
+            rank: me,
+            slots: 0,
+            peers: Vec::new(),
+            peer_of_rank: vec![u32::MAX; world as usize],
+            outstanding: Cell::new(0),
+            synced: Cell::new(0),
+            events: RefCell::new(Vec::new()),
+            bases: Vec::new(),
+            mrs: Vec::new(),
+            fabric,
+        })
+    }
+
+    /// The provider libfabric chose, and the domain it runs on.
+    pub fn provider(&self) -> (&str, &str) {
+        (&self.fabric.provider, &self.fabric.domain)
+    }
+
+    fn raw(&self) -> *mut sys::FmOfi {
+        self.fabric.raw
+    }
+
+    fn rings(&self) -> &Mr {
+        &self.mrs[0]
+    }
+
+    fn staging(&self) -> &Mr {
+        &self.mrs[1]
+    }
+
+    /// Post with `f` until the provider takes it (progressing while its
+    /// queue is full), for at most [`STUCK`].
+    fn post(&self, what: &str, mut f: impl FnMut() -> isize) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let r = f();
+            if r == 0 {
+                return Ok(());
+            }
+            if r != -sys::FI_EAGAIN {
+                return Err(format!("{what}: {}", strerror(r)));
+            }
+            self.progress();
+            if start.elapsed() > STUCK {
+                return Err(format!("{what}: no room in the send queue for {STUCK:?}"));
+            }
+        }
+    }
+
+    /// Wait until every ring write posted has completed.
+    fn settle(&self) -> Result<(), String> {
+        let start = Instant::now();
+        while self.outstanding.get() > 0 {
+            self.progress();
+            if start.elapsed() > STUCK {
+                return Err(format!(
+                    "{} writes not completed after {STUCK:?}",
+                    self.outstanding.get()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_error(&self) {
+        let mut ctx = std::ptr::null_mut();
+        let mut msg = [0 as libc::c_char; 256];
+        // SAFETY: a live CQ with an error entry waiting; valid buffers.
+        let r =
+            unsafe { sys::fm_ofi_cq_readerr(self.raw(), &mut ctx, msg.as_mut_ptr(), msg.len()) };
+        if r != 0 {
+            return;
+        }
+        // SAFETY: the shim NUL-terminates the message.
+        let why = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        match ctx as usize & 0xff {
+            CTX_RING => self
+                .outstanding
+                .set(self.outstanding.get().saturating_sub(1)),
+            CTX_SYNC => self.synced.set(self.synced.get() + 1),
+            _ => {}
+        }
+        // The error entry does not say which peer: the transport reports it
+        // against the first live one it can (every peer shares the queue).
+        let peer = (ctx as usize >> 8).saturating_sub(1);
+        self.events.borrow_mut().push(Event::Failed { peer, why });
+    }
+
+    /// Peer number `k`'s context tag for an operation kind.
+    fn ctx(k: usize, kind: usize) -> *mut libc::c_void {
+        (((k + 1) << 8) | kind) as *mut libc::c_void
+    }
+}
+
+impl RmaWire for OfiWire {
+    type Error = OfiError;
+
+    fn register(
+        &mut self,
+        rings: (*mut u8, usize),
+        staging: (*mut u8, usize),
+        window: (*mut u8, usize),
+    ) -> Result<(), OfiError> {
+        for (base, len) in [rings, staging, window] {
+            let mr = self.fabric.register(base, len)?;
+            self.mrs.push(mr);
+            self.bases.push(base);
+        }
+        Ok(())
+    }
+
+    fn describe(&mut self, _k: usize) -> Result<Vec<u8>, OfiError> {
+        let name = self.fabric.name()?;
+        let mut b = Vec::with_capacity(34 + name.len());
+        b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        b.extend_from_slice(&name);
+        for v in [
+            self.rings().remote_base,
+            self.rings().key,
+            self.mrs[2].remote_base,
+            self.mrs[2].key,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        Ok(b)
+    }
+
+    fn connect(&mut self, k: usize, rank: u32, remote: &[u8]) -> Result<(), OfiError> {
+        let bad = |why: String| OfiError::Call {
+            call: "address exchange".into(),
+            provider: self.fabric.provider.clone(),
+            why: format!("rank {rank}: {why}"),
+        };
+        let ours = self.fabric.name()?.len();
+        let n = remote
+            .get(..2)
+            .map(|l| u16::from_le_bytes([l[0], l[1]]) as usize)
+            .ok_or_else(|| bad("empty description".into()))?;
+        if n != ours || remote.len() != 2 + n + 32 {
+            return Err(bad(format!(
+                "a {n}-byte address in {} bytes (ours: {ours}-byte addresses, {} bytes): another provider?",
+                remote.len(),
+                2 + ours + 32
+            )));
+        }
+        let addr = self.fabric.insert(&remote[2..2 + n])?;
+        let w = |i: usize| {
+            let at = 2 + n + 8 * i;
+            u64::from_le_bytes(remote[at..at + 8].try_into().expect("8 bytes"))
+        };
+        debug_assert_eq!(self.peers.len(), k);
+        self.peers.push(Remote {
+            addr,
+            rings_base: w(0),
+            rings_key: w(1),
+            window_base: w(2),
+            window_key: w(3),
+        });
+        if let Some(p) = self.peer_of_rank.get_mut(rank as usize) {
+            *p = k as u32;
+        }
+        Ok(())
+    }
+
+    fn ready(&mut self, slots: u32) -> Result<(), OfiError> {
+        self.slots = u64::from(slots);
+        if !self.places_in_order() {
+            // The remote CQ data must name any rank's any slot.
+            let bits = 8 * self.fabric.attr.cq_data_size.min(8);
+            let need = self.peer_of_rank.len() as u128 * u128::from(slots);
+            if bits < 64 && need > 1u128 << bits {
+                return Err(OfiError::Call {
+                    call: "fi_writedata".into(),
+                    provider: self.fabric.provider.clone(),
+                    why: format!(
+                        "the safe mode tags each write with rank and slot ({need} values), \
+                         but the provider carries {bits}-bit remote CQ data"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn setup_error(&self, what: String) -> OfiError {
+        OfiError::Call {
+            call: "connection set-up".into(),
+            provider: self.fabric.provider.clone(),
+            why: what,
+        }
+    }
+
+    fn places_in_order(&self) -> bool {
+        self.fabric.attr.comp_order & sys::FI_ORDER_DATA != 0
+    }
+
+    fn progress_period(&self) -> u32 {
+        if self.fabric.attr.manual_progress != 0 {
+            MANUAL_PERIOD
+        } else {
+            1
+        }
+    }
+
+    fn lands_by_itself(&self) -> bool {
+        self.fabric.attr.manual_progress == 0
+    }
+
+    fn write(
+        &mut self,
+        k: usize,
+        local: usize,
+        len: usize,
+        at: u64,
+        notify: Option<u64>,
+    ) -> Result<(), String> {
+        let p = self.peers[k];
+        let st = self.staging();
+        // SAFETY: `local..local + len` lies in the registered staging
+        // region, which the transport leaves untouched until the peer
+        // returns the slot's credit (after the write completed).
+        let buf = unsafe { (st.desc, self.mrs_base(1).add(local)) };
+        let ctx = Self::ctx(k, CTX_RING);
+        let remote = p.rings_base + at;
+        let data = notify.map(|pos| u64::from(self.rank) * self.slots + (pos % self.slots));
+        self.post("fi_write", || {
+            // SAFETY: a live endpoint, registered source and target.
+            (unsafe {
+                match data {
+                    Some(d) => sys::fm_ofi_writedata(
+                        self.raw(),
+                        buf.1.cast(),
+                        len,
+                        buf.0,
+                        d,
+                        p.addr,
+                        remote,
+                        p.rings_key,
+                        ctx,
+                    ),
+                    None => sys::fm_ofi_write(
+                        self.raw(),
+                        buf.1.cast(),
+                        len,
+                        buf.0,
+                        p.addr,
+                        remote,
+                        p.rings_key,
+                        ctx,
+                    ),
+                }
+            }) as isize
+        })?;
+        self.outstanding.set(self.outstanding.get() + 1);
+        Ok(())
+    }
+
+    fn fence(&mut self) -> Result<(), String> {
+        if self.fabric.attr.delivery_complete != 0 {
+            // Writes are not ordered (each completes once delivered):
+            // those before must have completed.
+            self.settle()?;
+        }
+        Ok(())
+    }
+
+    fn write_word(&mut self, k: usize, at: u64, value: u64) -> Result<(), String> {
+        let p = self.peers[k];
+        let v = value.to_le_bytes();
+        self.post("fi_inject_write", || {
+            // SAFETY: a live endpoint; the 8 bytes are copied during the
+            // call (inject), within the provider's inject size.
+            (unsafe {
+                sys::fm_ofi_inject_write(
+                    self.raw(),
+                    v.as_ptr().cast(),
+                    8,
+                    p.addr,
+                    p.rings_base + at,
+                    p.rings_key,
+                )
+            }) as isize
+        })
+    }
+
+    fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String> {
+        self.fence()?;
+        let p = self.peers[k];
+        let (base, key) = (p.window_base, p.window_key);
+        let desc = self.staging().desc;
+        // SAFETY: `local..local + len` lies in the registered staging
+        // region (the transport's put buffer), untouched until we return.
+        let src = unsafe { self.mrs_base(1).add(local) };
+        let want = self.synced.get() + 1;
+        let ctx = Self::ctx(k, CTX_SYNC);
+        self.post("fi_write", || {
+            // SAFETY: a live endpoint, registered source and target.
+            (unsafe {
+                sys::fm_ofi_write(
+                    self.raw(),
+                    src.cast(),
+                    len,
+                    desc,
+                    p.addr,
+                    base + at,
+                    key,
+                    ctx,
+                )
+            }) as isize
+        })?;
+        let start = Instant::now();
+        while self.synced.get() < want {
+            self.progress();
+            if let Some(Event::Failed { why, .. }) = self
+                .events
+                .borrow()
+                .iter()
+                .find(|e| matches!(e, Event::Failed { .. }))
+            {
+                return Err(why.clone());
+            }
+            if start.elapsed() > STUCK {
+                return Err(format!("write not completed after {STUCK:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn progress(&self) {
+        const BATCH: usize = 16;
+        let mut e = [CqDataEntry {
+            op_context: std::ptr::null_mut(),
+            flags: 0,
+            len: 0,
+            buf: std::ptr::null_mut(),
+            data: 0,
+        }; BATCH];
+        loop {
+            // SAFETY: a live CQ of FI_CQ_FORMAT_DATA; `e` holds BATCH
+            // entries of that layout.
+            let n = unsafe { sys::fm_ofi_cq_read(self.raw(), e.as_mut_ptr().cast(), BATCH) };
+            if n == -sys::FI_EAVAIL {
+                self.read_error();
+                continue;
+            }
+            if n <= 0 {
+                return;
+            }
+            for c in &e[..n as usize] {
+                if c.flags & sys::FI_REMOTE_CQ_DATA != 0 {
+                    let rank = c.data / self.slots.max(1);
+                    let k = self.peer_of_rank.get(rank as usize).copied();
+                    if let Some(k) = k.filter(|&k| k != u32::MAX) {
+                        self.events.borrow_mut().push(Event::Landed {
+                            peer: k as usize,
+                            pos: c.data % self.slots.max(1),
+                        });
+                    }
+                    continue;
+                }
+                match c.op_context as usize & 0xff {
+                    CTX_RING => self
+                        .outstanding
+                        .set(self.outstanding.get().saturating_sub(1)),
+                    CTX_SYNC => self.synced.set(self.synced.get() + 1),
+                    _ => {}
+                }
+            }
+            if (n as usize) < BATCH {
+                return;
+            }
+        }
+    }
+
+    fn take_events(&self, f: &mut dyn FnMut(Event)) {
+        let mut ev = self.events.borrow_mut();
+        if ev.is_empty() {
+            return;
+        }
+        let taken = std::mem::take(&mut *ev);
+        drop(ev);
+        for e in taken {
+            f(e);
+        }
+    }
+}
+
+impl OfiWire {
+    /// The base address of registered area `i` (0 rings, 1 staging).
+    fn mrs_base(&self, i: usize) -> *mut u8 {
+        self.bases[i]
+    }
+}
+
+impl Drop for OfiWire {
+    fn drop(&mut self) {
+        // Let what was posted leave before the endpoint closes (the close
+        // flush and the last credits), for at most a second.
+        let start = Instant::now();
+        while self.outstanding.get() > 0 && start.elapsed() < Duration::from_secs(1) {
+            self.progress();
+        }
+    }
+}
