@@ -251,7 +251,7 @@ pub trait Transport {
     /// Send a whole message of at most `inline_max()` bytes as one fragment
     /// (`header` complete but for `len`, which must equal the pieces'
     /// total) if credit allows; false, with nothing sent, otherwise. The
-    /// whole-message fast path: no [`TxFrame`] is reserved and no stream kept.
+    /// whole-message fast path: no `TxFrame` is reserved and no stream kept.
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool;
     /// The transport's own periodic checks, run by idle waits and when the
     /// watchdog raises the alarm: corrupt queues or rings, and (network
