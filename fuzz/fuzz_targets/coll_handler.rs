@@ -14,8 +14,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use fastmsg::threads;
 use fastmsg::error::{ExtractError, ReceiveError};
+use fastmsg::threads;
 use fastmsg::Rank;
 use fastmsg_handlers::internal::wire::{emit, KINDS};
 use fastmsg_handlers::{CollConfig, CollError, Collectives, Op, Request};

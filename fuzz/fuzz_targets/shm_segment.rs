@@ -16,11 +16,11 @@
 
 use arbitrary::Arbitrary;
 use fastmsg::internal::frame::FragHeader;
-use fastmsg::internal::shm::mapping;
 use fastmsg::internal::shm::layout::{Layout, Params};
+use fastmsg::internal::shm::mapping;
 use fastmsg::internal::shm::segment::{segment_path, Segment, CREATOR_LINE};
-use fastmsg::internal::shm::{ShmConfig, ShmJob, ShmTransport};
 use fastmsg::internal::shm::Transport;
+use fastmsg::internal::shm::{ShmConfig, ShmJob, ShmTransport};
 use fastmsg::Rank;
 use libfuzzer_sys::fuzz_target;
 use std::os::unix::fs::PermissionsExt;

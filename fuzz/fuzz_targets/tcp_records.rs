@@ -14,11 +14,11 @@
 
 use arbitrary::Arbitrary;
 use fastmsg::error::NetError;
+use fastmsg::internal::ring::{RingGeometry, RingRx, RingStore, TRAILER_BYTES};
 use fastmsg::internal::tcp::{
     encode_header, LinkState, NicMemory, BYE_RECORD, CREDIT, FLUSH, HEADER_BYTES, PUT, PUT_U64,
     RING,
 };
-use fastmsg::internal::ring::{RingGeometry, RingRx, RingStore, TRAILER_BYTES};
 use fastmsg::Rank;
 use fastmsg_fuzz::{fed_stream, u32_at, u64_at};
 use libfuzzer_sys::fuzz_target;
