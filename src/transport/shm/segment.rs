@@ -637,7 +637,7 @@ impl Segment {
                 h.frame_size.load(Ordering::Relaxed).into(),
             ),
             (
-                "doorbells (FASTMSG_WAIT=sleep)",
+                "doorbells (FASTMSG_WAIT=sleep, or auto where membarrier is offered; every rank of a host must agree)",
                 u64::from(p.doorbells),
                 h.doorbells.load(Ordering::Relaxed).into(),
             ),
