@@ -18,7 +18,7 @@
 use super::fabric::{strerror, Fabric, Mr};
 use super::sys::{self, CqDataEntry};
 use crate::error::OfiError;
-use crate::transport::rma::wire::{Event, RmaWire};
+use crate::transport::rma::wire::{wait_for_sync, Event, RmaWire};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
@@ -390,22 +390,7 @@ impl RmaWire for OfiWire {
                 )
             }) as isize
         })?;
-        let start = Instant::now();
-        while self.synced.get() < want {
-            self.progress();
-            if let Some(Event::Failed { why, .. }) = self
-                .events
-                .borrow()
-                .iter()
-                .find(|e| matches!(e, Event::Failed { .. }))
-            {
-                return Err(why.clone());
-            }
-            if start.elapsed() > STUCK {
-                return Err(format!("write not completed after {STUCK:?}"));
-            }
-        }
-        Ok(())
+        wait_for_sync(&self.synced, want, &self.events, STUCK, || self.progress())
     }
 
     fn progress(&self) {

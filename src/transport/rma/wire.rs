@@ -4,6 +4,37 @@
 //! registers memory, connects peers, posts writes and reports what
 //! completed.
 
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
+/// Drive `progress` until the count of completed synchronous writes
+/// reaches `want`: the wait of every wire's
+/// [`write_sync`](RmaWire::write_sync). The first [`Event::Failed`] found
+/// among `events`, or `stuck` passing without the completion, is the error.
+pub(crate) fn wait_for_sync(
+    done: &Cell<u64>,
+    want: u64,
+    events: &RefCell<Vec<Event>>,
+    stuck: Duration,
+    progress: impl Fn(),
+) -> Result<(), String> {
+    let start = Instant::now();
+    while done.get() < want {
+        progress();
+        if let Some(Event::Failed { why, .. }) = events
+            .borrow()
+            .iter()
+            .find(|e| matches!(e, Event::Failed { .. }))
+        {
+            return Err(why.clone());
+        }
+        if start.elapsed() > stuck {
+            return Err(format!("write not completed after {stuck:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// What a wire's progress found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {

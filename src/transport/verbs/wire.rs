@@ -17,7 +17,7 @@
 
 use super::qp::{self, Cq, Device, Mr, Qp, QpInfo};
 use crate::error::VerbsError;
-use crate::transport::rma::wire::{Event, RmaWire};
+use crate::transport::rma::wire::{wait_for_sync, Event, RmaWire};
 use rdma_sys::{ibv_send_flags, ibv_wc, ibv_wc_opcode, ibv_wc_status};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
@@ -293,22 +293,9 @@ impl RmaWire for VerbsWire {
                 ibv_send_flags::IBV_SEND_SIGNALED,
             )
             .map_err(|r| format!("ibv_post_send failed ({r})"))?;
-        let start = Instant::now();
-        while self.sync_done.get() < want {
-            self.progress();
-            if let Some(Event::Failed { why, .. }) = self
-                .events
-                .borrow()
-                .iter()
-                .find(|e| matches!(e, Event::Failed { .. }))
-            {
-                return Err(why.clone());
-            }
-            if start.elapsed() > STUCK {
-                return Err(format!("write not completed after {STUCK:?}"));
-            }
-        }
-        Ok(())
+        wait_for_sync(&self.sync_done, want, &self.events, STUCK, || {
+            self.progress()
+        })
     }
 
     fn progress(&self) {
