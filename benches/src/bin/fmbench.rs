@@ -369,22 +369,7 @@ fn bale(
         build,
     } = a;
     if build {
-        let st = std::process::Command::new("cargo")
-            .current_dir(repo)
-            .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
-            .args([
-                "-p",
-                "fastmsg-examples",
-                "--example",
-                "histo",
-                "--example",
-                "ig",
-            ])
-            .args(["--example", "agglat"])
-            .status()?;
-        if !st.success() {
-            return Err("building fmrun and the examples failed".into());
-        }
+        build_examples(repo, &["histo", "ig", "agglat"])?;
     }
     let anchors = anchors
         .or_else(|| std::env::var_os("FASTMSG_ANCHORS_SH").map(PathBuf::from))
@@ -405,6 +390,25 @@ fn bale(
     Ok(())
 }
 
+/// Build `fmrun` and the given examples in release (the `bale` and `busy`
+/// subcommands' first step).
+fn build_examples(
+    repo: &std::path::Path,
+    examples: &[&str],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut cmd = std::process::Command::new("cargo");
+    cmd.current_dir(repo)
+        .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
+        .args(["-p", "fastmsg-examples"]);
+    for e in examples {
+        cmd.args(["--example", e]);
+    }
+    if !cmd.status()?.success() {
+        return Err("building fmrun and the examples failed".into());
+    }
+    Ok(())
+}
+
 /// `fmbench busy`: build, run, print the table.
 fn busy(
     repo: &std::path::Path,
@@ -414,29 +418,9 @@ fn busy(
     build: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if build {
-        let ok = std::process::Command::new("cargo")
-            .current_dir(repo)
-            .args(["build", "--release", "-p", "fastmsg", "--bin", "fmrun"])
-            .args([
-                "-p",
-                "fastmsg-examples",
-                "--example",
-                "pingpong",
-                "--example",
-                "histo",
-            ])
-            .status()?
-            .success();
-        if !ok {
-            return Err("building fmrun and the examples failed".into());
-        }
+        build_examples(repo, &["pingpong", "histo"])?;
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let load = fastmsg_benches::machine::loadavg();
     let out = if out.is_absolute() {
         out.to_path_buf()
     } else {
