@@ -55,6 +55,12 @@ fn secret_file(tag: &str, mode: u32, secret: &str) -> std::path::PathBuf {
 }
 
 fn fmrun(args: &[&str], expect: Option<&str>) -> Output {
+    fmrun_command(args, expect).output().unwrap()
+}
+
+/// fmrun running this binary's `secret_rank` as each rank, with no secret
+/// in its environment (a caller may add one).
+fn fmrun_command(args: &[&str], expect: Option<&str>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
     if let Some(e) = expect {
         c.env("EXPECT_SECRET", e);
@@ -72,7 +78,7 @@ fn fmrun(args: &[&str], expect: Option<&str>) -> Output {
         .env_remove("FASTMSG_SECRET_FILE")
         .env("FASTMSG_TIMEOUT", "30")
         .stdin(Stdio::null());
-    c.output().unwrap()
+    c
 }
 
 fn fresh() -> String {
@@ -122,19 +128,8 @@ fn a_secret_file_others_can_read_is_refused() {
 fn fmrun_takes_fastmsg_secret_file_from_its_environment() {
     let s = fresh();
     let f = secret_file("env", 0o600, &s);
-    let out = Command::new(env!("CARGO_BIN_EXE_fmrun"))
-        .args(["-n", "2", "--net", "tcp"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "secret_rank",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env_remove("FASTMSG_SECRET")
+    let out = fmrun_command(&["-n", "2", "--net", "tcp"], Some(&s))
         .env("FASTMSG_SECRET_FILE", &f)
-        .env("EXPECT_SECRET", &s)
         .output()
         .unwrap();
     std::fs::remove_file(&f).unwrap();
