@@ -81,6 +81,9 @@ impl Life {
 
 /// One SMT id's lifeline: a state word and a process-shared robust mutex,
 /// on a cache line of its own in the segment.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 pub struct LifeLine {
     state: AtomicU32,

@@ -519,7 +519,7 @@ fn wait_all_armed(
     let start = std::time::Instant::now();
     for smt in 0..seg.layout().params.local {
         let line = seg.life_line(smt);
-        let mut spins = 0u32;
+        let backoff = crossbeam_utils::Backoff::new();
         while line.state() == Life::Unarmed {
             if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
                 return Err(SegmentError::Aborted {
@@ -533,11 +533,12 @@ fn wait_all_armed(
                     waited: start.elapsed(),
                 });
             }
-            spins += 1;
-            if spins < 100 {
-                std::thread::yield_now();
-            } else {
+            // Spin, then yield, then sleep between looks (as in
+            // `Segment::wait_all_attached`).
+            if backoff.is_completed() {
                 std::thread::sleep(Duration::from_micros(200));
+            } else {
+                backoff.snooze();
             }
         }
     }

@@ -92,6 +92,9 @@ static_assertions::const_assert!(
 );
 
 /// An entry of the SMT map: who holds an SMT id.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct SmtEntry {
@@ -703,7 +706,7 @@ impl Segment {
         let mut out = Vec::with_capacity(local as usize);
         for smt in 0..local {
             let e = self.smt_entry(smt);
-            let mut spins = 0u32;
+            let backoff = crossbeam_utils::Backoff::new();
             // SYNC POINT smt-entry (acquire side): pairs with `attach`.
             while e.ready.load(Ordering::Acquire) == 0 {
                 if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
@@ -718,11 +721,12 @@ impl Segment {
                         waited: start.elapsed(),
                     });
                 }
-                spins += 1;
-                if spins < 100 {
-                    std::thread::yield_now();
-                } else {
+                // Spin, then yield, then (another process is slow to
+                // start) sleep between looks.
+                if backoff.is_completed() {
                     std::thread::sleep(Duration::from_micros(200));
+                } else {
+                    backoff.snooze();
                 }
             }
             out.push((
