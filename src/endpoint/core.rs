@@ -319,15 +319,15 @@ impl Core {
             out.bytes += frag.header.len as usize;
             let fast = self.streams.borrow().fast(&frag.header);
             match fast {
-                Fast::Piece(handler) => {
+                Fast::Piece => {
                     out.messages += 1;
                     self.received.set(self.received.get() + 1);
-                    self.run_fast_piece(&frag, handler)?;
+                    self.run_fast_piece(&frag)?;
                 }
-                Fast::Async(handler) => {
+                Fast::Async => {
                     out.messages += 1;
                     self.received.set(self.received.get() + 1);
-                    self.run_fast_async(frag, handler)?;
+                    self.run_fast_async(frag)?;
                 }
                 Fast::No => self.deliver(frag, out)?,
             }

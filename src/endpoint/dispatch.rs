@@ -20,7 +20,7 @@ use super::core::Core;
 use super::handler::pool::Run;
 use super::handler::HandlerResult;
 use super::net::{on_transport, SHM};
-use super::stream::{Action, PieceInfo, Read, Rejected, SourceStream, Start};
+use super::stream::{fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start};
 use super::{Ctx, Extracted, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
@@ -135,12 +135,9 @@ impl Core {
     /// The plain-function handler of a whole message from an idle source
     /// (the fast path): nothing to record before or after.
     #[inline(always)]
-    pub(super) fn run_fast_piece(
-        self: &Rc<Self>,
-        frag: &RxFragment,
-        handler: HandlerId,
-    ) -> Result<(), ExtractError> {
+    pub(super) fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
         let h = &frag.header;
+        let handler = fast_handler(h);
         match self.call_piece(frag, handler, 0, h.total, false) {
             Ok(()) => Ok(()),
             Err(source) => Err(self.handler_error(Rank(h.src), handler, source)),
@@ -151,12 +148,9 @@ impl Core {
     /// path): entered without the general checks, its handler started at
     /// once.
     #[inline(never)]
-    pub(super) fn run_fast_async(
-        self: &Rc<Self>,
-        frag: RxFragment,
-        handler: HandlerId,
-    ) -> Result<(), ExtractError> {
+    pub(super) fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
         let src = Rank(frag.header.src);
+        let handler = fast_handler(&frag.header);
         let start = self.streams.borrow_mut().enter_whole(frag, handler);
         let run = self.start_handler(src, start);
         match self.ran(src, start.handler, run)? {

@@ -54,11 +54,21 @@ use std::collections::VecDeque;
 pub(crate) enum Fast {
     /// The general path ([`Streams::accept`]).
     No,
-    /// A whole message for this plain-function handler: call it on the
-    /// fragment, nothing to record.
-    Piece(HandlerId),
-    /// A whole message for this async handler: [`Streams::enter_whole`].
-    Async(HandlerId),
+    /// A whole message for a plain-function handler ([`fast_handler`]):
+    /// call it on the fragment, nothing to record.
+    Piece,
+    /// A whole message for an async handler ([`fast_handler`]):
+    /// [`Streams::enter_whole`].
+    Async,
+}
+
+/// The handler of a fragment that [`Streams::fast`] judged [`Fast::Piece`]
+/// or [`Fast::Async`]: its id was checked there (by [`registered`]). Read
+/// again from the header rather than carried, which the fast path pays for
+/// in instructions.
+#[inline(always)]
+pub(crate) fn fast_handler(h: &FragHeader) -> HandlerId {
+    HandlerId(h.handler)
 }
 
 /// The one place a fragment's handler field becomes a [`HandlerId`]:
@@ -101,8 +111,8 @@ impl Streams {
             return Fast::No;
         }
         let kind = match registered(&self.piecewise, h.handler) {
-            Some((id, true)) => Fast::Piece(id),
-            Some((id, false)) => Fast::Async(id),
+            Some((_, true)) => Fast::Piece,
+            Some((_, false)) => Fast::Async,
             None => return Fast::No,
         };
         if self.by_src[h.src as usize].is_idle() {
