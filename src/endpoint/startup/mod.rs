@@ -26,7 +26,7 @@ use crate::error::StartError;
 use crate::id::Rank;
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::tcp::mesh::{self, MeshJob};
-use crate::transport::tcp::{NetTargets, TcpTransport};
+use crate::transport::tcp::NetTargets;
 use crate::transport::{AnyTransport, Transport};
 use crate::window::WindowTable;
 use std::rc::Rc;
@@ -165,15 +165,18 @@ pub(super) fn start(
             // segment, which `shm` keeps mapped; the network transport
             // is placed before `shm` in the transport list, so it is
             // dropped (and its NIC thread joined) first.
-            let tcp =
-                unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
-                    .map_err(|source| crate::error::ConnectError::Io {
-                        op: "set up the network transport (rings, NIC thread) of",
-                        peer: format!("rank {}", job.rank),
-                        source,
-                    })?;
+            let tcp = unsafe {
+                crate::transport::tcp::start(job.rank, job.size, plan.geometry, links, targets)
+            }
+            .map_err(|source| crate::error::ConnectError::Io {
+                op: "set up the network transport (rings, NIC thread) of",
+                peer: format!("rank {}", job.rank),
+                source,
+            })?;
             net_peers = tcp.peers();
-            probes.push(Box::new(tcp.link_probe()));
+            if let Some(probe) = tcp.link_probe() {
+                probes.push(Box::new(probe));
+            }
             transports.push(AnyTransport::Tcp(tcp));
         }
     }
