@@ -190,10 +190,13 @@ pub(super) fn start(
     let net = Net::new(transports, shm, route);
     let mut names = registry.names().to_vec();
     names.extend(windows.describe());
-    // A network transport adds a NIC thread per rank: with those, the
-    // host may have more runnable threads than cores, and a rank that
-    // spins would keep its NIC thread from running.
-    let threads_per_rank = if has_network { 2 } else { 1 };
+    // An RDMA network transport (verbs, ofi) counts as a second busy
+    // thread per rank, as it did when TCP's NIC thread placed every
+    // record. TCP's NIC thread now sleeps while its rank polls (the rank
+    // reads its own sockets) and works only while the rank sleeps or
+    // stands still, so TCP ranks count one thread each.
+    let nic_busy = has_network && matches!(config.net.mode, NetMode::Verbs | NetMode::Ofi);
+    let threads_per_rank = if nic_busy { 2 } else { 1 };
     let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
         job.local_size,
         threads_per_rank,

@@ -175,27 +175,29 @@ impl Shared {
 
     /// Apply what peer `k`'s socket holds, if nobody else is at it
     /// (`wait`: block on the lock rather than skip). A goodbye or failure
-    /// is recorded in the links and ends reading that socket.
-    pub(crate) fn service(&self, k: usize, wait: bool) {
+    /// is recorded in the links and ends reading that socket. Returns
+    /// whether the socket is still read.
+    pub(crate) fn service(&self, k: usize, wait: bool) -> bool {
         let lock = &self.conns[k];
         let mut c = if wait {
             lock.lock().unwrap_or_else(|p| p.into_inner())
         } else {
             match lock.try_lock() {
                 Ok(c) => c,
-                Err(std::sync::TryLockError::WouldBlock) => return,
+                Err(std::sync::TryLockError::WouldBlock) => return true,
                 Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             }
         };
         if !c.live {
-            return;
+            return false;
         }
         match c.drain(self) {
-            Ok(()) => {}
+            Ok(()) => true,
             Err(Stop::Bye(closed)) => {
                 c.live = false;
                 self.links.leave(k, closed);
                 self.ring_bell();
+                false
             }
             Err(Stop::Fail(e)) => {
                 c.live = false;
@@ -204,13 +206,9 @@ impl Shared {
                 // the descriptor and closes it after joining the thread.
                 unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
                 self.ring_bell();
+                false
             }
         }
-    }
-
-    /// Whether peer `k`'s socket is still read.
-    fn live(&self, k: usize) -> bool {
-        self.conns[k].lock().unwrap_or_else(|p| p.into_inner()).live
     }
 }
 
@@ -539,8 +537,7 @@ pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
                 let p = &mut pfds[k + 1];
                 if p.fd >= 0 && p.revents != 0 {
                     p.revents = 0;
-                    sh.service(k, true);
-                    if !sh.live(k) {
+                    if !sh.service(k, true) {
                         p.fd = -1;
                     }
                 }

@@ -60,6 +60,9 @@ pub struct TcpWire {
     shared: Option<Arc<Shared>>,
     /// The NIC thread's wake descriptor (hand-over, stop).
     wake: Option<OwnedFd>,
+    /// With several peers: an epoll set of their sockets, so that an
+    /// empty progress is one system call whatever the number of peers.
+    epoll: Option<OwnedFd>,
     nic: Option<JoinHandle<()>>,
     /// The links' alert count last looked at.
     alerts_seen: Cell<u64>,
@@ -95,6 +98,7 @@ impl TcpWire {
             streams: Vec::new(),
             shared: None,
             wake: None,
+            epoll: None,
             nic: None,
             alerts_seen: Cell::new(0),
             gone: RefCell::new(Vec::new()),
@@ -255,6 +259,9 @@ impl RmaWire for TcpWire {
                 bell: self.bell,
             },
         ));
+        if fds.len() > 1 {
+            self.epoll = Some(epoll_of(&fds)?);
+        }
         // SAFETY: plain eventfd creation; the result is checked.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -368,8 +375,29 @@ impl RmaWire for TcpWire {
             // SYNC POINT tcp-handoff (release side): take the sockets back.
             sh.owner.store(RANK, Ordering::Release);
         }
-        for k in 0..sh.conns.len() {
-            sh.service(k, false);
+        let Some(ep) = &self.epoll else {
+            sh.service(0, false);
+            return;
+        };
+        const MAX: usize = 32;
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; MAX];
+        // SAFETY: `ev` holds MAX events; timeout 0: never blocks.
+        let r = unsafe { libc::epoll_wait(ep.as_raw_fd(), ev.as_mut_ptr(), MAX as i32, 0) };
+        for e in &ev[..r.max(0) as usize] {
+            let k = e.u64 as usize;
+            if !sh.service(k, false) {
+                // Ended: stop watching it (its end is in the links).
+                let fd = self.streams[k].as_raw_fd();
+                // SAFETY: removing our own descriptor from our epoll set.
+                unsafe {
+                    libc::epoll_ctl(
+                        ep.as_raw_fd(),
+                        libc::EPOLL_CTL_DEL,
+                        fd,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
         }
     }
 
@@ -432,6 +460,28 @@ impl RmaWire for TcpWire {
         }
         self.alerts_seen.set(seen);
     }
+}
+
+/// An epoll set of `fds`, each event carrying its peer number.
+fn epoll_of(fds: &[std::os::fd::RawFd]) -> io::Result<OwnedFd> {
+    // SAFETY: plain epoll creation; the result is checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for (k, &fd) in fds.iter().enumerate() {
+        let mut e = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: k as u64,
+        };
+        // SAFETY: adding a socket we own to our epoll set.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut e) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(ep)
 }
 
 impl Drop for TcpWire {
