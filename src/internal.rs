@@ -255,6 +255,7 @@ pub mod tcp {
     use crate::transport::rma::wire::PeerArea;
     use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
+    use crate::window::WindowView;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::{Arc, OnceLock};
 
@@ -307,9 +308,11 @@ pub mod tcp {
         geometry: RingGeometry,
         rings: Arc<RingRegion>,
         areas: Vec<PeerArea>,
-        // Dropped before `window`: it points into it.
         shared: OnceLock<Arc<Shared>>,
-        window: RingRegion,
+        /// Also held by the NIC's window view.
+        window: Arc<RingRegion>,
+        /// The bytes of `window` the NIC may write.
+        window_len: u64,
     }
 
     impl NicMemory {
@@ -331,7 +334,8 @@ pub mod tcp {
                 rings,
                 areas,
                 shared: OnceLock::new(),
-                window: RingRegion::zeroed(window_bytes),
+                window: Arc::new(RingRegion::zeroed(window_bytes)),
+                window_len: window_bytes,
             }
         }
 
@@ -341,13 +345,17 @@ pub mod tcp {
         ///
         /// # Panics
         /// If run twice.
+        #[allow(unsafe_code)] // the window view over the region, below
         pub fn run(&self, peers: &[BorrowedFd<'_>], wake: BorrowedFd<'_>) {
             let fds: Vec<_> = peers.iter().map(AsRawFd::as_raw_fd).collect();
             let ranks: Vec<Rank> = (1..=fds.len() as u32).map(Rank).collect();
+            let owner: Arc<dyn Send + Sync> = Arc::clone(&self.window) as _;
+            // SAFETY: the region is at least `window_len` long, zeroed and
+            // page aligned, valid while `owner` (a clone of its `Arc`) lives.
+            let view = unsafe { WindowView::new(owner, self.window.base(), self.window_len) };
             let targets = NicTargets {
-                window: self.window.base(),
-                window_len: self.window.len() as u64,
-                bell: std::ptr::null(),
+                window: view,
+                bell: None,
             };
             let shared = Shared::new(
                 self.geometry,
@@ -376,7 +384,7 @@ pub mod tcp {
 
         /// The bytes of the window area the NIC may write.
         pub fn window_len(&self) -> u64 {
-            self.window.len() as u64
+            self.window_len
         }
 
         /// Byte offset of peer `k`'s ring in [`region`](Self::region).

@@ -45,7 +45,7 @@ use crate::sync::AtomicU64;
 use crate::sync::Ordering;
 use crate::transport::tcp::NetTargets;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
-use crate::wake::Doorbell;
+use crate::window::WindowView;
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -112,6 +112,9 @@ pub struct RmaTransport<W: RmaWire> {
     wire: W,
     rings: Arc<RingRegion>,
     staging: RingRegion,
+    /// The registered window area; the view keeps the segment mapped
+    /// (whenever the shm transport is dropped).
+    _window: WindowView,
 }
 
 impl<W: RmaWire> RmaTransport<W> {
@@ -140,30 +143,24 @@ impl<W: RmaWire> RmaTransport<W> {
     /// Connect every peer of `links` (authenticated TCP connections, which
     /// carry the set-up exchange) over `wire`.
     ///
-    /// # Safety
-    /// As [`crate::transport::TcpTransport::new`]: the window area must
-    /// stay valid while this transport lives.
-    ///
     /// # Errors
     /// The wire's error, from registration, the exchange or connecting.
-    pub(crate) unsafe fn new(
+    pub(crate) fn new(
         mut wire: W,
         world: u32,
         geometry: RingGeometry,
         mut links: Vec<(Rank, TcpStream)>,
-        targets: NetTargets<'_>,
+        targets: NetTargets,
     ) -> Result<RmaTransport<W>, W::Error> {
         links.sort_by_key(|l| l.0);
         let n = links.len();
         let ring_bytes = geometry.ring_bytes() as usize;
         let rings = Arc::new(RingRegion::zeroed((ring_bytes * n + 128 * n) as u64));
         let staging = RingRegion::zeroed((ring_bytes * n + PUT_BUF + 64 * n) as u64);
-        wire.register(
-            geometry,
-            &rings,
-            (staging.base(), staging.len()),
-            (targets.window.0, targets.window.1 as usize),
-        )?;
+        wire.register(geometry, &rings, (staging.base(), staging.len()), {
+            let (base, len) = targets.window.raw();
+            (base, len as usize)
+        })?;
         let mut t = RmaTransport {
             world,
             geometry,
@@ -186,6 +183,7 @@ impl<W: RmaWire> RmaTransport<W> {
             wire,
             rings,
             staging,
+            _window: targets.window,
         };
         for (k, (rank, mut side)) in links.into_iter().enumerate() {
             // The peers' list has `n` entries: offsets are final before
@@ -660,10 +658,6 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
             p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
         })
-    }
-
-    fn doorbell(&self) -> Option<&Doorbell> {
-        None
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {

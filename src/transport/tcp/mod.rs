@@ -19,10 +19,10 @@
 //! typed [`NetError`](crate::error::NetError) once and the peer is marked
 //! gone; other peers are unaffected.
 //!
-//! Drop order: the NIC writes into the shared segment (window area,
-//! doorbell), so this transport must be dropped before the shm transport
-//! (the endpoint keeps it first in its transport list); dropping says
-//! goodbye to every peer, stops the NIC thread and joins it.
+//! The NIC writes into the shared segment (window area, doorbell) through
+//! views that hold the segment's mapping ([`NetTargets`]), so this
+//! transport may be dropped before or after the shm transport; dropping
+//! says goodbye to every peer, stops the NIC thread and joins it.
 
 #![allow(unsafe_code)]
 
@@ -35,7 +35,9 @@ pub use self::sockets::TcpWire;
 use super::rma::RmaTransport;
 use crate::id::Rank;
 use crate::ring::RingGeometry;
+use crate::transport::shm::mapping::MapRef;
 use crate::wake::Doorbell;
+use crate::window::WindowView;
 use std::net::TcpStream;
 use std::sync::Arc;
 
@@ -69,38 +71,32 @@ impl NetRingConfig {
 }
 
 /// Where remote one-sided writes land and whom to wake: this rank's window
-/// area and doorbell in the host's shared segment.
-#[derive(Debug, Clone, Copy)]
-pub struct NetTargets<'a> {
-    /// The window area (`ShmTransport::own_window`): base and length.
-    pub window: (*mut u8, u64),
+/// area and doorbell in the host's shared segment, each a view that keeps
+/// the segment mapped.
+#[derive(Debug, Clone)]
+pub(crate) struct NetTargets {
+    /// The window area (`ShmTransport::own_window`).
+    pub(crate) window: WindowView,
     /// The doorbell to ring when a record lands (a sleeping wait policy).
-    pub bell: Option<&'a Doorbell>,
+    pub(crate) bell: Option<MapRef<Doorbell>>,
 }
 
 /// Start the TCP transport of rank `me` of `world` over authenticated
 /// connections `links` (one per network peer, see [`mesh::connect`]):
 /// exchange ring layouts, then start the NIC thread.
 ///
-/// # Safety
-/// `targets.window` must be valid for reads and writes of its length
-/// and `targets.bell` must stay valid until the transport is dropped.
-///
 /// # Errors
 /// The OS error of the exchange, of creating the wake-up descriptor or
 /// the thread.
-pub unsafe fn start(
+pub(crate) fn start(
     me: Rank,
     world: u32,
     geometry: RingGeometry,
     links: Vec<(Rank, TcpStream)>,
-    targets: NetTargets<'_>,
+    targets: NetTargets,
 ) -> std::io::Result<TcpTransport> {
-    // SAFETY: the caller keeps the bell valid while the transport (and so
-    // its wire) lives.
-    let wire = unsafe { TcpWire::new(me, targets.bell) };
-    // SAFETY: the caller keeps the window valid as long.
-    unsafe { RmaTransport::new(wire, world, geometry, links, targets) }
+    let wire = TcpWire::new(me, &targets);
+    RmaTransport::new(wire, world, geometry, links, targets)
 }
 
 impl RmaTransport<TcpWire> {

@@ -27,7 +27,6 @@ use crate::link::Departure;
 use crate::ring::{RingGeometry, RingRegion};
 use crate::sync::Ordering;
 use crate::transport::rma::wire::{Area, Event, PeerArea, RmaWire};
-use crate::wake::Doorbell;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::TcpStream;
@@ -44,11 +43,11 @@ const PERIOD: u32 = 16;
 #[derive(Debug)]
 pub struct TcpWire {
     me: Rank,
-    bell: *const Doorbell,
+    /// Where records land besides the rings (window, doorbell).
+    targets: NicTargets,
     geometry: Option<RingGeometry>,
     rings: Option<Arc<RingRegion>>,
     staging: (*const u8, usize),
-    window: (*mut u8, usize),
     /// Per peer: where its ring and words lie in our rings area.
     mine: Vec<PeerArea>,
     /// Per peer: where our ring and words lie in its rings area.
@@ -73,25 +72,24 @@ pub struct TcpWire {
     beat: Cell<u64>,
 }
 
-// SAFETY: the raw pointers (doorbell, staging, window) point at memory
-// that outlives the wire (`new`, `register`); the wire is used by one
-// thread at a time, so moving it to another thread is sound.
+// SAFETY: the staging pointer points at memory that outlives the wire
+// (`register`: the transport drops the wire first); the wire is used by
+// one thread at a time, so moving it to another thread is sound.
 unsafe impl Send for TcpWire {}
 
 impl TcpWire {
-    /// The wire of rank `me`; `bell`, if any, is rung when a record lands
-    /// while the rank may sleep.
-    ///
-    /// # Safety
-    /// `bell` must stay valid until the wire is dropped.
-    pub unsafe fn new(me: Rank, bell: Option<&Doorbell>) -> TcpWire {
+    /// The wire of rank `me`: puts land in `targets.window`; its `bell`,
+    /// if any, is rung when a record lands while the rank may sleep.
+    pub(crate) fn new(me: Rank, targets: &super::NetTargets) -> TcpWire {
         TcpWire {
             me,
-            bell: bell.map_or(std::ptr::null(), |b| b as *const _),
+            targets: NicTargets {
+                window: targets.window.clone(),
+                bell: targets.bell.clone(),
+            },
             geometry: None,
             rings: None,
             staging: (std::ptr::null(), 0),
-            window: (std::ptr::null_mut(), 0),
             mine: Vec::new(),
             theirs: Vec::new(),
             ranks: Vec::new(),
@@ -209,12 +207,12 @@ impl RmaWire for TcpWire {
         geometry: RingGeometry,
         rings: &Arc<RingRegion>,
         staging: (*mut u8, usize),
-        window: (*mut u8, usize),
+        _window: (*mut u8, usize),
     ) -> io::Result<()> {
+        // The window is `targets.window`, whose view keeps it mapped.
         self.geometry = Some(geometry);
         self.rings = Some(Arc::clone(rings));
         self.staging = (staging.0, staging.1);
-        self.window = window;
         Ok(())
     }
 
@@ -253,11 +251,7 @@ impl RmaWire for TcpWire {
             self.mine.clone(),
             &self.ranks,
             &fds,
-            NicTargets {
-                window: self.window.0,
-                window_len: self.window.1 as u64,
-                bell: self.bell,
-            },
+            self.targets.clone(),
         ));
         if fds.len() > 1 {
             self.epoll = Some(epoll_of(&fds)?);
@@ -402,11 +396,7 @@ impl RmaWire for TcpWire {
     }
 
     fn may_sleep(&self) {
-        if self.bell.is_null() {
-            return;
-        }
-        // SAFETY: the bell outlives the wire (`new`).
-        if !unsafe { &*self.bell }.is_sleeping() {
+        if !self.targets.bell.as_ref().is_some_and(|b| b.is_sleeping()) {
             return;
         }
         let Some(sh) = &self.shared else {

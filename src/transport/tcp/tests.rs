@@ -3,14 +3,12 @@
 //! Each is refused or reported with a typed error naming the peer, and the
 //! other peers go on.
 
-#![allow(unsafe_code)]
-
 use super::wire::RecordHeader;
 use super::*;
 use crate::error::{ExtractError, NetError, ProtocolError};
 use crate::frame::FragFlags;
 use crate::frame::FragHeader;
-use crate::ring::{RingRegion, TRAILER_BYTES};
+use crate::ring::TRAILER_BYTES;
 use crate::transport::Transport;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -32,7 +30,6 @@ fn pair() -> (TcpStream, TcpStream) {
 struct Trio {
     t: [TcpTransport; 2],
     fake: [TcpStream; 2],
-    _windows: [RingRegion; 2],
 }
 
 /// The fake rank's side of the set-up exchange and ready handshake on
@@ -61,34 +58,22 @@ fn trio() -> Trio {
     let (a01, b01) = pair();
     let (a02, mut f0) = pair();
     let (a12, mut f1) = pair();
-    let windows = [RingRegion::zeroed(4096), RingRegion::zeroed(4096)];
-    let mk = |me: u32, links: Vec<(Rank, TcpStream)>, w: &RingRegion| {
-        let window = (w.base() as usize, 4096);
-        std::thread::spawn(move || {
-            // SAFETY: the window region outlives the transport (both in
-            // Trio, transports dropped first); no doorbell.
-            unsafe {
-                start(
-                    Rank(me),
-                    3,
-                    geo(),
-                    links,
-                    NetTargets {
-                        window: (window.0 as *mut u8, window.1),
-                        bell: None,
-                    },
-                )
-            }
+    let mk = |me: u32, links: Vec<(Rank, TcpStream)>| {
+        // A 4 KiB window area of its own (the transport keeps it); no
+        // doorbell.
+        let window = crate::transport::shm::mapping::Mapping::anon(4096)
             .unwrap()
+            .window(0, 4096);
+        std::thread::spawn(move || {
+            start(Rank(me), 3, geo(), links, NetTargets { window, bell: None }).unwrap()
         })
     };
-    let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)], &windows[0]);
-    let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)], &windows[1]);
+    let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)]);
+    let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)]);
     fake_setup(&mut [&mut f0, &mut f1]);
     Trio {
         t: [t0.join().unwrap(), t1.join().unwrap()],
         fake: [f0, f1],
-        _windows: windows,
     }
 }
 
@@ -203,7 +188,7 @@ fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
     };
     tr.fake[1].write_all(&rec.encode()).unwrap();
     tr.fake[1].write_all(&[5u8; 100]).unwrap();
-    let Trio { t, fake, _windows } = tr;
+    let Trio { t, fake } = tr;
     let [f0, f1] = fake;
     drop(f1);
     let [t0, mut t1] = t;
@@ -222,7 +207,6 @@ fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
     let mut tr = Trio {
         t: [t0, t1],
         fake: [f0, pair().0],
-        _windows,
     };
     still_talking(&mut tr);
 }
@@ -388,7 +372,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
 fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     let mut tr = trio();
     // Rank 1 sends its flush marker (what its own quiesce starts with).
-    let Trio { t, fake, _windows } = tr;
+    let Trio { t, fake } = tr;
     let [mut t0, mut t1] = t;
     let [mut f0, mut f1] = fake;
     // Rank 1 quiesces too (its flush marker is what rank 0 waits for),
@@ -435,7 +419,6 @@ fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     tr = Trio {
         t: [t0, t1],
         fake: [late.join().unwrap(), f1],
-        _windows,
     };
     still_talking(&mut tr);
 }
