@@ -148,8 +148,6 @@ pub mod mutant {
         /// `Links::fail` / `Links::leave`: the alert count is bumped before
         /// the link's state is stored.
         LinkAlertFirst,
-        /// `Links::mark_flushed`: the flush round is stored Relaxed.
-        FlushRelaxed,
     }
 
     #[cfg(loom)]

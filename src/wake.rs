@@ -95,6 +95,12 @@ impl Doorbell {
         true
     }
 
+    /// Whether the sleeper announced a sleep and has not woken yet (read
+    /// by the sleeper's own thread inside `has_work`, where it is set).
+    pub fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed) != 0
+    }
+
     /// Waker: call after making work visible (publishing a slot, returning
     /// credit). Costs a fence and one load when nobody sleeps.
     #[inline]
