@@ -136,23 +136,12 @@ impl<'a> RecvQueue<'a> {
     /// the caller's credit guarantees that happens without waiting on any
     /// further sends. In dedicated mode the caller's credit must prove the
     /// consumer has read position `pos - capacity()`.
-    #[inline]
+    #[inline(always)]
     pub fn publish(&self, pos: u64, body: &SlotBody) {
         let slot = &self.slots[(pos & self.mask) as usize];
         // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
-            let mut spins = 0u32;
-            // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-            // Release recycle store in `recycle`; its reads of the previous
-            // lap's body happen before our write below.
-            while slot.seq.load(Ordering::Acquire) != pos {
-                spins += 1;
-                if spins % 1024 == 0 {
-                    sync::yield_now();
-                } else {
-                    sync::spin_loop();
-                }
-            }
+            wait_recycled(slot, pos);
         }
         // Fill the slot.
         slot.body.with_mut(|p| {
@@ -302,6 +291,26 @@ impl<'a> RecvQueue<'a> {
         Watch {
             stamp: &self.slots[(head & self.mask) as usize].seq,
             want: head + 1,
+        }
+    }
+}
+
+/// Shared mode, producer: wait until the consumer has recycled `slot` for
+/// position `pos` (the caller's credit says it will without waiting on
+/// any further sends). Out of line: dedicated queues never wait, and the
+/// wait kept `publish` from being inlined into the send paths.
+#[inline(never)]
+fn wait_recycled(slot: &Slot, pos: u64) {
+    let mut spins = 0u32;
+    // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
+    // Release recycle store in `recycle`; its reads of the previous lap's
+    // body happen before the caller's write.
+    while slot.seq.load(Ordering::Acquire) != pos {
+        spins += 1;
+        if spins % 1024 == 0 {
+            sync::yield_now();
+        } else {
+            sync::spin_loop();
         }
     }
 }

@@ -22,7 +22,7 @@ use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
-use crate::wake::Doorbell;
+use crate::wake::{Doorbell, Ringer};
 use crate::window::WindowArea;
 use std::path::Path;
 use std::time::Duration;
@@ -108,6 +108,45 @@ struct TxPeer {
     area: WindowArea,
 }
 
+/// The receive side's way back to one source: its credit count, the line
+/// we return that credit through, and its doorbell.
+#[derive(Debug)]
+struct SourceBack {
+    returns: CreditReturn,
+    line: &'static CreditLine,
+    bell: &'static Doorbell,
+}
+
+impl TxPeer {
+    /// Take one credit towards this peer, reading the returned credit only
+    /// when the window is used up.
+    #[inline(always)]
+    fn take_credit(&mut self) -> bool {
+        if self.window.try_take() {
+            return true;
+        }
+        self.window.update(self.credit.read());
+        self.window.try_take()
+    }
+
+    /// The fast path's larger payloads (more than a slot holds, at most a
+    /// frame): claim the frame that goes with the credit just taken
+    /// (dedicated queue: frame `pos & mask`, bound to this sender by the
+    /// credit protocol, no shared-memory traffic; shared queue: one from
+    /// the free list) and gather `pieces` into it. Out of line so that the
+    /// in-slot case keeps its registers.
+    #[inline(never)]
+    fn fill_frame(&self, pieces: &[&[u8]], len: usize) -> u32 {
+        let frame = if self.q.is_shared() {
+            FreeList::new(self.free_head, &self.frames).claim()
+        } else {
+            ((self.window.sent() - 1) & (self.q.capacity() - 1)) as u32
+        };
+        gather_into_frame(&self.frames, frame, pieces, len);
+        frame
+    }
+}
+
 /// Settings of the shared-memory transport (all ranks of a host agree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShmConfig {
@@ -139,14 +178,13 @@ pub struct ShmTransport {
     world: u32,
     layout: Layout,
     inline: bool,
-    doorbells: bool,
+    /// How senders ring (doorbells off, or which fence), decided once.
+    ringer: Ringer,
     rx: Vec<RxQueue>,
     next_rx: usize,
-    returns: Vec<CreditReturn>,
-    /// Per source SMT id: the line we return its credit through.
-    return_lines: Vec<&'static CreditLine>,
-    /// Per SMT id: its doorbell.
-    bells: Vec<&'static Doorbell>,
+    /// Per source SMT id: what giving its credit back touches (one
+    /// bounds check on the release path instead of three).
+    sources: Vec<SourceBack>,
     tx: Vec<Option<TxPeer>>,
     smt_of_rank: Vec<u32>,
     /// Per global rank: (its SMT id, which of our queues it writes to), or
@@ -311,15 +349,16 @@ impl ShmTransport {
             world: job.world,
             layout,
             inline: cfg.inline,
-            doorbells: job.doorbells,
+            // After the wait policy registered this process (see `Ringer`).
+            ringer: Ringer::new(job.doorbells),
             rx,
             next_rx: 0,
-            returns: vec![CreditReturn::default(); local],
-            return_lines: (0..layout.params.local)
-                .map(|s| seg_ref.credit_line(me_smt, s))
-                .collect(),
-            bells: (0..layout.params.local)
-                .map(|s| seg_ref.doorbell(s))
+            sources: (0..layout.params.local)
+                .map(|s| SourceBack {
+                    returns: CreditReturn::default(),
+                    line: seg_ref.credit_line(me_smt, s),
+                    bell: seg_ref.doorbell(s),
+                })
                 .collect(),
             tx,
             peer_of_rank: smt_of_rank
@@ -412,12 +451,10 @@ impl ShmTransport {
     /// per message, no gain in message rate (docs/engine.md, *Decisions*).
     #[inline]
     fn credit_one(&mut self, src_smt: u32) {
-        let r = &mut self.returns[src_smt as usize];
-        r.release();
-        self.return_lines[src_smt as usize].publish(r.released());
-        if self.doorbells {
-            self.bells[src_smt as usize].ring();
-        }
+        let s = &mut self.sources[src_smt as usize];
+        s.returns.release();
+        s.line.publish(s.returns.released());
+        self.ringer.ring(s.bell);
     }
 
     #[inline(always)]
@@ -628,6 +665,17 @@ fn gather_into_frame(frames: &ShmFrames, frame: u32, pieces: &[&[u8]], len: usiz
     }
 }
 
+/// Copy `pieces` (at most [`INLINE_BYTES`] together) into a slot's inline
+/// bytes.
+#[inline(always)]
+fn gather_into_slot(inline: &mut [u8; INLINE_BYTES], pieces: &[&[u8]]) {
+    let mut off = 0;
+    for p in pieces {
+        inline[off..off + p.len()].copy_from_slice(p);
+        off += p.len();
+    }
+}
+
 /// How far ahead of the slot being taken the consumer prefetches.
 const PREFETCH_AHEAD: u64 = 2;
 
@@ -692,11 +740,8 @@ impl Transport for ShmTransport {
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
         let inline_ok = self.inline;
         let peer = self.tx.get_mut(dest.index())?.as_mut()?;
-        if !peer.window.try_take() {
-            peer.window.update(peer.credit.read());
-            if !peer.window.try_take() {
-                return None;
-            }
+        if !peer.take_credit() {
+            return None;
         }
         let pos = peer.window.sent() - 1;
         let use_inline = inline_ok && remaining <= INLINE_BYTES as u64;
@@ -747,9 +792,7 @@ impl Transport for ShmTransport {
             frame.token
         };
         peer.q.publish(pos, &body);
-        if self.doorbells {
-            peer.bell.ring();
-        }
+        self.ringer.ring(peer.bell);
     }
 
     fn frame_capacity(&self) -> usize {
@@ -766,56 +809,39 @@ impl Transport for ShmTransport {
 
     /// The whole-message fast path (issue 15 item 1): no [`TxFrame`], no
     /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
-    /// is gathered into the slot; a larger one is gathered into the frame
-    /// that goes with the position (dedicated queue: frame `pos & mask`,
-    /// bound to this sender, no shared-memory traffic to claim it) or one
-    /// claimed from the free list (shared queue), and the slot names it.
+    /// is gathered into the slot, the first and lightest case; a larger one
+    /// (at most a frame, as the caller checked against `inline_max`) is
+    /// gathered into a frame out of line (`TxPeer::fill_frame`) and the
+    /// slot names it.
     #[inline(always)]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
-        let in_slot = self.inline && header.len as usize <= INLINE_BYTES;
-        let frame_cap = self.layout.params.frame_size as usize;
+        let len = header.len as usize;
+        debug_assert!(len <= self.inline_max(), "the caller checks inline_max");
+        let in_slot = len <= INLINE_BYTES && self.inline;
+        let ringer = self.ringer;
         let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
             return false;
         };
-        if header.len as usize > frame_cap {
+        if !peer.take_credit() {
             return false;
-        }
-        if !peer.window.try_take() {
-            peer.window.update(peer.credit.read());
-            if !peer.window.try_take() {
-                return false;
-            }
         }
         let mut body = SlotBody {
             header,
             frame: NO_FRAME,
             inline: [0; INLINE_BYTES],
         };
-        let shared = peer.q.is_shared();
         if in_slot {
-            let mut off = 0;
-            for p in pieces {
-                body.inline[off..off + p.len()].copy_from_slice(p);
-                off += p.len();
-            }
+            gather_into_slot(&mut body.inline, pieces);
         } else {
-            let frame = if shared {
-                FreeList::new(peer.free_head, &peer.frames).claim()
-            } else {
-                ((peer.window.sent() - 1) & (peer.q.capacity() - 1)) as u32
-            };
-            gather_into_frame(&peer.frames, frame, pieces, header.len as usize);
-            body.frame = frame;
+            body.frame = peer.fill_frame(pieces, len);
         }
-        let pos = if shared {
+        let pos = if peer.q.is_shared() {
             peer.q.claim()
         } else {
             peer.window.sent() - 1
         };
         peer.q.publish(pos, &body);
-        if self.doorbells {
-            peer.bell.ring();
-        }
+        ringer.ring(peer.bell);
         true
     }
 
@@ -866,12 +892,10 @@ impl Transport for ShmTransport {
     }
 
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
-        let ring = self.doorbells;
+        let ringer = self.ringer;
         let peer = self.peer(dest)?;
         peer.area.store_u64(at, value);
-        if ring {
-            peer.bell.ring();
-        }
+        ringer.ring(peer.bell);
         Ok(())
     }
 
