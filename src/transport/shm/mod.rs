@@ -522,25 +522,24 @@ impl ShmTransport {
             .and_then(Option::as_ref)
             .ok_or(PutError::PeerGone { rank: dest })
     }
+}
 
-    /// Take the published entry at the head of queue `qi`.
+impl RxQueue {
+    /// Read the descriptor at the head, whose watch has just fired (its
+    /// Acquire load published the slot, so the stamp is not loaded again),
+    /// and move the head and the watch on.
     #[inline(always)]
-    fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
-        let n = self.rx.len();
-        let rq = &mut self.rx[qi];
-        let pos = rq.head;
-        // The watch on `pos` has just fired (its Acquire load published the
-        // slot), so the descriptor is read without loading the stamp again.
-        let p = rq.q.read_watched(pos, |b| Popped {
+    fn take_watched(&mut self) -> (u64, Popped) {
+        let pos = self.head;
+        let p = self.q.read_watched(pos, |b| Popped {
             header: b.header,
             frame: b.frame,
             inline: b.inline.as_ptr(),
         });
-        rq.head += 1;
-        rq.q.prefetch(pos + PREFETCH_AHEAD);
-        rq.watch = rq.q.watch(rq.head);
-        self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
-        self.decode(qi, pos, p)
+        self.head += 1;
+        self.q.prefetch(pos + PREFETCH_AHEAD);
+        self.watch = self.q.watch(self.head);
+        (pos, p)
     }
 }
 
@@ -701,8 +700,11 @@ impl Transport for ShmTransport {
         let n = self.rx.len();
         let mut qi = self.next_rx;
         for _ in 0..n {
-            if self.rx[qi].watch.ready() {
-                return Some(self.pop(qi));
+            let rq = &mut self.rx[qi];
+            if rq.watch.ready() {
+                let (pos, p) = rq.take_watched();
+                self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
+                return Some(self.decode(qi, pos, p));
             }
             qi += 1;
             if qi == n {
