@@ -133,21 +133,37 @@ impl TxPeer {
         self.window.try_take()
     }
 
+    /// Publish `body` at the position of the credit just taken (shared
+    /// queue: the next claimed position; dedicated: the credit's own).
+    #[inline(always)]
+    fn publish_taken(&self, body: &SlotBody) {
+        let pos = if self.q.is_shared() {
+            self.q.claim()
+        } else {
+            self.window.sent() - 1
+        };
+        self.q.publish(pos, body);
+    }
+
     /// The fast path's larger payloads (more than a slot holds, at most a
-    /// frame): claim the frame that goes with the credit just taken
-    /// (dedicated queue: frame `pos & mask`, bound to this sender by the
+    /// frame), after the credit was taken: claim the frame that goes with
+    /// it (dedicated queue: frame `pos & mask`, bound to this sender by the
     /// credit protocol, no shared-memory traffic; shared queue: one from
-    /// the free list) and gather `pieces` into it. Out of line so that the
-    /// in-slot case keeps its registers.
+    /// the free list), gather `pieces` into it and publish a slot naming
+    /// it. Out of line, so that the in-slot case keeps its registers.
     #[inline(never)]
-    fn fill_frame(&self, pieces: &[&[u8]], len: usize) -> u32 {
+    fn send_framed(&self, header: FragHeader, pieces: &[&[u8]]) {
         let frame = if self.q.is_shared() {
             FreeList::new(self.free_head, &self.frames).claim()
         } else {
             ((self.window.sent() - 1) & (self.q.capacity() - 1)) as u32
         };
-        gather_into_frame(&self.frames, frame, pieces, len);
-        frame
+        gather_into_frame(&self.frames, frame, pieces, header.len as usize);
+        self.publish_taken(&SlotBody {
+            header,
+            frame,
+            inline: [0; INLINE_BYTES],
+        });
     }
 }
 
@@ -812,7 +828,7 @@ impl Transport for ShmTransport {
     /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
     /// is gathered into the slot, the first and lightest case; a larger one
     /// (at most a frame, as the caller checked against `inline_max`) is
-    /// gathered into a frame out of line (`TxPeer::fill_frame`) and the
+    /// gathered into a frame out of line (`TxPeer::send_framed`) and the
     /// slot names it.
     #[inline(always)]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
@@ -826,22 +842,17 @@ impl Transport for ShmTransport {
         if !peer.take_credit() {
             return false;
         }
-        let mut body = SlotBody {
-            header,
-            frame: NO_FRAME,
-            inline: [0; INLINE_BYTES],
-        };
         if in_slot {
+            let mut body = SlotBody {
+                header,
+                frame: NO_FRAME,
+                inline: [0; INLINE_BYTES],
+            };
             gather_into_slot(&mut body.inline, pieces);
+            peer.publish_taken(&body);
         } else {
-            body.frame = peer.fill_frame(pieces, len);
+            peer.send_framed(header, pieces);
         }
-        let pos = if peer.q.is_shared() {
-            peer.q.claim()
-        } else {
-            peer.window.sent() - 1
-        };
-        peer.q.publish(pos, &body);
         ringer.ring(peer.bell);
         true
     }
@@ -910,18 +921,8 @@ impl ShmTransport {
     /// the send path (as a buggy or hostile peer would), taking one credit.
     pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
-        assert!(
-            peer.window.try_take() || {
-                peer.window.update(peer.credit.read());
-                peer.window.try_take()
-            }
-        );
-        let pos = if peer.q.is_shared() {
-            peer.q.claim()
-        } else {
-            peer.window.sent() - 1
-        };
-        peer.q.publish(pos, &body);
+        assert!(peer.take_credit());
+        peer.publish_taken(&body);
     }
 
     /// Overwrite the stamp of the next slot `dest` will poll from us.
