@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two builds of fastmsg side by side, alternating within one run: 0 B,
 # 64 B and 1 KiB one-way latency and message rate (examples/pingpong over
-# shared memory, two ranks) and the empty `extract` (examples/overhead).
+# shared memory, two ranks), the empty `extract` and the 0 B self-send in
+# bursts of 32 (examples/overhead, one thread: the least disturbed by
+# other load).
 # Issue 13's speed clause ("unchanged or better in one interleaved run").
 #
 #   scripts/interleave.sh BASE_DIR NEW_DIR [ROUNDS]    (default 5)
@@ -15,7 +17,7 @@
 # summary is the median over rounds per side, and new/base. On a busy host
 # the ratios are what to compare, not the nanoseconds.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,18p' "$0"; exit 2; }
 BASE=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
 ROUNDS=${3:-5}
@@ -33,10 +35,12 @@ one() { # side dir round
     "$dir/target/release/fmrun" -n 2 "$dir/target/release/examples/pingpong" \
         --json --sizes 0,64,1024 --runs 3 >"$OUT/$side.$round.pp"
     "$dir/target/release/examples/overhead" --only empty --runs 3 >"$OUT/$side.$round.ov"
+    "$dir/target/release/examples/overhead" --only fn-burst --runs 3 >>"$OUT/$side.$round.ov"
     echo "$load" >"$OUT/$side.$round.load"
     printf 'round %s %-4s load %5s  ' "$round" "$side" "$load"
     jq -r '"\(.size) B: \(.one_way_ns_mean) ns \(.msg_rate_m_s) M/s"' "$OUT/$side.$round.pp" | paste -sd' ' | tr -d '\n'
-    printf '  empty %s ns\n' "$(awk '/empty extract/ {print $3}' "$OUT/$side.$round.ov")"
+    printf '  empty %s ns  burst %s ns\n' "$(awk '/empty extract/ {print $3}' "$OUT/$side.$round.ov")" \
+        "$(awk '/bursts of 32/ {print $(NF-5)}' "$OUT/$side.$round.ov")"
 }
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -61,6 +65,8 @@ def side(name):
         for line in open(f"{out}/{name}.{r}.ov"):
             if line.startswith("empty extract"):
                 m.setdefault("empty extract (ns)", []).append(float(line.split()[2]))
+            if "bursts of 32" in line:
+                m.setdefault("0 B self-send, burst (ns)", []).append(float(line.split()[-6]))
         m.setdefault("load average", []).append(float(open(f"{out}/{name}.{r}.load").read()))
     return {k: med(v) for k, v in m.items()}
 b, n = side("base"), side("new")
