@@ -10,6 +10,7 @@
 
 #![allow(unsafe_code)]
 
+pub(crate) mod fds;
 pub(crate) mod hosts;
 #[cfg(test)]
 mod tests;
@@ -58,6 +59,7 @@ pub(super) fn start(
     // A job that needs the network meets at the rendezvous first: the
     // job table says which ranks share this host.
     let plan = if hosts::needs_network(&config) {
+        fds::ensure(job.size)?;
         Some(hosts::meet(&config, &mut job)?)
     } else {
         None
