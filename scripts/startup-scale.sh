@@ -25,7 +25,8 @@
 # runs, the script predicts the memory the job takes (rings as
 # docs/scale.md models them, the segment) and skips the size, saying so,
 # when that exceeds 60 % of MemAvailable (override: STARTUP_SCALE_MEM_PCT).
-# Each run is bounded (fmrun --timeout 60, and `timeout` of 120 s + N/2 s).
+# Each run is bounded: fmrun --timeout T (STARTUP_SCALE_TIMEOUT, default
+# 60 s: each start-up wait) and `timeout` of T + 60 s + N/2 s in all.
 #
 # Needs release builds:
 #   cargo build --release --bin fmrun -p fastmsg-examples --example startup   # --features fastmsg/ofi for ofi
@@ -49,10 +50,12 @@ FMRUN=${FMRUN:-target/release/fmrun}
 EX=${STARTUP_EXAMPLE:-target/release/examples/startup}
 [ -x "$FMRUN" ] && [ -x "$EX" ] || { echo "startup-scale: build the release binaries first (see the header)" >&2; exit 1; }
 PCT=${STARTUP_SCALE_MEM_PCT:-60}
+WAIT=${STARTUP_SCALE_TIMEOUT:-60}
 
 # Predicted bytes of a job of N ranks on this host: per rank, a ring of
 # SLOTS x SLOT_SIZE per peer (tcp: receive ring; ofi: receive ring and the
-# staging mirror) and the segment (docs/scale.md).
+# staging mirror, and libfabric's pools), all resident as if written,
+# and the segment (docs/scale.md).
 predict() {
     python3 - "$1" "$NET" <<'PY'
 import os, sys
@@ -63,6 +66,9 @@ credits = int(os.environ.get("FASTMSG_CREDITS") or 32)
 frame = int(os.environ.get("FASTMSG_FRAME_SIZE") or 8192)
 q = int(os.environ.get("FASTMSG_QUEUES") or min(n, 16))
 rings = n * (n - 1) * slots * slot * (2 if net == "ofi" else 1)
+# libfabric's tcp;ofi_rxm holds about 90 MiB per rank whatever the size
+# (its bounce-buffer pools, FI_OFI_RXM_BUFFER_SIZE x TX/RX sizes).
+rings += n * (96 << 20 if net == "ofi" else 0)
 spq = -(-n // q)
 qslots = 1 << max(1, (credits * spq - 1).bit_length())
 queue = 128 + 64 * qslots + (64 + frame) * qslots
@@ -84,7 +90,7 @@ for n in "${SIZES[@]}"; do
     fi
     for r in $(seq 1 "$RUNS"); do
         t0=$(date +%s%N)
-        if ! out=$(timeout $((120 + n / 2)) "$FMRUN" -n "$n" --net "$NET" --timeout 60 \
+        if ! out=$(timeout $((WAIT + 60 + n / 2)) "$FMRUN" -n "$n" --net "$NET" --timeout "$WAIT" \
             "$EX" --json --traffic "$TRAFFIC" 2>/tmp/startup-scale.$$.err); then
             echo "# N=$n run $r failed (status $?); its stderr's tail:"
             tail -5 /tmp/startup-scale.$$.err | sed 's/^/#   /'
