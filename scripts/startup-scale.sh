@@ -24,7 +24,9 @@
 # FASTMSG_NET_SLOT_SIZE, FASTMSG_CREDITS, FI_PROVIDER, ...). Before a size
 # runs, the script predicts the memory the job takes (rings as
 # docs/scale.md models them, the segment) and skips the size, saying so,
-# when that exceeds 60 % of MemAvailable (override: STARTUP_SCALE_MEM_PCT).
+# when that exceeds 60 % of MemAvailable (override: STARTUP_SCALE_MEM_PCT;
+# STARTUP_SCALE_EAGER=1 for builds whose rings are resident from start,
+# before commit 01c09f6).
 # Each run is bounded: fmrun --timeout T (STARTUP_SCALE_TIMEOUT, default
 # 60 s: each start-up wait) and `timeout` of T + 60 s + N/2 s in all.
 #
@@ -54,10 +56,10 @@ WAIT=${STARTUP_SCALE_TIMEOUT:-60}
 
 # Predicted bytes of a job of N ranks on this host: per rank, a ring of
 # SLOTS x SLOT_SIZE per peer (tcp: receive ring; ofi: receive ring and the
-# staging mirror, and libfabric's pools), all resident as if written,
-# and the segment (docs/scale.md).
+# staging mirror, and libfabric's pools), as far as written, and the
+# segment (docs/scale.md).
 predict() {
-    python3 - "$1" "$NET" <<'PY'
+    TRAFFIC=$TRAFFIC python3 - "$1" "$NET" <<'PY'
 import os, sys
 n, net = int(sys.argv[1]), sys.argv[2]
 slots = int(os.environ.get("FASTMSG_NET_SLOTS") or 16)
@@ -65,7 +67,11 @@ slot = int(os.environ.get("FASTMSG_NET_SLOT_SIZE") or 65536)
 credits = int(os.environ.get("FASTMSG_CREDITS") or 32)
 frame = int(os.environ.get("FASTMSG_FRAME_SIZE") or 8192)
 q = int(os.environ.get("FASTMSG_QUEUES") or min(n, 16))
-rings = n * (n - 1) * slots * slot * (2 if net == "ofi" else 1)
+# Ring pages are resident once written (src/ring/region.rs): in full
+# after --traffic, or with a build older than that change
+# (STARTUP_SCALE_EAGER=1); otherwise the page of one slot per peer.
+written = slot if int(os.environ.get("TRAFFIC") or 0) or os.environ.get("STARTUP_SCALE_EAGER") == "1" else 4096
+rings = n * (n - 1) * slots * written * (2 if net == "ofi" else 1)
 # libfabric's tcp;ofi_rxm holds about 90 MiB per rank whatever the size
 # (its bounce-buffer pools, FI_OFI_RXM_BUFFER_SIZE x TX/RX sizes).
 rings += n * (96 << 20 if net == "ofi" else 0)
