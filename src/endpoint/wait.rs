@@ -5,8 +5,9 @@
 //! twice. At start: a host with fewer CPUs than busy ranks is
 //! oversubscribed, and there a rank spins only briefly, yields the core
 //! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
-//! wanted (see [`super::pressure`]): a rank that, while a wait spun for a
-//! millisecond or more, lost more than a fifth of it waiting for a CPU
+//! wanted (see [`super::pressure`]): a rank that, while a wait spun (or,
+//! past its spinning, yielded) for a millisecond or more, lost more than a
+//! fifth of it waiting for a CPU
 //! (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
 //! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
