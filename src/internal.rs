@@ -254,6 +254,7 @@ pub mod tcp {
     use crate::sync::Ordering;
     use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
+    use crate::window::WindowView;
     use std::os::fd::{AsRawFd, BorrowedFd};
     use std::sync::Arc;
 
@@ -302,21 +303,25 @@ pub mod tcp {
     /// per network peer, and the rank's window area.
     #[derive(Debug)]
     pub struct NicMemory {
-        // Dropped first: it points into `window`.
         shared: Arc<Shared>,
-        window: RingRegion,
+        /// Also held by `shared`'s window view.
+        window: Arc<RingRegion>,
     }
 
     impl NicMemory {
         /// Zeroed memory for `peers` network peers (ranks 1 ..= peers) with
         /// rings of `geometry` and a `window_bytes`-byte window area.
+        #[allow(unsafe_code)] // the window view over the region, below
         pub fn new(geometry: RingGeometry, peers: u32, window_bytes: u64) -> NicMemory {
-            let window = RingRegion::zeroed(window_bytes);
+            let window = Arc::new(RingRegion::zeroed(window_bytes));
             let ranks: Vec<Rank> = (1..=peers).map(Rank).collect();
+            let owner: Arc<dyn Send + Sync> = Arc::clone(&window) as _;
+            // SAFETY: the region is `window_bytes` long, zeroed and page
+            // aligned, valid while `owner` (a clone of its `Arc`) lives.
+            let view = unsafe { WindowView::new(owner, window.base(), window_bytes) };
             let targets = NicTargets {
-                window: window.base(),
-                window_len: window_bytes,
-                bell: std::ptr::null(),
+                window: view,
+                bell: None,
             };
             NicMemory {
                 shared: Arc::new(
@@ -345,7 +350,7 @@ pub mod tcp {
 
         /// The bytes of the window area the NIC may write.
         pub fn window_len(&self) -> u64 {
-            self.shared.targets.window_len
+            self.shared.targets.window.raw().1
         }
 
         /// Byte offset of peer `k`'s ring in [`region`](Self::region).

@@ -46,6 +46,9 @@ fn heavy_barrier() -> bool {
 }
 
 /// One rank's doorbell. One cache line.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct Doorbell {

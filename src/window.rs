@@ -172,6 +172,67 @@ impl WindowArea {
     }
 }
 
+/// A window area together with the owner of its memory, which the view
+/// keeps alive: what a network transport holds to place remote puts into
+/// a rank's area (the owner is the host's segment mapping), so the area
+/// stays valid for as long as any holder needs it, whatever is dropped
+/// first.
+#[cfg(not(loom))]
+#[derive(Clone)]
+pub(crate) struct WindowView {
+    area: WindowArea,
+    _owner: std::sync::Arc<dyn Send + Sync>,
+}
+
+#[cfg(not(loom))]
+impl WindowView {
+    /// The area of `len` bytes at `base`, inside memory kept by `owner`.
+    ///
+    /// # Safety
+    /// `base` must be valid for reads and writes of `len` bytes, 8-byte
+    /// aligned, for as long as `owner` lives; other writers must only use
+    /// 8-byte atomics on the words the area accesses atomically.
+    pub(crate) unsafe fn new(
+        owner: std::sync::Arc<dyn Send + Sync>,
+        base: *mut u8,
+        len: u64,
+    ) -> Self {
+        WindowView {
+            // SAFETY: the caller's promise, for as long as `owner` lives,
+            // and the view holds it.
+            area: unsafe { WindowArea::new(base, len) },
+            _owner: owner,
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl std::ops::Deref for WindowView {
+    type Target = WindowArea;
+    #[inline(always)]
+    fn deref(&self) -> &WindowArea {
+        &self.area
+    }
+}
+
+#[cfg(not(loom))]
+impl std::fmt::Debug for WindowView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowView")
+            .field("area", &self.area)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the area's words are reached with 8-byte atomics and its bytes by
+// copies that the window protocol orders, from any thread (and process);
+// the owner is `Send + Sync` and held by the view.
+#[cfg(not(loom))]
+unsafe impl Send for WindowView {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl Sync for WindowView {}
+
 #[cfg(not(loom))]
 impl WindowMemory for WindowArea {
     fn word(&self, at: u64) -> &AtomicU64 {

@@ -21,10 +21,12 @@ use crate::id::Rank;
 use crate::id::WindowId;
 use crate::sync::AtomicBool;
 use crate::transport::shm::liveness::Life;
+use crate::transport::shm::mapping::MapRef;
 use crate::transport::{RxFragment, Transport};
+use crate::wake::Doorbell;
 use crate::watch::Watchdog;
 use crate::window;
-use crate::window::{WindowArea, WindowTable};
+use crate::window::{WindowTable, WindowView};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -77,8 +79,8 @@ pub(crate) struct Core {
     pub(crate) rank: Rank,
     pub(crate) size: u32,
     pub(crate) handler_count: u32,
-    /// The watchdog thread and its alarm word. Declared before `net`, so
-    /// it is stopped before the transports (whose memory it reads) go.
+    /// The watchdog thread and its alarm word. Its probes hold what they
+    /// read (the segment's lifelines, the NIC's link words) themselves.
     pub(crate) watchdog: Watchdog,
     /// What is known of peers' failures (sticky).
     pub(crate) health: Health,
@@ -97,13 +99,15 @@ pub(crate) struct Core {
     has_deferred: Cell<bool>,
     pub(crate) wait: WaitConfig,
     pub(crate) abort: Option<Arc<AtomicBool>>,
-    /// One-sided windows: the table, and this rank's own area.
+    /// One-sided windows: the table, and this rank's own area (a view that
+    /// keeps the segment mapped).
     pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowArea,
+    pub(crate) my_window: WindowView,
     /// Ranks on this host, in rank order.
     pub(crate) local: Vec<Rank>,
-    /// The doorbell this rank sleeps on (sleep policy), if any.
-    pub(crate) bell: Option<super::wait::BellRef>,
+    /// The doorbell this rank sleeps on (sleep policy), in the segment,
+    /// which the view keeps mapped.
+    pub(crate) bell: Option<MapRef<Doorbell>>,
     /// How long `close` waits before saying whom it waits for.
     pub(crate) close_warn: std::time::Duration,
     /// Idle hooks and their flag.
@@ -123,7 +127,7 @@ pub(crate) struct CoreSetup {
     pub(crate) wait: WaitConfig,
     pub(crate) abort: Option<Arc<AtomicBool>>,
     pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowArea,
+    pub(crate) my_window: WindowView,
     pub(crate) local: Vec<Rank>,
     pub(crate) watchdog: Watchdog,
     pub(crate) close_warn: std::time::Duration,
@@ -141,7 +145,6 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    #[allow(unsafe_code)] // the doorbell reference, below
     pub(crate) fn new(
         rank: Rank,
         size: u32,
@@ -149,12 +152,9 @@ impl Core {
         registry: Registry,
         setup: CoreSetup,
     ) -> Core {
-        // SAFETY: the doorbell lives in transport memory owned by `net`
-        // (the shm mapping, or a transport's heap data, which moving `net`
-        // does not move); `net` becomes this core's and is dropped with it.
-        let bell = net
-            .doorbell()
-            .map(|b| unsafe { super::wait::BellRef::new(b) });
+        // Only the shm transport has a doorbell (the network transports'
+        // NICs ring it).
+        let bell = Some(net.shm.doorbell_ref());
         Core {
             rank,
             size,

@@ -217,9 +217,9 @@ pub(crate) use on_transport;
 /// Transports, routes and pending sends.
 #[derive(Debug)]
 pub(crate) struct Net {
-    /// Network transports (none when every peer is on this host). Declared
-    /// before `shm` so they are dropped first: their NIC threads write into
-    /// the shm segment.
+    /// Network transports (none when every peer is on this host). What
+    /// they write into the shm segment (window area, doorbell) they reach
+    /// through views that keep it mapped.
     pub(crate) wide: Vec<AnyTransport>,
     /// The shared-memory transport (every endpoint has one).
     pub(crate) shm: ShmTransport,
@@ -513,14 +513,6 @@ impl Net {
 }
 
 impl Net {
-    /// The doorbell this rank sleeps on (from the first transport that has
-    /// one, shm first).
-    pub(crate) fn doorbell(&self) -> Option<&crate::wake::Doorbell> {
-        self.shm
-            .doorbell()
-            .or_else(|| self.wide.iter().find_map(|t| t.doorbell()))
-    }
-
     /// Every transport, shm first (for the cold paths: health checks,
     /// closing).
     pub(crate) fn for_each(

@@ -26,8 +26,6 @@
 //! its error — never a hang), and every [`HEALTH_EVERY`] the transports'
 //! own checks run.
 
-#![allow(unsafe_code)]
-
 use super::core::Core;
 use super::health::Scope;
 use super::pressure;
@@ -309,11 +307,11 @@ impl Waiter {
         }
         if let Some(after) = cfg.sleep_after {
             if now - since >= after {
-                if let Some(bell) = core.bell {
+                if let Some(bell) = &core.bell {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
                     let has_work = || core.net.borrow().has_work() || ready();
-                    if bell.get().sleep(SLEEP_TIMEOUT, has_work) {
+                    if bell.sleep(SLEEP_TIMEOUT, has_work) {
                         // A woken sleeper's wait for a CPU is the wake-up's
                         // cost, not a sign that the core is wanted: judge
                         // from a fresh window.
@@ -354,25 +352,5 @@ impl Waiter {
         } else if r > self.short && (r % PRESSURE_EVERY == 0 || r > spin_rounds) {
             self.backing_off = pressure::look(&mut self.window);
         }
-    }
-}
-
-/// This rank's doorbell, found at start. It lives in a transport's memory;
-/// the transport belongs to the same engine as this reference, so the
-/// doorbell outlives every use.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BellRef(std::ptr::NonNull<crate::wake::Doorbell>);
-
-impl BellRef {
-    /// # Safety
-    /// `bell` must stay valid for as long as the returned value is used.
-    pub(crate) unsafe fn new(bell: &crate::wake::Doorbell) -> Self {
-        BellRef(std::ptr::NonNull::from(bell))
-    }
-
-    pub(crate) fn get(&self) -> &crate::wake::Doorbell {
-        // SAFETY: `new`'s contract: the doorbell outlives this reference
-        // (both belong to the same engine, which drops them together).
-        unsafe { self.0.as_ref() }
     }
 }

@@ -127,6 +127,9 @@ impl CreditReturn {
 
 /// A single-writer counter through which a receiver returns credit to one
 /// sender over shared memory. One cache line, so pairs do not false-share.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct CreditLine {

@@ -43,6 +43,9 @@ pub struct SlotBody {
 }
 
 /// One receive-queue slot: the stamp and the descriptor, one cache line.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct Slot {

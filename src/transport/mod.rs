@@ -44,7 +44,6 @@ use crate::error::{ExtractError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::INLINE_BYTES;
-use crate::wake::Doorbell;
 
 #[cfg(feature = "ofi")]
 pub use ofi::OfiTransport;
@@ -268,8 +267,6 @@ pub trait Transport {
     /// Whether a frame towards `dest` could be reserved now (re-reads
     /// returned credit; used before sleeping).
     fn has_credit(&self, dest: Rank) -> bool;
-    /// The doorbell this rank sleeps on, if the transport provides one.
-    fn doorbell(&self) -> Option<&Doorbell>;
     /// One-sided: copy `data` to byte `at` of `dest`'s window area (the
     /// engine has checked the bounds). Visible to `dest` before any later
     /// message or put from this rank.
@@ -379,9 +376,6 @@ impl Transport for AnyTransport {
     }
     fn has_credit(&self, dest: Rank) -> bool {
         dispatch!(self, t => t.has_credit(dest))
-    }
-    fn doorbell(&self) -> Option<&Doorbell> {
-        dispatch!(self, t => t.doorbell())
     }
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
         dispatch!(self, t => t.put(dest, at, data))

@@ -4,11 +4,10 @@
 //! ranks share this host ([`hosts`]); then the shared-memory transport
 //! attaches to the host's segment; then the network transport connects to
 //! the other peers by rank order; then the engine is built and rank 0
-//! checks every rank's handler table. The network transport goes first in
-//! the endpoint's transport list: its NIC thread writes into the segment,
-//! so it must be dropped before it.
-
-#![allow(unsafe_code)]
+//! checks every rank's handler table. Whatever points into the segment
+//! (the network transport's NIC, the watchdog's probe, the waiter's
+//! doorbell) holds a view that keeps it mapped: nothing here depends on the
+//! order in which they are dropped.
 
 pub(crate) mod hosts;
 #[cfg(test)]
@@ -27,7 +26,7 @@ use crate::id::Rank;
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::tcp::mesh::{self, MeshJob};
 use crate::transport::tcp::{NetTargets, TcpTransport};
-use crate::transport::{AnyTransport, Transport};
+use crate::transport::AnyTransport;
 use crate::window::WindowTable;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -83,9 +82,7 @@ pub(super) fn start(
     let local = shm.local_ranks();
     // The watchdog's probes: local peers' lifelines, the network's
     // links (added below), the supervisor's abort flag.
-    // SAFETY: the watchdog is stopped before the transports are
-    // dropped (it is declared before `net` in the engine).
-    let mut probes: Vec<Box<dyn crate::watch::Probe>> = vec![Box::new(unsafe { shm.life_probe() })];
+    let mut probes: Vec<Box<dyn crate::watch::Probe>> = vec![Box::new(shm.life_probe())];
     if let Some(flag) = &config.abort {
         probes.push(Box::new(crate::watch::AbortProbe {
             flag: Arc::clone(flag),
@@ -109,8 +106,8 @@ pub(super) fn start(
         };
         let links = mesh::connect(&plan.listener, &mesh_job, &plan.peers)?;
         let targets = NetTargets {
-            window: my_window.raw(),
-            bell: if sleeps { shm.doorbell() } else { None },
+            window: my_window.clone(),
+            bell: sleeps.then(|| shm.doorbell_ref()),
         };
         if config.net.mode == NetMode::Ofi {
             #[cfg(feature = "ofi")]
@@ -127,17 +124,13 @@ pub(super) fn start(
                     links.len(),
                     plan.geometry.slots,
                 )?;
-                // SAFETY: the window area lives in the shm segment, which
-                // outlives this transport (placed before `shm` below).
-                let t = unsafe {
-                    crate::transport::OfiTransport::new(
-                        wire,
-                        job.size,
-                        plan.geometry,
-                        links,
-                        targets,
-                    )
-                }?;
+                let t = crate::transport::OfiTransport::new(
+                    wire,
+                    job.size,
+                    plan.geometry,
+                    links,
+                    targets,
+                )?;
                 net_peers = t.peers();
                 transports.push(AnyTransport::Ofi(t));
             }
@@ -146,32 +139,23 @@ pub(super) fn start(
             {
                 let wire =
                     crate::transport::verbs::VerbsWire::open(links.len(), plan.geometry.slots)?;
-                // SAFETY: the window area lives in the shm segment, which
-                // outlives this transport (placed before `shm` below).
-                let v = unsafe {
-                    crate::transport::VerbsTransport::new(
-                        wire,
-                        job.size,
-                        plan.geometry,
-                        links,
-                        targets,
-                    )
-                }?;
+                let v = crate::transport::VerbsTransport::new(
+                    wire,
+                    job.size,
+                    plan.geometry,
+                    links,
+                    targets,
+                )?;
                 net_peers = v.peers();
                 transports.push(AnyTransport::Verbs(v));
             }
         } else {
-            // SAFETY: the window area and the doorbell live in the shm
-            // segment, which `shm` keeps mapped; the network transport
-            // is placed before `shm` in the transport list, so it is
-            // dropped (and its NIC thread joined) first.
-            let tcp =
-                unsafe { TcpTransport::new(job.rank, job.size, plan.geometry, links, targets) }
-                    .map_err(|source| crate::error::ConnectError::Io {
-                        op: "set up the network transport (rings, NIC thread) of",
-                        peer: format!("rank {}", job.rank),
-                        source,
-                    })?;
+            let tcp = TcpTransport::new(job.rank, job.size, plan.geometry, links, targets)
+                .map_err(|source| crate::error::ConnectError::Io {
+                    op: "set up the network transport (rings, NIC thread) of",
+                    peer: format!("rank {}", job.rank),
+                    source,
+                })?;
             net_peers = tcp.peers();
             probes.push(Box::new(tcp.link_probe()));
             transports.push(AnyTransport::Tcp(tcp));

@@ -39,7 +39,7 @@ use crate::sync::AtomicU64;
 use crate::sync::Ordering;
 use crate::transport::tcp::NetTargets;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
-use crate::wake::Doorbell;
+use crate::window::WindowView;
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -128,6 +128,9 @@ pub struct RmaTransport<W> {
     wire: W,
     rings: RingRegion,
     staging: RingRegion,
+    /// The registered window area; the view keeps the segment mapped
+    /// (whenever the shm transport is dropped).
+    _window: WindowView,
 }
 
 impl<W: RmaWire> RmaTransport<W> {
@@ -156,18 +159,14 @@ impl<W: RmaWire> RmaTransport<W> {
     /// Connect every peer of `links` (authenticated TCP connections, which
     /// carry the set-up exchange) over `wire`.
     ///
-    /// # Safety
-    /// As [`crate::transport::TcpTransport::new`]: the window area must
-    /// stay valid while this transport lives.
-    ///
     /// # Errors
     /// The wire's error, from registration, the exchange or connecting.
-    pub(crate) unsafe fn new(
+    pub(crate) fn new(
         mut wire: W,
         world: u32,
         geometry: RingGeometry,
         mut links: Vec<(Rank, TcpStream)>,
-        targets: NetTargets<'_>,
+        targets: NetTargets,
     ) -> Result<RmaTransport<W>, W::Error> {
         links.sort_by_key(|l| l.0);
         let n = links.len();
@@ -177,7 +176,10 @@ impl<W: RmaWire> RmaTransport<W> {
         wire.register(
             (rings.base(), rings.len()),
             (staging.base(), staging.len()),
-            (targets.window.0, targets.window.1 as usize),
+            {
+                let (base, len) = targets.window.raw();
+                (base, len as usize)
+            },
         )?;
         let mut t = RmaTransport {
             world,
@@ -198,6 +200,7 @@ impl<W: RmaWire> RmaTransport<W> {
             wire,
             rings,
             staging,
+            _window: targets.window,
         };
         for (k, (rank, mut side)) in links.into_iter().enumerate() {
             // The peers' list has `n` entries: offsets are final before
@@ -588,10 +591,6 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
             p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
         })
-    }
-
-    fn doorbell(&self) -> Option<&Doorbell> {
-        None
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {

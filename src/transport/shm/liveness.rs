@@ -32,13 +32,16 @@
 //! Two rules keep the mutex safe to use from Rust:
 //! - only the owning thread unlocks it ([`LifeGuard`] is neither `Send`
 //!   nor `Sync`);
-//! - it is unlocked before the segment is unmapped (the guard is dropped
-//!   before the mapping): glibc links a held robust mutex into the owner
-//!   thread's list, and a list entry in unmapped memory would be written
-//!   through by the next robust lock of that thread.
+//! - it is unlocked before the segment is unmapped: glibc links a held
+//!   robust mutex into the owner thread's list, and a list entry in
+//!   unmapped memory would be written through by the next robust lock of
+//!   that thread. The guard holds the mapping itself (a [`MapRef`] of its
+//!   line), so the mapping cannot go first, whatever order its holders
+//!   are dropped in.
 
 #![allow(unsafe_code)]
 
+use super::mapping::MapRef;
 use crate::sync::{AtomicU32, Ordering};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -78,6 +81,9 @@ impl Life {
 
 /// One SMT id's lifeline: a state word and a process-shared robust mutex,
 /// on a cache line of its own in the segment.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 pub struct LifeLine {
     state: AtomicU32,
@@ -120,20 +126,18 @@ impl LifeLine {
         decode(self.state.load(Ordering::Acquire))
     }
 
-    /// Arm the line for the calling thread: initialise the mutex
+    /// Arm `line` for the calling thread: initialise the mutex
     /// (process-shared, robust), lock it, publish `ALIVE`. The returned
-    /// guard must be dropped on this thread, before the line's memory is
-    /// unmapped.
+    /// guard, which keeps the line mapped, unlocks it on this thread.
     ///
     /// # Safety
     /// The line must be unarmed and not used by anyone else until this
-    /// returns (it is this rank's own line, armed once), and must stay
-    /// mapped until the guard is dropped.
+    /// returns (it is this rank's own line, armed once).
     ///
     /// # Errors
     /// [`ArmError`] if a pthread call fails (the line stays unarmed).
-    pub unsafe fn arm(&'static self) -> Result<LifeGuard, ArmError> {
-        let m = self.mutex.get();
+    pub(crate) unsafe fn arm(line: MapRef<LifeLine>) -> Result<LifeGuard, ArmError> {
+        let m = line.mutex.get();
         let check = |call: &'static str, r: i32| {
             if r == 0 {
                 Ok(())
@@ -168,9 +172,9 @@ impl LifeLine {
         }
         // SYNC POINT life-state (release side): the initialised, held mutex
         // is visible to whoever sees ALIVE.
-        self.state.store(ALIVE, Ordering::Release);
+        line.state.store(ALIVE, Ordering::Release);
         Ok(LifeGuard {
-            line: self,
+            line,
             closed: false,
             _owner: PhantomData,
         })
@@ -250,7 +254,8 @@ fn decode(v: u32) -> Life {
 /// stores `CLOSED` (after [`set_closed`](Self::set_closed)) or `LEFT`, then
 /// unlocks the mutex.
 pub struct LifeGuard {
-    line: &'static LifeLine,
+    /// The line, and with it the mapping, held until the unlock.
+    line: MapRef<LifeLine>,
     closed: bool,
     /// Neither `Send` nor `Sync`: only the thread that locked may unlock.
     _owner: PhantomData<*const ()>,
@@ -283,7 +288,7 @@ impl Drop for LifeGuard {
         // checker that acquires the unlocked mutex or reads the word.
         self.line.state.store(why, Ordering::Release);
         // SAFETY: this thread locked the mutex in `arm` (the guard cannot
-        // leave the thread) and the line is still mapped (`arm`'s contract).
+        // leave the thread), and the line is mapped while `self.line` is.
         unsafe { libc::pthread_mutex_unlock(self.line.mutex.get()) };
     }
 }
@@ -292,21 +297,23 @@ impl Drop for LifeGuard {
 mod tests {
     use super::*;
 
-    fn leaked_line() -> &'static LifeLine {
-        // SAFETY: an all-zero LifeLine is its unarmed state (a fresh
-        // segment); leaked so it stays valid for ever.
-        Box::leak(Box::new(unsafe { std::mem::zeroed::<LifeLine>() }))
+    /// An unarmed line, alone in zeroed memory (a fresh segment).
+    fn fresh_line() -> MapRef<LifeLine> {
+        let map = super::super::mapping::Mapping::anon(4096).unwrap();
+        // SAFETY: an all-zero LifeLine is its unarmed state.
+        unsafe { map.view(0) }
     }
 
     #[test]
     fn a_held_line_is_alive_and_an_orderly_release_says_why() {
-        let line = leaked_line();
+        let line = fresh_line();
+        let mine = line.clone();
         assert_eq!(line.probe(), Life::Unarmed);
         let (armed_tx, armed_rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
         let t = std::thread::spawn(move || {
-            // SAFETY: fresh line, kept for ever.
-            let mut g = unsafe { line.arm() }.unwrap();
+            // SAFETY: a fresh line, armed once.
+            let mut g = unsafe { LifeLine::arm(mine) }.unwrap();
             armed_tx.send(()).unwrap();
             if go_rx.recv().unwrap() {
                 g.set_closed();
@@ -325,10 +332,11 @@ mod tests {
 
     #[test]
     fn a_thread_that_ends_holding_its_line_is_dead() {
-        let line = leaked_line();
+        let line = fresh_line();
+        let mine = line.clone();
         std::thread::spawn(move || {
-            // SAFETY: fresh line, kept for ever.
-            let g = unsafe { line.arm() }.unwrap();
+            // SAFETY: a fresh line, armed once.
+            let g = unsafe { LifeLine::arm(mine) }.unwrap();
             // Ends without releasing, as a killed process would.
             std::mem::forget(g);
         })
@@ -342,11 +350,12 @@ mod tests {
 
     #[test]
     fn closed_is_published_before_the_guard_goes() {
-        let line = leaked_line();
+        let line = fresh_line();
+        let mine = line.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            // SAFETY: fresh line, kept for ever.
-            let mut g = unsafe { line.arm() }.unwrap();
+            // SAFETY: a fresh line, armed once.
+            let mut g = unsafe { LifeLine::arm(mine) }.unwrap();
             g.set_closed();
             std::mem::forget(g); // exits right after close, no drop
             tx.send(()).unwrap();

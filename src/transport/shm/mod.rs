@@ -1,7 +1,8 @@
 //! The shared-memory transport (SMT, HPVM §5) between ranks of one host.
 //!
-//! Owns the [`Segment`] mapping and, over it, this rank's `M` receive queues
-//! (poll side) and a sender's view of every local peer's queue (send side).
+//! Holds the [`Segment`] (its mapping is shared, see [`mapping`]) and,
+//! over it, this rank's `M` receive queues (poll side) and a sender's view
+//! of every local peer's queue (send side).
 //! The queue protocol itself lives in [`crate::queue`]; credits in
 //! [`crate::flow`]; this module wires them to the mapping and validates all
 //! that comes out of it.
@@ -10,10 +11,12 @@
 
 pub mod layout;
 pub mod liveness;
+pub(crate) mod mapping;
 pub mod segment;
 
 use self::layout::{Layout, Params};
 use self::liveness::{Life, LifeGuard, LifeLine};
+use self::mapping::MapRef;
 use self::segment::Segment;
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
@@ -23,7 +26,7 @@ use crate::id::Rank;
 use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::Doorbell;
-use crate::window::WindowArea;
+use crate::window::{WindowArea, WindowView};
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,7 +61,8 @@ impl FrameStore for ShmFrames {
     fn in_use(&self, frame: u32) -> &AtomicU32 {
         assert!(frame < self.count);
         // SAFETY: in bounds, 64-byte aligned line at the head of the frame;
-        // the mapping outlives `self` (see ShmTransport's field order).
+        // a `ShmFrames` lives only inside the transport, which holds the
+        // mapping.
         unsafe { &*(self.base.add(frame as usize * self.stride) as *const AtomicU32) }
     }
     fn write(&self, frame: u32, offset: usize, src: &[u8]) {
@@ -157,15 +161,19 @@ pub struct ShmTransport {
     /// namespace: for messages only, never for liveness).
     pid_of_smt: Vec<u32>,
     /// Per SMT id: its lifeline (liveness, see [`liveness`]).
-    lives: Vec<&'static LifeLine>,
+    lives: Vec<MapRef<LifeLine>>,
     gone: Vec<bool>,
-    my_bell: &'static Doorbell,
-    my_window: WindowArea,
-    /// Our own armed lifeline; released (unlocked) on drop, before the
-    /// mapping goes.
+    /// Our own armed lifeline, released (unlocked) on drop; the guard
+    /// holds the mapping itself.
     life: LifeGuard,
-    // Dropped last: every `'static` reference above points into it.
-    _seg: Box<Segment>,
+    /// The segment, and with it (an `Arc`) the mapping every `'static`
+    /// reference and raw pointer above points into. Those have no drop
+    /// glue, and whatever else uses the mapping holds its own clone (the
+    /// lifeline guard, the watchdog's probe, the waiter's doorbell, a
+    /// network transport's window and doorbell), so the order in which
+    /// this struct's fields, or the transports, are dropped does not
+    /// matter.
+    seg: Box<Segment>,
 }
 
 /// What the shared-memory transport needs to know about the job.
@@ -220,19 +228,14 @@ impl ShmTransport {
         let me_smt = seg.attach(job.rank.0)?;
         // Arm our lifeline at once, from the thread that owns the endpoint:
         // from here on our death is visible to every peer (see `liveness`).
-        // SAFETY: the line lies in the mapping, which `seg` (boxed, moved
-        // into the transport and dropped last) keeps; the reference is not
-        // tied to the `Segment` value, which `wait_all_attached` borrows
-        // mutably below.
-        let my_line: &'static LifeLine = unsafe { &*(seg.life_line(me_smt) as *const LifeLine) };
         // SAFETY: our own SMT id's line, unarmed in a fresh segment and
-        // armed once, here; the guard is kept in the transport, before the
-        // mapping in field order.
-        let life = unsafe { my_line.arm() }.map_err(|e| SegmentError::Io {
-            path: seg.path().to_path_buf(),
-            op: e.call,
-            source: std::io::Error::from_raw_os_error(e.errno),
-        })?;
+        // armed once, here; the guard keeps the mapping.
+        let life =
+            unsafe { LifeLine::arm(seg.life_ref(me_smt)) }.map_err(|e| SegmentError::Io {
+                path: seg.path().to_path_buf(),
+                op: e.call,
+                source: std::io::Error::from_raw_os_error(e.errno),
+            })?;
         let peers = seg.wait_all_attached(job.timeout, job.abort)?;
         wait_all_armed(&seg, job.timeout, job.abort)?;
         let layout = *seg.layout();
@@ -250,14 +253,15 @@ impl ShmTransport {
         let rank_of_smt: Vec<u32> = peers.iter().map(|p| p.0).collect();
         let pid_of_smt: Vec<u32> = peers.iter().map(|p| p.1).collect();
         // SAFETY: `seg` is boxed, so its address is stable; the box is moved
-        // into the transport, never moved out, and dropped after every field
-        // that holds a reference derived from `seg_ref` (field order). The
-        // references are private and never handed out as `'static` (the
-        // lifelines go to the watchdog only through `life_probe`, whose
-        // contract keeps it shorter-lived than the transport).
+        // into the transport and never moved out. The references derived
+        // from `seg_ref` point into the mapping, which the segment holds for
+        // as long as the transport lives (see the `seg` field); they are
+        // private and never handed out (what leaves the transport is a
+        // view holding the mapping: `life_probe`, `doorbell_ref`,
+        // `own_window`).
         let seg_ref: &'static Segment = unsafe { &*(&*seg as *const Segment) };
         let lives = (0..layout.params.local)
-            .map(|s| seg_ref.life_line(s))
+            .map(|s| seg_ref.life_ref(s))
             .collect();
         let frames = |smt: u32, q: u32| ShmFrames {
             base: seg_ref
@@ -267,14 +271,9 @@ impl ShmTransport {
             count: layout.slots,
             cap: layout.params.frame_size as usize,
         };
-        let area = |smt: u32| {
-            let (base, len) = seg_ref.window_area(smt);
-            // SAFETY: the area lies inside the mapping, which outlives the
-            // transport (see `seg_ref`), 64-byte aligned; peers write its
-            // words only through `put_u64`'s atomic stores.
-            unsafe { WindowArea::new(base, len) }
-        };
-        let my_window = area(me_smt);
+        // The areas, as plain `WindowArea`s: valid while the transport
+        // holds the mapping (see the `seg` field).
+        let area = |smt: u32| *seg_ref.window_view(smt);
         let mut rx = Vec::new();
         for q in 0..layout.params.queues {
             let (tail, free_head) = seg_ref.queue_counters(me_smt, q);
@@ -304,7 +303,6 @@ impl ShmTransport {
                 area: area(smt),
             });
         }
-        let my_bell = seg_ref.doorbell(me_smt);
         let local = layout.params.local as usize;
         Ok(ShmTransport {
             me_smt,
@@ -337,10 +335,8 @@ impl ShmTransport {
             pid_of_smt,
             lives,
             gone: vec![false; local],
-            my_bell,
-            my_window,
             life,
-            _seg: seg,
+            seg,
         })
     }
 
@@ -350,9 +346,15 @@ impl ShmTransport {
         &self.layout
     }
 
-    /// This rank's own window area.
-    pub(crate) fn own_window(&self) -> WindowArea {
-        self.my_window
+    /// This rank's own window area, keeping the mapping alive.
+    pub(crate) fn own_window(&self) -> WindowView {
+        self.seg.window_view(self.me_smt)
+    }
+
+    /// This rank's doorbell, keeping the mapping alive (for the waiter
+    /// and a network transport's NIC).
+    pub(crate) fn doorbell_ref(&self) -> MapRef<Doorbell> {
+        self.seg.doorbell_ref(self.me_smt)
     }
 
     /// The global ranks on this host, in rank order.
@@ -517,7 +519,7 @@ fn wait_all_armed(
     let start = std::time::Instant::now();
     for smt in 0..seg.layout().params.local {
         let line = seg.life_line(smt);
-        let mut spins = 0u32;
+        let backoff = crossbeam_utils::Backoff::new();
         while line.state() == Life::Unarmed {
             if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
                 return Err(SegmentError::Aborted {
@@ -531,11 +533,12 @@ fn wait_all_armed(
                     waited: start.elapsed(),
                 });
             }
-            spins += 1;
-            if spins < 100 {
-                std::thread::yield_now();
-            } else {
+            // Spin, then yield, then sleep between looks (as in
+            // `Segment::wait_all_attached`).
+            if backoff.is_completed() {
                 std::thread::sleep(Duration::from_micros(200));
+            } else {
+                backoff.snooze();
             }
         }
     }
@@ -543,9 +546,9 @@ fn wait_all_armed(
 }
 
 /// The watchdog's view of the local peers' lifelines (see
-/// [`ShmTransport::life_probe`]).
+/// [`ShmTransport::life_probe`]); it keeps the mapping alive.
 pub(crate) struct LifeProbe {
-    lines: Vec<(&'static LifeLine, Life)>,
+    lines: Vec<(MapRef<LifeLine>, Life)>,
 }
 
 impl crate::watch::Probe for LifeProbe {
@@ -564,15 +567,11 @@ impl crate::watch::Probe for LifeProbe {
 
 impl ShmTransport {
     /// A probe of every local peer's lifeline, for the endpoint's watchdog
-    /// thread.
-    ///
-    /// # Safety
-    /// The probe holds references into this transport's mapping: it must
-    /// be dropped (the watchdog stopped) before this transport is.
-    pub(crate) unsafe fn life_probe(&self) -> LifeProbe {
+    /// thread (it holds the mapping: it may outlive this transport).
+    pub(crate) fn life_probe(&self) -> LifeProbe {
         let lines = (0..self.lives.len() as u32)
             .filter(|&s| s != self.me_smt)
-            .map(|s| (self.lives[s as usize], Life::Alive))
+            .map(|s| (self.lives[s as usize].clone(), Life::Alive))
             .collect();
         LifeProbe { lines }
     }
@@ -853,10 +852,6 @@ impl Transport for ShmTransport {
                 p.window.available() > 0
                     || p.credit.read() > p.window.sent() - u64::from(self.layout.params.credits)
             })
-    }
-
-    fn doorbell(&self) -> Option<&Doorbell> {
-        Some(self.my_bell)
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {

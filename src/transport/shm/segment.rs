@@ -40,6 +40,7 @@
 
 use super::layout::{Layout, Params, HEADER_BYTES};
 use super::liveness::{Life, LifeGuard, LifeLine};
+use super::mapping::{MapRef, Mapping};
 use crate::bootstrap::job_file_prefix;
 use crate::error::SegmentError;
 use crate::sync::AtomicBool;
@@ -48,6 +49,7 @@ use memmap2::MmapMut;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// "FASTMSG\x01" little-endian.
@@ -90,6 +92,9 @@ static_assertions::const_assert!(
 );
 
 /// An entry of the SMT map: who holds an SMT id.
+// Shared layout: a fixed `repr(C, align(64))`, not crossbeam's `CachePadded`
+// (128 on x86_64, platform dependent), which the segment's offsets and
+// every process mapping it must agree on (docs/architecture.md).
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct SmtEntry {
@@ -102,14 +107,17 @@ pub struct SmtEntry {
 }
 
 /// A mapped, validated segment.
+///
+/// The mapping is shared ([`Mapping`] in an `Arc`): the views this
+/// segment hands out ([`Segment::doorbell_ref`], [`Segment::life_ref`],
+/// [`Segment::window_view`]) each keep it mapped, so their holders may be
+/// dropped in any order.
 #[derive(Debug)]
 pub struct Segment {
-    // Field order is drop order: the creator's hold on its line goes
-    // before the header map that holds the line, which goes before `map`.
+    /// The creator's hold on its creator line (until everyone attached);
+    /// the guard keeps its own map of the header page.
     creator_life: Option<LifeGuard>,
-    // Keeps the creator line mapped while `creator_life` holds it.
-    _head: Option<MmapMut>,
-    map: MmapMut,
+    map: Arc<Mapping>,
     layout: Layout,
     path: PathBuf,
     creator: bool,
@@ -375,37 +383,28 @@ impl Segment {
         // The header page first, to arm the creator line at once: from now
         // on another creator sees a live job, not an abandoned file.
         file.set_len(HEADER_BYTES).map_err(io("resize"))?;
-        let head = map_head(&file, path)?;
-        // SAFETY: the line lies in `head`, which the segment keeps until
-        // the guard is dropped (field order; `release_creator_line`).
-        let line: &'static LifeLine = unsafe { &*(creator_line_of(&head) as *const LifeLine) };
+        let head = Mapping::new(map_head(&file, path)?);
+        // SAFETY: in bounds (const-asserted), 64-byte aligned; a LifeLine
+        // is an atomic word and a process-shared mutex, valid as zeros.
+        let line: MapRef<LifeLine> = unsafe { head.view(CREATOR_LINE as usize) };
         // SAFETY: a fresh file: the line is unarmed and nobody uses it
         // until ALIVE is published by `arm`.
-        let guard = unsafe { line.arm() }.map_err(|e| SegmentError::Io {
+        let guard = unsafe { LifeLine::arm(line) }.map_err(|e| SegmentError::Io {
             path: path.to_path_buf(),
             op: e.call,
             source: std::io::Error::from_raw_os_error(e.errno),
         })?;
-        let mut seg_head = Some(head);
-        let mut creator_life = Some(guard);
         let res = (|| {
             reserve(&file, path, layout.total)?;
             // SAFETY: we just created the file and own its contents; other
             // processes only touch it through atomics once the magic is set.
             unsafe { MmapMut::map_mut(&file) }.map_err(io("mmap"))
         })();
-        let map = match res {
-            Ok(m) => m,
-            Err(e) => {
-                drop(creator_life.take());
-                drop(seg_head.take());
-                return Err(e);
-            }
-        };
+        // On an error the guard is dropped here, releasing the line.
+        let map = res?;
         let seg = Segment {
-            creator_life,
-            _head: seg_head,
-            map,
+            creator_life: Some(guard),
+            map: Mapping::new(map),
             layout,
             path: path.to_path_buf(),
             creator: true,
@@ -587,8 +586,7 @@ impl Segment {
         let layout = Layout::new(params)?;
         let seg = Segment {
             creator_life: None,
-            _head: None,
-            map,
+            map: Mapping::new(map),
             layout,
             path: path.to_path_buf(),
             creator: false,
@@ -708,7 +706,7 @@ impl Segment {
         let mut out = Vec::with_capacity(local as usize);
         for smt in 0..local {
             let e = self.smt_entry(smt);
-            let mut spins = 0u32;
+            let backoff = crossbeam_utils::Backoff::new();
             // SYNC POINT smt-entry (acquire side): pairs with `attach`.
             while e.ready.load(Ordering::Acquire) == 0 {
                 if abort.is_some_and(|a| a.load(crate::sync::Ordering::Relaxed)) {
@@ -723,11 +721,12 @@ impl Segment {
                         waited: start.elapsed(),
                     });
                 }
-                spins += 1;
-                if spins < 100 {
-                    std::thread::yield_now();
-                } else {
+                // Spin, then yield, then (another process is slow to
+                // start) sleep between looks.
+                if backoff.is_completed() {
                     std::thread::sleep(Duration::from_micros(200));
+                } else {
+                    backoff.snooze();
                 }
             }
             out.push((
@@ -757,13 +756,38 @@ impl Segment {
 
     /// Base address of the mapping.
     pub fn base(&self) -> *mut u8 {
-        self.map.as_ptr() as *mut u8
+        self.map.base()
+    }
+
+    /// The doorbell of SMT id `smt`, keeping the mapping alive.
+    pub(crate) fn doorbell_ref(&self, smt: u32) -> MapRef<crate::wake::Doorbell> {
+        assert!(smt < self.layout.params.local);
+        let off = self.layout.doorbell_off + 64 * u64::from(smt);
+        // SAFETY: in bounds, 64-byte aligned; Doorbell is all atomics.
+        unsafe { self.map.view(off as usize) }
+    }
+
+    /// The lifeline of SMT id `smt`, keeping the mapping alive.
+    pub(crate) fn life_ref(&self, smt: u32) -> MapRef<LifeLine> {
+        assert!(smt < self.layout.params.local);
+        // SAFETY: in bounds (validated layout), 64-byte aligned; a LifeLine
+        // is an atomic word and a process-shared mutex, valid as zeros.
+        unsafe { self.map.view(self.layout.life(smt) as usize) }
+    }
+
+    /// The window area of SMT id `smt`, keeping the mapping alive.
+    pub(crate) fn window_view(&self, smt: u32) -> crate::window::WindowView {
+        assert!(smt < self.layout.params.local);
+        self.map.window(
+            self.layout.window(smt) as usize,
+            self.layout.params.window_bytes,
+        )
     }
 
     fn header(&self) -> &Header {
         // SAFETY: the map is at least HEADER_BYTES long and page aligned;
         // Header is all atomics, valid for any bytes.
-        unsafe { &*(self.map.as_ptr() as *const Header) }
+        unsafe { &*(self.map.base() as *const Header) }
     }
 
     /// The SMT map entry `smt`.
@@ -771,7 +795,7 @@ impl Segment {
         assert!(smt < self.layout.params.local);
         let off = self.layout.map_off + 64 * u64::from(smt);
         // SAFETY: in bounds (validated layout), 64-byte aligned; all atomics.
-        unsafe { &*(self.map.as_ptr().add(off as usize) as *const SmtEntry) }
+        unsafe { &*(self.map.base().add(off as usize) as *const SmtEntry) }
     }
 
     /// The lifeline of SMT id `smt` (see [`super::liveness`]).
@@ -780,7 +804,7 @@ impl Segment {
         let off = self.layout.life(smt);
         // SAFETY: in bounds (validated layout), 64-byte aligned; a LifeLine
         // is an atomic word and a process-shared mutex, valid as zeros.
-        unsafe { &*(self.map.as_ptr().add(off as usize) as *const super::liveness::LifeLine) }
+        unsafe { &*(self.map.base().add(off as usize) as *const super::liveness::LifeLine) }
     }
 
     /// The doorbell of SMT id `smt`.
@@ -788,7 +812,7 @@ impl Segment {
         assert!(smt < self.layout.params.local);
         let off = self.layout.doorbell_off + 64 * u64::from(smt);
         // SAFETY: in bounds, 64-byte aligned; Doorbell is all atomics.
-        unsafe { &*(self.map.as_ptr().add(off as usize) as *const crate::wake::Doorbell) }
+        unsafe { &*(self.map.base().add(off as usize) as *const crate::wake::Doorbell) }
     }
 
     /// The credit line `returned[receiver][sender]`.
@@ -797,19 +821,7 @@ impl Segment {
         assert!(receiver < local && sender < local);
         let off = self.layout.credit(receiver, sender);
         // SAFETY: in bounds, 64-byte aligned; CreditLine is an atomic.
-        unsafe { &*(self.map.as_ptr().add(off as usize) as *const crate::flow::CreditLine) }
-    }
-
-    /// The window area of SMT id `smt`: base pointer and length.
-    pub fn window_area(&self, smt: u32) -> (*mut u8, u64) {
-        assert!(smt < self.layout.params.local);
-        let off = self.layout.window(smt) as usize;
-        // Stays inside the validated mapping; the area is
-        // `window_bytes` long and 64-byte aligned.
-        (
-            self.base().wrapping_add(off),
-            self.layout.params.window_bytes,
-        )
+        unsafe { &*(self.map.base().add(off as usize) as *const crate::flow::CreditLine) }
     }
 
     /// Tail counter (line 0) and free-list head (line 1) of a queue.
@@ -817,7 +829,7 @@ impl Segment {
         let off = self.queue_checked(smt, q);
         // SAFETY: in bounds, 64-byte aligned; two atomics on their own lines.
         unsafe {
-            let p = self.map.as_ptr().add(off as usize);
+            let p = self.map.base().add(off as usize);
             (&*(p as *const AtomicU64), &*(p.add(64) as *const AtomicU64))
         }
     }
@@ -830,7 +842,7 @@ impl Segment {
         // protocol.
         unsafe {
             core::slice::from_raw_parts(
-                self.map.as_ptr().add(off as usize) as *const crate::queue::Slot,
+                self.map.base().add(off as usize) as *const crate::queue::Slot,
                 self.layout.slots as usize,
             )
         }

@@ -16,10 +16,10 @@
 //! [`Transport::check_peers`] reports a typed [`NetError`] once and the
 //! peer is marked gone; other peers are unaffected.
 //!
-//! Drop order: the NIC writes into the shared segment (window area,
-//! doorbell), so this transport must be dropped before the shm transport
-//! (the endpoint keeps it first in its transport list); dropping says
-//! goodbye to every peer, stops the NIC thread and joins it.
+//! The NIC writes into the shared segment (window area, doorbell) through
+//! views that hold the segment's mapping ([`NetTargets`]), so this
+//! transport may be dropped before or after the shm transport; dropping
+//! says goodbye to every peer, stops the NIC thread and joins it.
 
 #![allow(unsafe_code)]
 
@@ -37,7 +37,9 @@ use crate::link::{Departure, FAILED, LEFT};
 use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
+use crate::transport::shm::mapping::MapRef;
 use crate::wake::Doorbell;
+use crate::window::WindowView;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -114,31 +116,28 @@ pub struct TcpTransport {
 }
 
 /// Where remote one-sided writes land and whom to wake: this rank's window
-/// area and doorbell in the host's shared segment.
-#[derive(Debug, Clone, Copy)]
-pub struct NetTargets<'a> {
-    /// The window area (`ShmTransport::own_window`): base and length.
-    pub window: (*mut u8, u64),
+/// area and doorbell in the host's shared segment, each a view that keeps
+/// the segment mapped.
+#[derive(Debug, Clone)]
+pub(crate) struct NetTargets {
+    /// The window area (`ShmTransport::own_window`).
+    pub(crate) window: WindowView,
     /// The doorbell to ring when a record lands (a sleeping wait policy).
-    pub bell: Option<&'a Doorbell>,
+    pub(crate) bell: Option<MapRef<Doorbell>>,
 }
 
 impl TcpTransport {
     /// A transport over authenticated connections `links` (one per network
     /// peer, see [`mesh::connect`]); starts the NIC thread.
     ///
-    /// # Safety
-    /// `targets.window` must be valid for reads and writes of its length
-    /// and `targets.bell` must stay valid until this transport is dropped.
-    ///
     /// # Errors
     /// The OS error of creating the wake-up descriptor or the thread.
-    pub unsafe fn new(
+    pub(crate) fn new(
         me: Rank,
         world: u32,
         geometry: RingGeometry,
         mut links: Vec<(Rank, TcpStream)>,
-        targets: NetTargets<'_>,
+        targets: NetTargets,
     ) -> std::io::Result<TcpTransport> {
         links.sort_by_key(|l| l.0);
         let ranks: Vec<Rank> = links.iter().map(|l| l.0).collect();
@@ -146,9 +145,8 @@ impl TcpTransport {
             geometry,
             &ranks,
             NicTargets {
-                window: targets.window.0,
-                window_len: targets.window.1,
-                bell: targets.bell.map_or(std::ptr::null(), |b| b as *const _),
+                window: targets.window,
+                bell: targets.bell,
             },
         )?);
         let mut peer_of_rank = vec![u32::MAX; world as usize];
@@ -487,12 +485,6 @@ impl Transport for TcpTransport {
                 || p.tx
                     .has_credit(self.shared.credit_word(k).load(Ordering::Acquire))
         })
-    }
-
-    fn doorbell(&self) -> Option<&Doorbell> {
-        // The rank sleeps on the shm transport's doorbell, which the NIC
-        // rings.
-        None
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {

@@ -22,20 +22,21 @@ use crate::id::Rank;
 use crate::link::Links;
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::Ordering;
+use crate::transport::shm::mapping::MapRef;
 use crate::wake::Doorbell;
-use crate::window::WindowArea;
+use crate::window::WindowView;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
 /// Where the NIC may write besides the rings: the rank's one-sided window
-/// area and its doorbell (both in the host's shared segment).
-#[derive(Debug, Clone, Copy)]
+/// area and its doorbell (both in the host's shared segment, which these
+/// views keep mapped while the NIC thread runs).
+#[derive(Debug, Clone)]
 pub(crate) struct NicTargets {
-    pub(crate) window: *mut u8,
-    pub(crate) window_len: u64,
+    pub(crate) window: WindowView,
     /// Rung after every applied record when the rank may sleep.
-    pub(crate) bell: *const Doorbell,
+    pub(crate) bell: Option<MapRef<Doorbell>>,
 }
 
 /// Memory and state shared by the application thread and the NIC thread.
@@ -48,14 +49,6 @@ pub(crate) struct Shared {
     pub(crate) links: Links,
     pub(crate) targets: NicTargets,
 }
-
-// SAFETY: the raw pointers in `targets` point into the shared segment,
-// which the endpoint keeps mapped until the NIC thread has been joined (the
-// TCP transport is dropped before the shm transport); they are written only
-// through bounds-checked copies and atomics.
-unsafe impl Send for Shared {}
-// SAFETY: as above.
-unsafe impl Sync for Shared {}
 
 impl Shared {
     /// Region layout: rings, then one 64-byte credit line per peer.
@@ -107,10 +100,8 @@ impl Shared {
     }
 
     fn ring_bell(&self) {
-        if !self.targets.bell.is_null() {
-            // SAFETY: non-null only when the endpoint passed its doorbell,
-            // which outlives the NIC thread (see `Send for Shared`).
-            unsafe { &*self.targets.bell }.ring();
+        if let Some(bell) = &self.targets.bell {
+            bell.ring();
         }
     }
 }
@@ -309,29 +300,29 @@ impl Conn {
                 Ok(Want::Header)
             }
             wire::PUT => {
-                let t = sh.targets;
+                let (window, window_len) = sh.targets.window.raw();
                 if h.offset
                     .checked_add(u64::from(h.len))
-                    .is_none_or(|e| e > t.window_len)
+                    .is_none_or(|e| e > window_len)
                 {
                     return bad(format!(
-                        "put of {len} bytes at {} runs past the {}-byte window area",
-                        h.offset, t.window_len
+                        "put of {len} bytes at {} runs past the {window_len}-byte window area",
+                        h.offset
                     ));
                 }
                 Ok(Want::Bytes {
                     // SAFETY: in bounds of the window area (checked).
-                    dst: unsafe { t.window.add(h.offset as usize) },
+                    dst: unsafe { window.add(h.offset as usize) },
                     left: len,
                     then: After::Done,
                 })
             }
             wire::PUT_U64 => {
-                let t = sh.targets;
-                if len != 8 || h.offset % 8 != 0 || h.offset.saturating_add(8) > t.window_len {
+                let window_len = sh.targets.window.raw().1;
+                if len != 8 || h.offset % 8 != 0 || h.offset.saturating_add(8) > window_len {
                     return bad(format!(
-                        "word put at {} (len {len}) is misaligned or past the {}-byte window area",
-                        h.offset, t.window_len
+                        "word put at {} (len {len}) is misaligned or past the {window_len}-byte window area",
+                        h.offset
                     ));
                 }
                 Ok(Want::Small {
@@ -367,11 +358,7 @@ impl Conn {
             }
             After::Word { at } => {
                 let v = u64::from_le_bytes(self.small[..8].try_into().expect("8 bytes"));
-                // SAFETY: the window target is valid for reads and writes
-                // of its length while the NIC runs (see `Send for Shared`)
-                // and 64-aligned; the rank and its peers reach its words
-                // only with 8-byte atomics.
-                let area = unsafe { WindowArea::new(sh.targets.window, sh.targets.window_len) };
+                let area = &sh.targets.window;
                 // `at` was checked 8-aligned and in bounds. Earlier puts
                 // are visible with the word (SYNC POINT window-word, in
                 // `window::store_word`).

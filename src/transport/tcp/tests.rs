@@ -3,8 +3,6 @@
 //! Each is refused or reported with a typed error naming the peer, and the
 //! other peers go on.
 
-#![allow(unsafe_code)]
-
 use super::*;
 use crate::frame::FragFlags;
 use std::io::Write;
@@ -27,37 +25,25 @@ fn pair() -> (TcpStream, TcpStream) {
 struct Trio {
     t: [TcpTransport; 2],
     fake: [TcpStream; 2],
-    _windows: [RingRegion; 2],
 }
 
 fn trio() -> Trio {
     let (a01, b01) = pair();
     let (a02, f0) = pair();
     let (a12, f1) = pair();
-    let windows = [RingRegion::zeroed(4096), RingRegion::zeroed(4096)];
-    let mk = |me: u32, links: Vec<(Rank, TcpStream)>, w: &RingRegion| {
-        // SAFETY: the window region outlives the transport (both in Trio,
-        // transports dropped first); no doorbell.
-        unsafe {
-            TcpTransport::new(
-                Rank(me),
-                3,
-                geo(),
-                links,
-                NetTargets {
-                    window: (w.base(), 4096),
-                    bell: None,
-                },
-            )
-        }
-        .unwrap()
+    let mk = |me: u32, links: Vec<(Rank, TcpStream)>| {
+        // A 4 KiB window area of its own (the transport keeps it); no
+        // doorbell.
+        let window = crate::transport::shm::mapping::Mapping::anon(4096)
+            .unwrap()
+            .window(0, 4096);
+        TcpTransport::new(Rank(me), 3, geo(), links, NetTargets { window, bell: None }).unwrap()
     };
-    let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)], &windows[0]);
-    let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)], &windows[1]);
+    let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)]);
+    let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)]);
     Trio {
         t: [t0, t1],
         fake: [f0, f1],
-        _windows: windows,
     }
 }
 
@@ -172,7 +158,7 @@ fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
     };
     tr.fake[1].write_all(&rec.encode()).unwrap();
     tr.fake[1].write_all(&[5u8; 100]).unwrap();
-    let Trio { t, fake, _windows } = tr;
+    let Trio { t, fake } = tr;
     let [f0, f1] = fake;
     drop(f1);
     let [t0, mut t1] = t;
@@ -191,7 +177,6 @@ fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
     let mut tr = Trio {
         t: [t0, t1],
         fake: [f0, pair().0],
-        _windows,
     };
     still_talking(&mut tr);
 }
@@ -355,7 +340,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
 fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     let mut tr = trio();
     // Rank 1 sends its flush marker (what its own quiesce starts with).
-    let Trio { t, fake, _windows } = tr;
+    let Trio { t, fake } = tr;
     let [mut t0, mut t1] = t;
     let [mut f0, f1] = fake;
     let flush1 = RecordHeader {
@@ -395,7 +380,6 @@ fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     tr = Trio {
         t: [t0, t1],
         fake: [late.join().unwrap(), f1],
-        _windows,
     };
     still_talking(&mut tr);
 }
