@@ -1,7 +1,10 @@
 //! One-sided collectives through the window every rank registers: the SMP
 //! flat barrier, the hierarchical barrier and pairwise exchange by
-//! `put_u64` (VIA-BARRIER), and two allreduces for small data: flat (rank 0
-//! combines) and recursive doubling, both by puts of data then a flag.
+//! `put_u64` (VIA-BARRIER), the all-to-all barrier (every rank's flag in
+//! every other rank's window, one step), and three allreduces for small
+//! data: flat (rank 0 combines), recursive doubling and all-to-all (every
+//! rank combines everyone's data in rank order), all by puts of data then
+//! a flag.
 //!
 //! Window layout (per rank; `N` ranks in the job): one *slot* per writer
 //! and epoch parity,
