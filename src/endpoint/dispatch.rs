@@ -19,7 +19,7 @@ use super::control_op::ControlOp;
 use super::core::Core;
 use super::handler::pool::Run;
 use super::handler::HandlerResult;
-use super::net::{on_transport, SHM};
+use super::net::{on_transport, Net, SHM};
 use super::stream::{fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start};
 use super::{Ctx, Extracted, Message, Piece};
 use crate::error::{BoxError, ExtractError};
@@ -38,12 +38,19 @@ impl Core {
         })
     }
 
-    /// Give a fragment back to the transport it came from.
-    #[inline]
+    /// Give a fragment back to the transport it came from: shared memory
+    /// inline (a credit store, and a slot and frame on shared queues), a
+    /// network transport out of line, so that the shm case inlines into the
+    /// fast path with few registers.
+    #[inline(always)]
     pub(crate) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
         net.unflushed |= net.flush_needed;
-        on_transport!(net, f.transport, t => t.release(&f.token));
+        if f.transport == SHM {
+            net.shm.release(&f.token);
+        } else {
+            release_wide(&mut net, f);
+        }
     }
 
     /// A fragment the fast path did not take: feed it to its stream and
@@ -321,4 +328,10 @@ impl Core {
     pub(crate) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
         self.streams.borrow().get(src)?.available(seq)
     }
+}
+
+/// [`Core::release`] for a fragment of a network transport.
+#[inline(never)]
+fn release_wide(net: &mut Net, f: &RxFragment) {
+    on_transport!(net, f.transport, t => t.release(&f.token));
 }

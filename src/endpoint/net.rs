@@ -289,7 +289,7 @@ impl Net {
         total: u64,
         pieces: &[&[u8]],
     ) -> bool {
-        if self.open.is_to(dest) || !self.pending[dest.index()].is_empty() {
+        if self.open.is_to(dest) || (self.has_pending() && self.has_pending_to(dest)) {
             return false;
         }
         let header = FragHeader {
