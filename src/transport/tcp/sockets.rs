@@ -195,6 +195,12 @@ impl TcpWire {
         }
     }
 
+    /// Whether the rank announced a sleep on its doorbell (and looks for
+    /// work a last time).
+    fn sleeping(&self) -> bool {
+        self.targets.bell.as_ref().is_some_and(|b| b.is_sleeping())
+    }
+
     fn poke(&self) {
         if let Some(w) = &self.wake {
             let one = 1u64.to_ne_bytes();
@@ -370,7 +376,11 @@ impl RmaWire for TcpWire {
         // SYNC POINT tcp-handoff (acquire side): pairs with the NIC
         // thread's Release store; no data rides on it (the mutexes order
         // the parsers).
-        if sh.owner.load(Ordering::Acquire) == NIC {
+        // Take the sockets back, unless this progress runs inside the
+        // look for work before a sleep (`has_credit` after `may_sleep`
+        // handed them over): the thread must keep them while the rank
+        // sleeps.
+        if sh.owner.load(Ordering::Acquire) == NIC && !self.sleeping() {
             // SYNC POINT tcp-handoff (release side): take the sockets back.
             sh.owner.store(RANK, Ordering::Release);
         }
@@ -401,7 +411,7 @@ impl RmaWire for TcpWire {
     }
 
     fn may_sleep(&self) {
-        if !self.targets.bell.as_ref().is_some_and(|b| b.is_sleeping()) {
+        if !self.sleeping() {
             return;
         }
         let Some(sh) = &self.shared else {
@@ -410,9 +420,11 @@ impl RmaWire for TcpWire {
         // About to sleep: read what is there, then hand the sockets to the
         // NIC thread, which places what comes next and rings the bell.
         self.progress();
-        // SYNC POINT tcp-handoff (release side), as in `progress`.
-        sh.owner.store(NIC, Ordering::Release);
-        self.poke();
+        // SYNC POINT tcp-handoff (release side), as in `progress`; the
+        // thread is woken only if it did not own them already.
+        if sh.owner.swap(NIC, Ordering::AcqRel) != NIC {
+            self.poke();
+        }
     }
 
     fn take_events(&self, f: &mut dyn FnMut(Event)) {
