@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+pub mod memory;
+
 /// A fast clock: the TSC on x86_64 (calibrated against `Instant`), else
 /// `Instant`. Reads cost a few ns, so per-iteration timing barely perturbs
 /// a sub-microsecond measurement.

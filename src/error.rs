@@ -294,6 +294,24 @@ pub enum ConfigError {
         /// What is wrong.
         why: String,
     },
+    /// The open-file limit (`RLIMIT_NOFILE`) is below what a rank of
+    /// this job needs for its network connections, and the hard limit
+    /// does not allow raising it.
+    #[error("a rank of this {size}-rank job needs about {need} open files ({peers} network connections and {spare} for everything else), but RLIMIT_NOFILE allows {hard} (soft limit {soft}): raise the hard limit (`ulimit -Hn`, `nofile` in limits.conf, `LimitNOFILE` of a systemd unit) or start fewer ranks")]
+    TooFewDescriptors {
+        /// Ranks in the job.
+        size: u32,
+        /// Network connections a rank may hold (every other rank).
+        peers: u64,
+        /// Descriptors kept for everything else.
+        spare: u64,
+        /// Descriptors needed in all.
+        need: u64,
+        /// The soft limit found.
+        soft: u64,
+        /// The hard limit found.
+        hard: u64,
+    },
     /// The secret file is unusable (readable by others, not ours, empty…).
     #[error("secret file {path}: {why}")]
     SecretFile {

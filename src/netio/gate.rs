@@ -87,6 +87,8 @@ pub(crate) struct Gate<T> {
     pending: Arc<AtomicUsize>,
     cap: usize,
     turned_away: u64,
+    /// Accepts that failed (out of descriptors, …): logged at powers of two.
+    accept_errors: u64,
 }
 
 impl<T: Send + 'static> Gate<T> {
@@ -103,6 +105,7 @@ impl<T: Send + 'static> Gate<T> {
             pending: Arc::new(AtomicUsize::new(0)),
             cap,
             turned_away: 0,
+            accept_errors: 0,
         }
     }
 
@@ -133,7 +136,22 @@ impl<T: Send + 'static> Gate<T> {
                         Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
                     }
                 }
-                Err(e) => tracing::warn!("{who}: accept failed: {e}"),
+                Err(e) => {
+                    // Out of descriptors (EMFILE) and the like persist:
+                    // wait as on an empty listener instead of spinning
+                    // (the deadline still ends the wait), and log the
+                    // failure at powers of two, not millions of times.
+                    self.accept_errors += 1;
+                    if self.accept_errors.is_power_of_two() {
+                        tracing::warn!(
+                            "{who}: accept failed ({} time(s) so far): {e}",
+                            self.accept_errors
+                        );
+                    }
+                    if let Ok(a) = self.rx.recv_timeout(Duration::from_millis(2)) {
+                        return Some(a);
+                    }
+                }
             }
         }
     }

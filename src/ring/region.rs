@@ -3,18 +3,24 @@
 //! application thread, which polls it, and whoever places remote writes
 //! into it (the TCP software NIC thread, or an RDMA adapter once the
 //! region is registered).
+//!
+//! A region is its own anonymous mapping (`MAP_NORESERVE`): its pages are
+//! zero without being written and become resident only when first
+//! written, so a ring costs memory for the slots that traffic has reached,
+//! not for its whole size at start (polling an untouched stamp reads the
+//! kernel's shared zero page). Registering a region for RDMA (verbs) pins,
+//! and so populates, it; `docs/scale.md` has the figures.
 
 #![allow(unsafe_code)]
 
 use super::{RingGeometry, RingStore, TrailerBody, STAMP_OFFSET, TRAILER_BYTES};
 use crate::sync::AtomicU64;
-use std::alloc::Layout;
 
 /// A zeroed, page-aligned block of memory that outlives every view of it.
 #[derive(Debug)]
 pub struct RingRegion {
     base: *mut u8,
-    layout: Layout,
+    len: usize,
 }
 
 // SAFETY: the region is plain memory; concurrent access follows the ring
@@ -36,28 +42,40 @@ impl RingRegion {
     }
 
     /// `bytes` of zeroed memory (at least one page), or `Err(bytes)` if
-    /// the allocation fails or the size does not fit the address space.
+    /// the mapping fails or the size does not fit the address space.
     ///
     /// # Errors
-    /// The number of bytes that could not be allocated.
+    /// The number of bytes that could not be mapped.
     pub fn try_zeroed(bytes: u64) -> Result<RingRegion, u64> {
         let len = usize::try_from(bytes.max(1))
             .ok()
             .and_then(|b| b.checked_next_multiple_of(4096))
             .ok_or(bytes)?;
-        let layout = Layout::from_size_align(len, 4096).map_err(|_| bytes)?;
-        // SAFETY: the layout has a non-zero size.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
+        // SAFETY: a fresh anonymous private mapping at an address the
+        // kernel picks (page aligned, zero filled); the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
             return Err(bytes);
         }
-        Ok(RingRegion { base, layout })
+        Ok(RingRegion {
+            base: base.cast(),
+            len,
+        })
     }
 
     /// Length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     /// Whether the region is empty (never: at least a page).
@@ -105,8 +123,11 @@ impl RingRegion {
 
 impl Drop for RingRegion {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { std::alloc::dealloc(self.base, self.layout) }
+        // SAFETY: mapped in `try_zeroed` with this very length; no view
+        // outlives the region (views borrow it).
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
     }
 }
 

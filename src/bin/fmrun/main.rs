@@ -18,12 +18,14 @@
 //! its ranks get SIGKILL from the kernel (parent-death signal, [`ranks`]).
 //! Every file of the job in the segment directory is removed in every case
 //! ([`cleanup`]); one left by an fmrun killed with -9 is collected by the
-//! next job with that id.
+//! next job with that id. The soft open-file limit is raised for the
+//! ranks' pipes when the hard limit allows it ([`limits`]).
 
 #![allow(unsafe_code)]
 
 mod args;
 mod cleanup;
+mod limits;
 mod output;
 mod ranks;
 mod secret;
@@ -72,6 +74,10 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         }
+    }
+    if let Err(e) = limits::ensure(args.ranks) {
+        eprintln!("fmrun: {e}");
+        return ExitCode::from(2);
     }
     let size = args.size.unwrap_or(args.ranks);
     let spans_hosts = size != args.ranks;

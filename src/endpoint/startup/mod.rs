@@ -9,6 +9,7 @@
 //! doorbell) holds a view that keeps it mapped: nothing here depends on the
 //! order in which they are dropped.
 
+pub(crate) mod fds;
 pub(crate) mod hosts;
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,7 @@ pub(super) fn start(
     // A job that needs the network meets at the rendezvous first: the
     // job table says which ranks share this host.
     let plan = if hosts::needs_network(&config) {
+        fds::ensure(job.size)?;
         Some(hosts::meet(&config, &mut job)?)
     } else {
         None
