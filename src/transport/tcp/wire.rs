@@ -62,12 +62,19 @@ impl RecordHeader {
     }
 }
 
-/// Write every byte of `parts` to the socket with as few `writev` calls as
-/// possible (one, normally). Blocking.
+/// Write every byte of `parts` to the socket with as few `sendmsg` calls
+/// as possible (one, normally). Never blocked in the kernel: while the
+/// socket is full, `blocked` runs (the caller reads its own sockets, so
+/// that two ranks sending to each other cannot both wait on full buffers)
+/// and then the socket is waited on for at most a millisecond.
 ///
 /// # Errors
 /// The OS error of a failed write.
-pub(crate) fn write_all_vectored(s: &impl AsRawFd, parts: &[&[u8]]) -> io::Result<()> {
+pub(crate) fn write_all_vectored(
+    s: &impl AsRawFd,
+    parts: &[&[u8]],
+    blocked: &dyn Fn(),
+) -> io::Result<()> {
     const MAX: usize = 16;
     let mut iov = [libc::iovec {
         iov_base: std::ptr::null_mut(),
@@ -100,13 +107,25 @@ pub(crate) fn write_all_vectored(s: &impl AsRawFd, parts: &[&[u8]]) -> io::Resul
         };
         // SAFETY: `msg` points at `n - first` valid iovecs over live
         // slices; MSG_NOSIGNAL turns a closed peer into EPIPE, not SIGPIPE.
-        let r = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        let r =
+            unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
         if r < 0 {
             let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {
+                    blocked();
+                    let mut p = libc::pollfd {
+                        fd: s.as_raw_fd(),
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd; waits at most 1 ms.
+                    unsafe { libc::poll(&mut p, 1, 1) };
+                    continue;
+                }
+                _ => return Err(e),
             }
-            return Err(e);
         }
         // Skip what was written.
         let mut done = r as usize;
