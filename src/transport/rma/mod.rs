@@ -260,6 +260,8 @@ impl<W: RmaWire> RmaTransport<W> {
     /// `k`'s ring starts there (for tests that play a peer).
     #[cfg(test)]
     pub(crate) fn rings_word(&self, k: usize, at: usize) -> u64 {
+        // SYNC POINT ring-stamp (acquire side): as the poll's read of a
+        // stamp, pairs with the placing write's Release.
         self.rings
             .word(self.ring_off(k) + at)
             .load(Ordering::Acquire)
