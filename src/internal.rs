@@ -252,11 +252,12 @@ pub mod tcp {
     use crate::link::{BYE, FAILED, LEFT, UP};
     use crate::ring::{RingGeometry, RingRegion};
     use crate::sync::Ordering;
+    use crate::transport::rma::wire::PeerArea;
     use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
     use crate::window::WindowView;
     use std::os::fd::{AsRawFd, BorrowedFd};
-    use std::sync::Arc;
+    use std::sync::{Arc, OnceLock};
 
     /// Bytes of a record header.
     pub const HEADER_BYTES: usize = wire::HEADER_BYTES;
@@ -299,48 +300,81 @@ pub mod tcp {
         Failed(Option<NetError>),
     }
 
-    /// The memory a software NIC writes into: one ring and one credit word
-    /// per network peer, and the rank's window area.
+    /// The memory a software NIC writes into: one ring per network peer,
+    /// then one credit word and one flush word per peer (64 bytes apart,
+    /// as the ring transport lays them out), and the rank's window area.
     #[derive(Debug)]
     pub struct NicMemory {
-        shared: Arc<Shared>,
-        /// Also held by `shared`'s window view.
+        geometry: RingGeometry,
+        rings: Arc<RingRegion>,
+        areas: Vec<PeerArea>,
+        shared: OnceLock<Arc<Shared>>,
+        /// Also held by the NIC's window view.
         window: Arc<RingRegion>,
+        /// The bytes of `window` the NIC may write.
+        window_len: u64,
     }
 
     impl NicMemory {
         /// Zeroed memory for `peers` network peers (ranks 1 ..= peers) with
         /// rings of `geometry` and a `window_bytes`-byte window area.
-        #[allow(unsafe_code)] // the window view over the region, below
         pub fn new(geometry: RingGeometry, peers: u32, window_bytes: u64) -> NicMemory {
-            let window = Arc::new(RingRegion::zeroed(window_bytes));
-            let ranks: Vec<Rank> = (1..=peers).map(Rank).collect();
-            let owner: Arc<dyn Send + Sync> = Arc::clone(&window) as _;
-            // SAFETY: the region is `window_bytes` long, zeroed and page
-            // aligned, valid while `owner` (a clone of its `Arc`) lives.
-            let view = unsafe { WindowView::new(owner, window.base(), window_bytes) };
-            let targets = NicTargets {
-                window: view,
-                bell: None,
-            };
+            let n = peers as u64;
+            let ring = geometry.ring_bytes();
+            let rings = Arc::new(RingRegion::zeroed(ring * n + 128 * n));
+            let areas = (0..n)
+                .map(|k| PeerArea {
+                    ring: ring * k,
+                    credit: ring * n + 64 * k,
+                    flush: ring * n + 64 * (n + k),
+                })
+                .collect();
             NicMemory {
-                shared: Arc::new(
-                    Shared::new(geometry, &ranks, targets).expect("memory for the NIC rings"),
-                ),
-                window,
+                geometry,
+                rings,
+                areas,
+                shared: OnceLock::new(),
+                window: Arc::new(RingRegion::zeroed(window_bytes)),
+                window_len: window_bytes,
             }
         }
 
         /// Run the NIC loop over `peers` (peer `k`'s connection, in peer
-        /// order) until every connection has ended or `wake` is readable.
+        /// order) until every connection has ended or `wake` is readable
+        /// (once per memory).
+        ///
+        /// # Panics
+        /// If run twice.
+        #[allow(unsafe_code)] // the window view over the region, below
         pub fn run(&self, peers: &[BorrowedFd<'_>], wake: BorrowedFd<'_>) {
-            let fds = peers.iter().map(AsRawFd::as_raw_fd).collect();
-            nic::run(Arc::clone(&self.shared), fds, wake.as_raw_fd());
+            let fds: Vec<_> = peers.iter().map(AsRawFd::as_raw_fd).collect();
+            let ranks: Vec<Rank> = (1..=fds.len() as u32).map(Rank).collect();
+            let owner: Arc<dyn Send + Sync> = Arc::clone(&self.window) as _;
+            // SAFETY: the region is at least `window_len` long, zeroed and
+            // page aligned, valid while `owner` (a clone of its `Arc`) lives.
+            let view = unsafe { WindowView::new(owner, self.window.base(), self.window_len) };
+            let targets = NicTargets {
+                window: view,
+                bell: None,
+            };
+            let shared = Shared::new(
+                self.geometry,
+                Arc::clone(&self.rings),
+                self.areas.clone(),
+                &ranks,
+                &fds,
+                targets,
+            );
+            // No rank reads these sockets: the thread owns them at once.
+            shared.owner.store(nic::NIC, Ordering::Relaxed);
+            let shared = Arc::new(shared);
+            assert!(self.shared.set(Arc::clone(&shared)).is_ok(), "run once");
+            nic::run(shared, wake.as_raw_fd());
         }
 
-        /// The region holding the rings, then one 64-byte credit line per peer.
+        /// The region holding the rings, then the credit and flush words.
         pub fn region(&self) -> &RingRegion {
-            &self.shared.region
+            &self.rings
         }
 
         /// The window area.
@@ -350,23 +384,28 @@ pub mod tcp {
 
         /// The bytes of the window area the NIC may write.
         pub fn window_len(&self) -> u64 {
-            self.shared.targets.window.raw().1
+            self.window_len
         }
 
         /// Byte offset of peer `k`'s ring in [`region`](Self::region).
         pub fn ring_offset(&self, k: usize) -> usize {
-            self.shared.ring_offset(k)
+            self.areas[k].ring as usize
         }
 
         /// Peer `k`'s credit word (its released count of our sends).
         pub fn credit(&self, k: usize) -> u64 {
             // SYNC POINT credit-return (acquire side), as the transport's.
-            self.shared.credit_word(k).load(Ordering::Acquire)
+            self.rings
+                .word(self.areas[k].credit as usize)
+                .load(Ordering::Acquire)
         }
 
-        /// Peer `k`'s link state.
+        /// Peer `k`'s link state (after [`run`](Self::run)).
+        ///
+        /// # Panics
+        /// Before `run`.
         pub fn link(&self, k: usize) -> LinkState {
-            let links = &self.shared.links;
+            let links = &self.shared.get().expect("run first").links;
             match links.state(k) {
                 UP => LinkState::Up,
                 BYE => LinkState::Bye,
@@ -376,9 +415,12 @@ pub mod tcp {
             }
         }
 
-        /// The last flush round peer `k` sent.
+        /// The last flush round peer `k` sent (its flush word).
         pub fn flushed(&self, k: usize) -> u64 {
-            self.shared.links.flushed(k)
+            // SYNC POINT ring-flush (acquire side), as `quiesce`'s.
+            self.rings
+                .word(self.areas[k].flush as usize)
+                .load(Ordering::Acquire)
         }
     }
 }

@@ -1,16 +1,13 @@
-//! The links of a network transport: each peer's connection state as the
-//! NIC thread (`transport::tcp::nic`) publishes it and the application
-//! thread reads it.
+//! The links of the TCP wire: each peer's connection state as whoever
+//! reads the socket (the rank, or the NIC thread: `transport::tcp::nic`)
+//! publishes it and the application thread reads it.
 //!
-//! Three words per peer cross between the two threads, and one for all:
+//! One word per peer crosses between the threads, and one for all:
 //! - the link **state** (`UP`, then `BYE`, `LEFT` or `FAILED`), with the
 //!   error behind a lock, stored by the NIC when the connection ends;
 //! - the **alert** count, bumped after every state change, so that the
 //!   application's check reads one word while nothing happens and scans
-//!   the links only when it moved ([`Links::check`]);
-//! - the **flush** round: the last FLUSH record applied, every record the
-//!   peer sent before it applied first (records apply in order), which is
-//!   what `quiesce` waits for ([`Links::flush_pending`]).
+//!   the links only when it moved ([`Links::check`]).
 //!
 //! This module opens no socket and every atomic goes through
 //! `crate::sync`, so `loom-tests/src/link.rs` runs this very code.
@@ -36,8 +33,6 @@ struct Link {
     rank: Rank,
     state: AtomicU32,
     error: Mutex<Option<NetError>>,
-    /// The latest flush round the peer sent (its earlier records applied).
-    flushed: AtomicU64,
 }
 
 /// Every network peer's link, in peer order, and the alert count.
@@ -67,17 +62,10 @@ impl Links {
                     rank,
                     state: AtomicU32::new(UP),
                     error: Mutex::new(None),
-                    flushed: AtomicU64::new(0),
                 })
                 .collect(),
             alerts: AtomicU64::new(0),
         }
-    }
-
-    /// Number of peers (never zero: a transport has some).
-    #[allow(clippy::len_without_is_empty)]
-    pub fn len(&self) -> usize {
-        self.links.len()
     }
 
     /// Peer `k`'s rank.
@@ -124,16 +112,6 @@ impl Links {
         }
     }
 
-    /// NIC side: peer `k`'s FLUSH record of `round` was applied, and so
-    /// was every record before it.
-    pub fn mark_flushed(&self, k: usize, round: u64) {
-        // SYNC POINT link-flush (release side): every record applied
-        // before this one (ring writes, puts) is visible to whoever sees
-        // the round (`flush_pending`).
-        let order = mutant::weaken(Mutant::FlushRelaxed, Ordering::Release);
-        self.links[k].flushed.store(round, order);
-    }
-
     /// Peer `k`'s state.
     pub fn state(&self, k: usize) -> u32 {
         // SYNC POINT link-state (acquire side): pairs with `announce`.
@@ -147,19 +125,6 @@ impl Links {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    /// The last flush round applied for peer `k`.
-    pub fn flushed(&self, k: usize) -> u64 {
-        // SYNC POINT link-flush (acquire side): pairs with `mark_flushed`.
-        self.links[k].flushed.load(Ordering::Acquire)
-    }
-
-    /// Whether peer `k` is up and its FLUSH of `round` not yet applied.
-    /// Once false for an up link, every record the peer sent before that
-    /// FLUSH is visible to the caller.
-    pub fn flush_pending(&self, k: usize, round: u64) -> bool {
-        self.state(k) == UP && self.flushed(k) < round
     }
 
     /// The alert count (for a watchdog that only wants to know whether
@@ -249,21 +214,5 @@ mod tests {
             [links.state(0), links.state(1), links.state(2)],
             [FAILED, BYE, LEFT]
         );
-    }
-
-    #[test]
-    fn a_flush_is_pending_until_its_round_lands_or_the_link_ends() {
-        let links = Links::new(&[Rank(1), Rank(2)]);
-        assert!(links.flush_pending(0, 1) && links.flush_pending(1, 1));
-        links.mark_flushed(0, 1);
-        assert!(!links.flush_pending(0, 1));
-        assert!(links.flush_pending(0, 2));
-        links.fail(1, dropped(2));
-        assert!(
-            !links.flush_pending(1, 1),
-            "a failed link is not waited for"
-        );
-        assert_eq!(links.flushed(0), 1);
-        assert_eq!(links.error(1), Some(dropped(2)));
     }
 }

@@ -148,8 +148,6 @@ pub mod mutant {
         /// `Links::fail` / `Links::leave`: the alert count is bumped before
         /// the link's state is stored.
         LinkAlertFirst,
-        /// `Links::mark_flushed`: the flush round is stored Relaxed.
-        FlushRelaxed,
     }
 
     #[cfg(loom)]
@@ -334,21 +332,39 @@ pub(crate) mod membarrier {
     }
 }
 
+/// Whether [`light_fence`] is a compiler fence in this process, now and
+/// from now on (registration is never undone). Never under loom.
+#[inline(always)]
+pub(crate) fn light_fence_is_free() -> bool {
+    #[cfg(not(loom))]
+    return membarrier::registered();
+    #[cfg(loom)]
+    return false;
+}
+
+/// [`light_fence`] for a caller that learnt from [`light_fence_is_free`]
+/// that this process is registered: the compiler fence alone, without
+/// asking again. Under loom a SeqCst fence, as `light_fence`.
+#[inline(always)]
+pub(crate) fn registered_fence() {
+    #[cfg(not(loom))]
+    // SYNC POINT doorbell (waker side, asymmetric): the sleeper's heavy
+    // barrier runs the full fence in this thread.
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// The light half of the pair: a compiler fence when this process is a
 /// registered target of [`membarrier::heavy`], else a SeqCst fence.
 /// Under loom always a SeqCst fence (loom models the pair this way: the
 /// heavy side's barrier runs, in effect, in the light side's thread).
 #[inline(always)]
 pub(crate) fn light_fence() {
-    #[cfg(not(loom))]
-    {
-        if membarrier::registered() {
-            // SYNC POINT doorbell (waker side, asymmetric): the sleeper's
-            // heavy barrier runs the full fence in this thread.
-            core::sync::atomic::compiler_fence(Ordering::SeqCst);
-            return;
-        }
+    if light_fence_is_free() {
+        registered_fence();
+    } else {
+        // SYNC POINT doorbell (waker side): the full fence (`wake::Doorbell`).
+        fence(Ordering::SeqCst);
     }
-    // SYNC POINT doorbell (waker side): the full fence (`wake::Doorbell`).
-    fence(Ordering::SeqCst);
 }

@@ -95,8 +95,15 @@ impl Doorbell {
         true
     }
 
+    /// Whether the sleeper announced a sleep and has not woken yet (read
+    /// by the sleeper's own thread inside `has_work`, where it is set).
+    pub fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed) != 0
+    }
+
     /// Waker: call after making work visible (publishing a slot, returning
-    /// credit). Costs a fence and one load when nobody sleeps.
+    /// credit). Costs a fence and one load when nobody sleeps. A hot path
+    /// rings through a [`Ringer`], which decided the fence once.
     #[inline]
     pub fn ring(&self) {
         // SYNC POINT doorbell (waker side): orders the publication before
@@ -107,12 +114,25 @@ impl Doorbell {
         if !mutant::on(Mutant::WakerNoFence) {
             crate::sync::light_fence();
         }
+        self.wake_sleeper();
+    }
+
+    /// The waker's look for a sleeper, after its fence: one load while
+    /// nobody sleeps; the wake itself is out of line.
+    #[inline(always)]
+    fn wake_sleeper(&self) {
         if self.sleeping.load(Ordering::Relaxed) != 0 {
-            // SYNC POINT doorbell-word (release side): a sleeper that sees
-            // the new word also sees the work.
-            self.word.fetch_add(1, Ordering::Release);
-            self.wake();
+            self.wake_now();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_now(&self) {
+        // SYNC POINT doorbell-word (release side): a sleeper that sees
+        // the new word also sees the work.
+        self.word.fetch_add(1, Ordering::Release);
+        self.wake();
     }
 
     /// Whether wakers may ring this doorbell cheaply (this kernel offers
@@ -160,5 +180,56 @@ impl Doorbell {
     fn wake(&self) {
         let _guard = self.park.0.lock().unwrap();
         self.park.1.notify_all();
+    }
+}
+
+/// How this process rings doorbells, decided once per transport (when it
+/// is built, after the wait policy registered the process with
+/// `membarrier`), so that a ring on the send and release paths costs one
+/// load of the sleeping word and a test while nobody sleeps, instead of
+/// also asking each time whether the process is registered.
+///
+/// The handshake is [`Doorbell::ring`]'s, unchanged: `Light` is the
+/// compiler fence a registered process uses there (registration is never
+/// undone, so an answer of "registered" stays true); `Full` is the SeqCst
+/// fence. Under loom there is no `Light` (loom checks the handshake with
+/// the full fence in the waker, see `loom-tests/src/doorbell.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ringer {
+    /// Doorbells are off (no wait policy sleeps): ringing does nothing.
+    Off,
+    /// Doorbells on, this process registered for the asymmetric barrier.
+    Light,
+    /// Doorbells on, full fence per ring.
+    Full,
+}
+
+impl Ringer {
+    /// The ringer for a transport whose senders ring when `doorbells`.
+    pub fn new(doorbells: bool) -> Ringer {
+        if !doorbells {
+            Ringer::Off
+        } else if crate::sync::light_fence_is_free() {
+            Ringer::Light
+        } else {
+            Ringer::Full
+        }
+    }
+
+    /// Ring `bell` (call after making work visible to its owner).
+    #[inline(always)]
+    pub fn ring(self, bell: &Doorbell) {
+        match self {
+            Ringer::Off => return,
+            // SYNC POINT doorbell (waker side, asymmetric): as in
+            // `Doorbell::ring` for a registered process; pairs with the
+            // sleeper's fence and heavy barrier in `sleep`.
+            Ringer::Light => crate::sync::registered_fence(),
+            // SYNC POINT doorbell (waker side): as in `Doorbell::ring` for
+            // a process that is not registered; pairs with the fence in
+            // `sleep`.
+            Ringer::Full => fence(Ordering::SeqCst),
+        }
+        bell.wake_sleeper();
     }
 }

@@ -2,8 +2,11 @@
 //! the other ranks are stopped; Ctrl-C (SIGINT) stops every rank; a missing
 //! program is reported; the job's shared segment is removed in every case.
 
+mod common;
+
+use common::fmrun::wait_timeout;
 use fastmsg::{EndpointBuilder, Rank};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Rank program: every rank starts, then rank `FAIL_RANK` (if set) exits
@@ -28,19 +31,8 @@ fn launcher_rank() {
 }
 
 fn fmrun(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let exe = std::env::current_exe().unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
-    c.args(args)
-        .arg(exe)
-        .args([
-            "launcher_rank",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .envs(env.iter().copied())
-        .stdout(Stdio::null());
+    let mut c = common::fmrun::fmrun(args, "launcher_rank");
+    c.envs(env.iter().copied()).stdout(Stdio::null());
     c
 }
 
@@ -52,20 +44,6 @@ fn leftovers(pid: u32) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(&prefix))
         .collect()
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!("fmrun did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

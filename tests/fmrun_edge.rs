@@ -7,10 +7,11 @@
 
 mod common;
 
+use common::fmrun::wait_timeout;
 use fastmsg::bootstrap::job_file_prefix;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Rank program, by `EDGE_MODE`:
@@ -80,27 +81,9 @@ fn print_lines(rank: u32) {
 }
 
 fn fmrun(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
-    c.args(args)
-        .arg(std::env::current_exe().unwrap())
-        .args(["edge_rank", "--exact", "--nocapture", "--test-threads", "1"])
-        .envs(env.iter().copied())
-        .stdin(Stdio::null());
+    let mut c = common::fmrun::fmrun(args, "edge_rank");
+    c.envs(env.iter().copied()).stdin(Stdio::null());
     c
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!("fmrun did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Read `r` until `n` lines contain `what` (within 30 s).

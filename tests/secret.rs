@@ -3,8 +3,11 @@
 //! its ranks by environment; `--secret` is refused; a file others can read
 //! is refused naming its mode.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 /// Rank program: join a TCP job (the secret is used), then look through
 /// every process's arguments for the secret: status 7 if found, else 0.
@@ -55,26 +58,17 @@ fn secret_file(tag: &str, mode: u32, secret: &str) -> std::path::PathBuf {
 }
 
 fn fmrun(args: &[&str], expect: Option<&str>) -> Output {
-    fmrun_command(args, expect).output().unwrap()
+    common::fmrun::run(fmrun_command(args, expect), Duration::from_secs(60))
 }
 
 /// fmrun running this binary's `secret_rank` as each rank, with no secret
 /// in its environment (a caller may add one).
 fn fmrun_command(args: &[&str], expect: Option<&str>) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+    let mut c = common::fmrun::fmrun(args, "secret_rank");
     if let Some(e) = expect {
         c.env("EXPECT_SECRET", e);
     }
-    c.args(args)
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "secret_rank",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env_remove("FASTMSG_SECRET")
+    c.env_remove("FASTMSG_SECRET")
         .env_remove("FASTMSG_SECRET_FILE")
         .env("FASTMSG_TIMEOUT", "30")
         .stdin(Stdio::null());
@@ -128,10 +122,9 @@ fn a_secret_file_others_can_read_is_refused() {
 fn fmrun_takes_fastmsg_secret_file_from_its_environment() {
     let s = fresh();
     let f = secret_file("env", 0o600, &s);
-    let out = fmrun_command(&["-n", "2", "--net", "tcp"], Some(&s))
-        .env("FASTMSG_SECRET_FILE", &f)
-        .output()
-        .unwrap();
+    let mut c = fmrun_command(&["-n", "2", "--net", "tcp"], Some(&s));
+    c.env("FASTMSG_SECRET_FILE", &f);
+    let out = common::fmrun::run(c, Duration::from_secs(60));
     std::fs::remove_file(&f).unwrap();
     assert!(
         out.status.success(),

@@ -6,8 +6,9 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use common::fmrun::run;
+use std::process::Command;
+use std::time::Duration;
 
 /// Rank program: start (the settings are checked here), close, exit 0; a
 /// start error is printed and exits with status 2.
@@ -36,45 +37,17 @@ fn settings_rank() {
     }
 }
 
-/// Run `cmd` to its end within `limit`, collecting its output.
-fn run(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let t = Instant::now();
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("job did not finish within {:?}", t.elapsed());
-        }
-    }
-}
-
 fn fmrun_job(ranks: &str, env: &[(&str, &str)]) -> Command {
     fmrun_job_with(ranks, &[], env)
 }
 
 fn fmrun_job_with(ranks: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
-    c.args(["-n", ranks, "--grace", "1"])
-        .args(args)
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "settings_rank",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env_remove("FASTMSG_SECRET")
+    let all: Vec<&str> = ["-n", ranks, "--grace", "1"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let mut c = common::fmrun::fmrun(&all, "settings_rank");
+    c.env_remove("FASTMSG_SECRET")
         .env_remove("FASTMSG_SECRET_FILE")
         .env_remove("FASTMSG_SHM_DIR")
         .envs(env.iter().copied());

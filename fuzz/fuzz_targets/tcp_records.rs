@@ -345,12 +345,19 @@ fuzz_target!(|input: Input| {
         got_window[window_len as usize..].iter().all(|&b| b == 0),
         "written past the window area"
     );
-    // Nothing between and after the rings but the credit words.
+    // Nothing between and after the rings but the credit words, then the
+    // flush words.
     let n = peers.len();
     let credits_at = n * g.ring_bytes() as usize;
     let rest = read_words(region, credits_at, region.len());
     for (i, chunk) in rest.chunks(64).enumerate() {
-        let expect_word = if i < n { mem.credit(i) } else { 0 };
+        let expect_word = if i < n {
+            mem.credit(i)
+        } else if i < 2 * n {
+            mem.flushed(i - n)
+        } else {
+            0
+        };
         assert_eq!(u64_at(chunk, 0), expect_word);
         assert!(
             chunk[8..].iter().all(|&b| b == 0),

@@ -15,7 +15,7 @@ use crate::machine::{Machine, Output};
 use crate::op::Reduce;
 use crate::request::Request;
 use crate::sig::{op_code, type_code, Sig};
-use crate::window::{window_bytes, Layout};
+use crate::window::{window_bytes, Layout, ALL_TO_ALL_MAX_RANKS};
 use crate::wire::HEADER;
 use fastmsg::{Endpoint, EndpointBuilder, Rank};
 use std::cell::Cell;
@@ -218,10 +218,15 @@ impl Collectives {
             // master per step instead of one per rank, and the network
             // steps are ⌈log2 hosts⌉ instead of ⌈log2 N⌉ mixed ones.
             BarrierAlgo::Hierarchical
-        } else if self.crowding(ep)? >= 3 {
-            BarrierAlgo::Hierarchical
-        } else {
+        } else if self.crowding(ep)? < 2 {
             BarrierAlgo::OneSided
+        } else if self.eng.size <= ALL_TO_ALL_MAX_RANKS {
+            // Ranks share cores: one step, and each rank is released the
+            // moment it next runs (BENCHMARKS.md, oversubscribed
+            // collectives).
+            BarrierAlgo::AllToAll
+        } else {
+            BarrierAlgo::Hierarchical
         })
     }
 
@@ -242,6 +247,9 @@ impl Collectives {
                 });
             }
             self.eng.check_poisoned()?;
+            if algo == BarrierAlgo::AllToAll {
+                return self.eng.all_to_all_barrier(ep);
+            }
             let layout = match algo {
                 BarrierAlgo::Smp => Layout::Smp,
                 BarrierAlgo::Hierarchical => Layout::Hierarchical,
@@ -412,7 +420,7 @@ impl Collectives {
             return Ok(AllreduceAlgo::RecursiveDoubling);
         }
         Ok(if self.crowding(ep)? >= 2 {
-            AllreduceAlgo::Smp
+            AllreduceAlgo::AllToAll
         } else {
             AllreduceAlgo::OneSided
         })
@@ -443,10 +451,10 @@ impl Collectives {
                 });
             }
             self.eng.check_poisoned()?;
-            return if algo == AllreduceAlgo::Smp {
-                self.eng.smp_allreduce(ep, data, &op)
-            } else {
-                self.eng.onesided_allreduce(ep, data, &op)
+            return match algo {
+                AllreduceAlgo::Smp => self.eng.smp_allreduce(ep, data, &op),
+                AllreduceAlgo::AllToAll => self.eng.all_to_all_allreduce(ep, data, &op),
+                _ => self.eng.onesided_allreduce(ep, data, &op),
             };
         }
         let (m, sig) = self.allreduce_machine(algo, data.to_vec(), op);

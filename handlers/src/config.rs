@@ -41,18 +41,28 @@ pub enum BarrierAlgo {
     /// step and no handler: the lowest-latency barrier with a core per
     /// rank. World group only.
     OneSided,
+    /// All-to-all flags (one-sided): each rank raises its flag in every
+    /// other rank's window and waits for all of theirs in its own. One
+    /// step, no master, N − 1 stores per rank: a rank is released the
+    /// moment it runs after the last arrival, so ranks that share cores
+    /// are switched in once per barrier and never again just to pass the
+    /// news on. World group only.
+    AllToAll,
     /// For the world group: [`Hierarchical`](Self::Hierarchical) when the
     /// ranks span more than one host (only the hosts' masters cross the
     /// network, ⌈log2 hosts⌉ network steps; every rank knows this from
     /// its own `local_ranks`, without talking; faster than one-sided
     /// across two network namespaces: BENCHMARKS.md, *Cross-host
-    /// collectives*). On one host:
-    /// [`OneSided`](Self::OneSided) unless ranks outnumber cores three
-    /// times or more, then [`Hierarchical`](Self::Hierarchical) (flat SMP
-    /// on one host). Measured on 2 cores: one-sided is fastest at 2 and 4
-    /// ranks, the flat SMP barrier at 8, where one-sided's ⌈log2 N⌉
-    /// dependent steps each wait for a descheduled partner. How crowded
-    /// the host is is agreed by all ranks at the first `Auto` call.
+    /// collectives*). On one host: [`OneSided`](Self::OneSided) with a
+    /// core per rank; when ranks outnumber cores (twice or more, rounded
+    /// up), [`AllToAll`](Self::AllToAll) up to 64 ranks and
+    /// [`Hierarchical`](Self::Hierarchical) (flat SMP on one host) past
+    /// that. Measured at 4, 8, 16 and 32 ranks on 2 cores: all-to-all is
+    /// the fastest (BENCHMARKS.md, *Oversubscribed collectives*), since
+    /// one-sided's ⌈log2 N⌉ dependent steps each wait for a descheduled
+    /// partner and the flat SMP barrier's release waits for its master
+    /// to be scheduled. How crowded the host is is agreed by all ranks at
+    /// the first `Auto` call.
     /// Sub-groups: [`Dissemination`](Self::Dissemination).
     #[default]
     Auto,
@@ -64,7 +74,10 @@ impl BarrierAlgo {
     pub fn is_one_sided(self) -> bool {
         matches!(
             self,
-            BarrierAlgo::Smp | BarrierAlgo::Hierarchical | BarrierAlgo::OneSided
+            BarrierAlgo::Smp
+                | BarrierAlgo::Hierarchical
+                | BarrierAlgo::OneSided
+                | BarrierAlgo::AllToAll
         )
     }
 
@@ -76,17 +89,19 @@ impl BarrierAlgo {
             BarrierAlgo::Smp => "smp",
             BarrierAlgo::Hierarchical => "hierarchical",
             BarrierAlgo::OneSided => "one-sided",
+            BarrierAlgo::AllToAll => "all-to-all",
             BarrierAlgo::Auto => "auto",
         }
     }
 
     /// Every concrete algorithm.
-    pub const ALL: [BarrierAlgo; 5] = [
+    pub const ALL: [BarrierAlgo; 6] = [
         BarrierAlgo::Dissemination,
         BarrierAlgo::PairwiseExchange,
         BarrierAlgo::Smp,
         BarrierAlgo::Hierarchical,
         BarrierAlgo::OneSided,
+        BarrierAlgo::AllToAll,
     ];
 }
 
@@ -98,7 +113,7 @@ impl std::str::FromStr for BarrierAlgo {
             .chain([BarrierAlgo::Auto])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
-                format!("unknown barrier algorithm {s:?}: expected dissemination, pairwise, smp, hierarchical, one-sided or auto")
+                format!("unknown barrier algorithm {s:?}: expected dissemination, pairwise, smp, hierarchical, one-sided, all-to-all or auto")
             })
     }
 }
@@ -126,9 +141,17 @@ pub enum AllreduceAlgo {
     /// across hosts too: a transport makes a put visible before any later
     /// put from the same rank, so the data lands before its flag.
     OneSided,
+    /// All-to-all (one-sided; the same bounds as
+    /// [`OneSided`](Self::OneSided)): each rank puts its data and a flag
+    /// into every other rank's window, waits once for all of theirs and
+    /// combines all N in rank order itself — one step, no master, the same
+    /// bits everywhere.
+    AllToAll,
     /// For the world group and small data on one host:
     /// [`OneSided`](Self::OneSided) with a core per rank,
-    /// [`Smp`](Self::Smp) when ranks outnumber cores twice or more;
+    /// [`AllToAll`](Self::AllToAll) when ranks outnumber cores twice or
+    /// more (faster than `Smp` and `OneSided` at 4 to 32 ranks on 2
+    /// cores: BENCHMARKS.md, *Oversubscribed collectives*);
     /// otherwise — sub-groups, more than 1 KiB, ranks on several hosts —
     /// [`RecursiveDoubling`](Self::RecursiveDoubling) (faster than the
     /// one-sided form for 1 f64 across two network namespaces over TCP,
@@ -146,22 +169,27 @@ impl AllreduceAlgo {
             AllreduceAlgo::ReduceBcast => "reduce-bcast",
             AllreduceAlgo::Smp => "smp",
             AllreduceAlgo::OneSided => "one-sided",
+            AllreduceAlgo::AllToAll => "all-to-all",
             AllreduceAlgo::Auto => "auto",
         }
     }
 
     /// Every concrete algorithm.
-    pub const ALL: [AllreduceAlgo; 4] = [
+    pub const ALL: [AllreduceAlgo; 5] = [
         AllreduceAlgo::RecursiveDoubling,
         AllreduceAlgo::ReduceBcast,
         AllreduceAlgo::Smp,
         AllreduceAlgo::OneSided,
+        AllreduceAlgo::AllToAll,
     ];
 
     /// Whether the algorithm uses one-sided windows (world group only,
     /// blocking only).
     pub fn is_one_sided(self) -> bool {
-        matches!(self, AllreduceAlgo::Smp | AllreduceAlgo::OneSided)
+        matches!(
+            self,
+            AllreduceAlgo::Smp | AllreduceAlgo::OneSided | AllreduceAlgo::AllToAll
+        )
     }
 }
 
@@ -173,7 +201,7 @@ impl std::str::FromStr for AllreduceAlgo {
             .chain([AllreduceAlgo::Auto])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
-                format!("unknown allreduce algorithm {s:?}: expected recursive-doubling, reduce-bcast, smp, one-sided or auto")
+                format!("unknown allreduce algorithm {s:?}: expected recursive-doubling, reduce-bcast, smp, one-sided, all-to-all or auto")
             })
     }
 }

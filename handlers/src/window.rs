@@ -1,7 +1,10 @@
 //! One-sided collectives through the window every rank registers: the SMP
 //! flat barrier, the hierarchical barrier and pairwise exchange by
-//! `put_u64` (VIA-BARRIER), and two allreduces for small data: flat (rank 0
-//! combines) and recursive doubling, both by puts of data then a flag.
+//! `put_u64` (VIA-BARRIER), the all-to-all barrier (every rank's flag in
+//! every other rank's window, one step), and three allreduces for small
+//! data: flat (rank 0 combines), recursive doubling and all-to-all (every
+//! rank combines everyone's data in rank order), all by puts of data then
+//! a flag.
 //!
 //! Window layout (per rank; `N` ranks in the job): one *slot* per writer
 //! and epoch parity,
@@ -45,6 +48,7 @@ use crate::group::pow2_floor;
 use crate::op::Reduce;
 use crate::sig::{op_code, type_code, Sig, ONE_SIDED};
 use crate::wire::Kind;
+use fastmsg::error::PutError;
 use fastmsg::{Ctx, Endpoint, Rank, WindowId};
 use std::rc::Rc;
 
@@ -53,6 +57,11 @@ pub const SMP_ALLREDUCE_MAX_BYTES: usize = 1024;
 
 /// Largest job with the one-sided allreduce areas in its window.
 const SMP_ALLREDUCE_MAX_RANKS: u32 = 64;
+
+/// Largest job on which the `Auto` barrier of ranks that share cores is
+/// the all-to-all one (N − 1 flags stored and read per rank); past it, the
+/// flat SMP barrier.
+pub(crate) const ALL_TO_ALL_MAX_RANKS: u32 = 64;
 
 const LINE: usize = 64;
 
@@ -94,6 +103,42 @@ enum Algo {
     OneSidedBarrier = 3,
     SmpAllreduce = 4,
     RdAllreduce = 5,
+    AllToAllBarrier = 6,
+    AllToAllAllreduce = 7,
+}
+
+impl Algo {
+    fn from_code(code: u32) -> Option<Algo> {
+        Some(match code {
+            1 => Algo::SmpBarrier,
+            2 => Algo::HierarchicalBarrier,
+            3 => Algo::OneSidedBarrier,
+            4 => Algo::SmpAllreduce,
+            5 => Algo::RdAllreduce,
+            6 => Algo::AllToAllBarrier,
+            7 => Algo::AllToAllAllreduce,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Algo::SmpBarrier => "the SMP barrier",
+            Algo::HierarchicalBarrier => "the hierarchical barrier",
+            Algo::OneSidedBarrier => "the one-sided barrier",
+            Algo::SmpAllreduce => "the SMP allreduce",
+            Algo::RdAllreduce => "the one-sided allreduce",
+            Algo::AllToAllBarrier => "the all-to-all barrier",
+            Algo::AllToAllAllreduce => "the all-to-all allreduce",
+        }
+    }
+
+    fn is_allreduce(self) -> bool {
+        matches!(
+            self,
+            Algo::SmpAllreduce | Algo::RdAllreduce | Algo::AllToAllAllreduce
+        )
+    }
 }
 
 /// The 24 signature bits of a one-sided call: algorithm (3 bits), element
@@ -107,24 +152,19 @@ fn sig24(algo: Algo, ty: u8, op: u8, bytes: usize) -> u32 {
 
 /// A one-sided call's signature in words (for errors).
 fn describe24(sig: u32) -> String {
-    let algo = match sig >> 18 {
-        1 => "the SMP barrier",
-        2 => "the hierarchical barrier",
-        3 => "the one-sided barrier",
-        4 => "the SMP allreduce",
-        5 => "the one-sided allreduce",
-        _ => "an unknown one-sided collective",
+    let Some(algo) = Algo::from_code(sig >> 18) else {
+        return "an unknown one-sided collective".to_owned();
     };
-    if sig >> 18 >= 4 {
+    if algo.is_allreduce() {
         let ty = ((sig >> 14) & 15) as u16;
         let op = ((sig >> 11) & 7) as u16;
         let detail = Sig(ty << 10 | op << 7).describe(Kind::Allreduce as u8);
         let detail = detail
             .split_once(", ")
             .map_or(String::new(), |(_, d)| format!(", {d}"));
-        format!("{algo}{detail}, {} bytes", sig & 0x7ff)
+        format!("{}{detail}, {} bytes", algo.name(), sig & 0x7ff)
     } else {
-        algo.to_owned()
+        algo.name().to_owned()
     }
 }
 
@@ -166,29 +206,33 @@ impl Flags {
     }
 
     /// Wait for `from`'s flag of this epoch in our window and check its
-    /// signature against ours; stop if a member aborted the call. While
-    /// waiting, every [`SCAN_EVERY`] polls, look at every writer's slot of
-    /// this epoch: a member that runs another one-sided collective may
-    /// write to us although we wait for someone else (then nobody would
-    /// ever write what anybody waits for).
+    /// signature against ours; stop if a member aborted the call.
     fn wait(&self, eng: &Engine, ep: &mut Endpoint, from: Rank) -> Result<(), CollError> {
-        let at = flag_at(slot(self.size, from, self.epoch));
-        let want = self.epoch << 24;
-        // SYNC POINT window-word (acquire side): `read_u64` Acquire-loads
-        // the word a peer's `put_u64` Release-stored.
-        let mut word = self.ctx.read_u64(self.win, at)?;
-        let mut odd = None;
-        if word < want {
+        self.wait_all(eng, ep, &[from])
+    }
+
+    /// Wait for the flags of this epoch of every rank in `from`, checking
+    /// each one's signature against ours, in one wait (the wait policy
+    /// spins, yields and sleeps once for all of them); stop if a member
+    /// aborted the call. While waiting, every [`SCAN_EVERY`] polls, look
+    /// at every writer's slot of this epoch: a member that runs another
+    /// one-sided collective may write to us although we wait for someone
+    /// else (then nobody would ever write what anybody waits for).
+    fn wait_all(&self, eng: &Engine, ep: &mut Endpoint, from: &[Rank]) -> Result<(), CollError> {
+        let mut next = 0;
+        let mut odd = self.poll(from, &mut next)?;
+        if odd.is_none() && next < from.len() {
             let mut bad = None;
             let mut polls = 0u32;
             let mut gave_up = false;
             let waited = ep.wait_until(|| {
-                match self.ctx.read_u64(self.win, at) {
-                    Ok(x) if x >= want => {
-                        word = x;
+                match self.poll(from, &mut next) {
+                    Ok(Some(o)) => {
+                        odd = Some(o);
                         return true;
                     }
-                    Ok(_) => {}
+                    Ok(None) if next == from.len() => return true,
+                    Ok(None) => {}
                     Err(e) => {
                         bad = Some(e);
                         return true;
@@ -211,10 +255,6 @@ impl Flags {
                 return Err(e.into());
             }
         }
-        let theirs = (word & 0xff_ffff) as u32;
-        if word >> 24 == self.epoch && theirs != self.sig {
-            odd = Some((from, theirs));
-        }
         match odd {
             Some((src, theirs)) => Err(CollError::ArgsMismatch {
                 group: 0,
@@ -225,6 +265,28 @@ impl Flags {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Move `next` past the writers of `from` whose flag of this epoch is
+    /// up; a writer whose flag says it runs another call stops it.
+    fn poll(&self, from: &[Rank], next: &mut usize) -> Result<Option<(Rank, u32)>, PutError> {
+        let want = self.epoch << 24;
+        while let Some(&w) = from.get(*next) {
+            // SYNC POINT window-word (acquire side): `read_u64`
+            // Acquire-loads the word a peer's `put_u64` Release-stored.
+            let word = self
+                .ctx
+                .read_u64(self.win, flag_at(slot(self.size, w, self.epoch)))?;
+            if word < want {
+                return Ok(None);
+            }
+            let theirs = (word & 0xff_ffff) as u32;
+            if word >> 24 == self.epoch && theirs != self.sig {
+                return Ok(Some((w, theirs)));
+            }
+            *next += 1;
+        }
+        Ok(None)
     }
 
     /// A writer whose flag of this epoch says it runs another call.
@@ -270,6 +332,8 @@ pub(crate) struct OneSided {
     hier: Option<Rc<Domains>>,
     single: Option<Rc<Domains>>,
     scratch: Vec<u8>,
+    /// Every other rank, from the next one up (the all-to-all algorithms).
+    peers: Option<Rc<[Rank]>>,
 }
 
 /// Which domains a barrier uses.
@@ -604,6 +668,93 @@ impl Engine {
         }
         Ok(())
     }
+
+    /// Every other rank, from the next one up, wrapping around.
+    fn peers(&self) -> Rc<[Rank]> {
+        let mut os = self.one_sided.borrow_mut();
+        let (n, me) = (self.size, self.me.0);
+        Rc::clone(
+            os.peers
+                .get_or_insert_with(|| (1..n).map(|i| Rank((me + i) % n)).collect()),
+        )
+    }
+
+    /// The all-to-all barrier: raise our flag in every other rank's
+    /// window, then wait, once, for every other rank's flag in ours. One
+    /// step and no master: each rank is released the moment it runs after
+    /// the last arrival, which is what ranks sharing cores need (no rank
+    /// has to be scheduled again to pass the news on).
+    pub(crate) fn all_to_all_barrier(self: &Rc<Self>, ep: &mut Endpoint) -> Result<(), CollError> {
+        let peers = self.peers();
+        let placeholder = Sig::new(ONE_SIDED, 0, 0, None);
+        let sig = sig24(Algo::AllToAllBarrier, 0, 0, 0);
+        let f = self.begin_flags(ep, Kind::Barrier, placeholder, sig)?;
+        let r = peers
+            .iter()
+            .try_for_each(|&p| f.raise(ep, p, self.me))
+            .and_then(|()| f.wait_all(self, ep, &peers));
+        self.end_one_sided(&f.ctx, f.seq, r)
+    }
+
+    /// The all-to-all allreduce: put our data and flag into every other
+    /// rank's window, wait once for everyone's, and combine all of them in
+    /// rank order (the same order, hence the same bits, on every rank).
+    pub(crate) fn all_to_all_allreduce<T: Element, R: Reduce<T>>(
+        self: &Rc<Self>,
+        ep: &mut Endpoint,
+        data: &mut [T],
+        op: &R,
+    ) -> Result<(), CollError> {
+        let bytes = std::mem::size_of_val(data);
+        if bytes > SMP_ALLREDUCE_MAX_BYTES || self.size > SMP_ALLREDUCE_MAX_RANKS {
+            return Err(CollError::Unavailable {
+                algo: "the all-to-all allreduce",
+                why: format!(
+                    "it needs at most {SMP_ALLREDUCE_MAX_RANKS} ranks and at most {SMP_ALLREDUCE_MAX_BYTES} bytes ({bytes} given)"
+                ),
+            });
+        }
+        let peers = self.peers();
+        let f = self.allreduce_flags(ep, Algo::AllToAllAllreduce, op, bytes)?;
+        let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
+        scratch.resize(2 * bytes, 0);
+        let r = self.all_to_all_steps(ep, &f, &peers, data, op, &mut scratch);
+        self.one_sided.borrow_mut().scratch = scratch;
+        self.end_one_sided(&f.ctx, f.seq, r)
+    }
+
+    fn all_to_all_steps<T: Element, R: Reduce<T>>(
+        &self,
+        ep: &mut Endpoint,
+        f: &Flags,
+        peers: &[Rank],
+        data: &mut [T],
+        op: &R,
+        scratch: &mut [u8],
+    ) -> Result<(), CollError> {
+        for &p in peers {
+            f.send(ep, p, self.me, as_bytes(data))?;
+        }
+        f.wait_all(self, ep, peers)?;
+        let (mine, theirs) = scratch.split_at_mut(std::mem::size_of_val(data));
+        mine.copy_from_slice(as_bytes(data));
+        // x[0] ⊕ x[1] ⊕ … ⊕ x[n-1], left to right.
+        for r in 0..self.size {
+            let x: &[u8] = if Rank(r) == self.me {
+                mine
+            } else {
+                let at = data_at(slot(self.size, Rank(r), f.epoch));
+                ep.read_window(self.window, at, theirs)?;
+                theirs
+            };
+            if r == 0 {
+                as_bytes_mut(data).copy_from_slice(x);
+            } else {
+                op.fold(data, x, true);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -629,5 +780,13 @@ mod tests {
             describe24(a)
         );
         assert_eq!(sig24(Algo::RdAllreduce, 3, 1, 1024) & 0x7ff, 1024);
+        assert_eq!(
+            describe24(sig24(Algo::AllToAllBarrier, 0, 0, 0)),
+            "the all-to-all barrier"
+        );
+        assert!(
+            describe24(sig24(Algo::AllToAllAllreduce, 3, 1, 8)).ends_with("SUM on f64, 8 bytes")
+        );
+        assert_eq!(describe24(0), "an unknown one-sided collective");
     }
 }

@@ -319,15 +319,15 @@ impl Core {
             out.bytes += frag.header.len as usize;
             let fast = self.streams.borrow().fast(&frag.header);
             match fast {
-                Fast::Piece => {
+                Fast::Piece(handler) => {
                     out.messages += 1;
                     self.received.set(self.received.get() + 1);
-                    self.run_fast_piece(&frag)?;
+                    self.run_fast_piece(&frag, handler)?;
                 }
-                Fast::Async => {
+                Fast::Async(handler) => {
                     out.messages += 1;
                     self.received.set(self.received.get() + 1);
-                    self.run_fast_async(frag)?;
+                    self.run_fast_async(frag, handler)?;
                 }
                 Fast::No => self.deliver(frag, out)?,
             }

@@ -19,7 +19,7 @@ use super::control_op::ControlOp;
 use super::core::Core;
 use super::handler::pool::Run;
 use super::handler::HandlerResult;
-use super::net::{on_transport, SHM};
+use super::net::{on_transport, Net, SHM};
 use super::stream::{Action, PieceInfo, Read, Rejected, SourceStream, Start};
 use super::{Ctx, Extracted, Message, Piece};
 use crate::error::{BoxError, ExtractError};
@@ -38,12 +38,19 @@ impl Core {
         })
     }
 
-    /// Give a fragment back to the transport it came from.
-    #[inline]
+    /// Give a fragment back to the transport it came from: shared memory
+    /// inline (a credit store, and a slot and frame on shared queues), a
+    /// network transport out of line, so that the shm case inlines into the
+    /// fast path with few registers.
+    #[inline(always)]
     pub(crate) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
         net.unflushed |= net.flush_needed;
-        on_transport!(net, f.transport, t => t.release(&f.token));
+        if f.transport == SHM {
+            net.shm.release(&f.token);
+        } else {
+            release_wide(&mut net, f);
+        }
     }
 
     /// A fragment the fast path did not take: feed it to its stream and
@@ -101,7 +108,8 @@ impl Core {
                     return self.on_control(src, op, &payload);
                 }
                 Action::Piece(frag, info) => {
-                    let result = self.call_piece(&frag, info.offset, info.total, info.aborted);
+                    let result =
+                        self.call_piece(&frag, info.handler, info.offset, info.total, info.aborted);
                     let ended =
                         self.stream(src)
                             .piece_done(frag.header.len, info.last, result.is_err());
@@ -124,7 +132,7 @@ impl Core {
                     self.ran(src, start.handler, run)?
                 }
                 Action::Resume { handler, slot } => {
-                    let run = self.registry.borrow_mut().entry(handler.0).resume(slot);
+                    let run = self.registry.borrow_mut().entry(handler).resume(slot);
                     self.ran(src, handler, run)?
                 }
             }
@@ -134,11 +142,15 @@ impl Core {
     /// The plain-function handler of a whole message from an idle source
     /// (the fast path): nothing to record before or after.
     #[inline(always)]
-    pub(super) fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
+    pub(super) fn run_fast_piece(
+        self: &Rc<Self>,
+        frag: &RxFragment,
+        handler: HandlerId,
+    ) -> Result<(), ExtractError> {
         let h = &frag.header;
-        match self.call_piece(frag, 0, h.total, false) {
+        match self.call_piece(frag, handler, 0, h.total, false) {
             Ok(()) => Ok(()),
-            Err(source) => Err(self.handler_error(Rank(h.src), HandlerId(h.handler), source)),
+            Err(source) => Err(self.handler_error(Rank(h.src), handler, source)),
         }
     }
 
@@ -146,9 +158,13 @@ impl Core {
     /// path): entered without the general checks, its handler started at
     /// once.
     #[inline(never)]
-    pub(super) fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
+    pub(super) fn run_fast_async(
+        self: &Rc<Self>,
+        frag: RxFragment,
+        handler: HandlerId,
+    ) -> Result<(), ExtractError> {
         let src = Rank(frag.header.src);
-        let start = self.streams.borrow_mut().enter_whole(frag);
+        let start = self.streams.borrow_mut().enter_whole(frag, handler);
         let run = self.start_handler(src, start);
         match self.ran(src, start.handler, run)? {
             Action::Wait => Ok(()),
@@ -156,13 +172,15 @@ impl Core {
         }
     }
 
-    /// Call the plain-function handler of `frag` on it (a piece at `offset`
-    /// of a message of `total` bytes, its aborted end if `aborted`), then
-    /// release it.
+    /// Call plain-function handler `handler` (its message's, as the stream
+    /// checked it at the first fragment: a later fragment's own handler
+    /// field is not trusted) on `frag` (a piece at `offset` of a message of
+    /// `total` bytes, its aborted end if `aborted`), then release it.
     #[inline(always)]
     fn call_piece(
         self: &Rc<Self>,
         frag: &RxFragment,
+        handler: HandlerId,
         offset: u64,
         total: u64,
         aborted: bool,
@@ -172,16 +190,16 @@ impl Core {
             source: Rank(h.src),
             offset,
             total,
-            handler: HandlerId(h.handler),
+            handler,
             data: frag.bytes(),
             aborted,
         };
         #[cfg(feature = "stats")]
         let t = self.net.borrow().tally.call_start();
-        let result = self
-            .registry
-            .borrow_mut()
-            .call_fn(h.handler, Ctx::from_core(self), &piece);
+        let result =
+            self.registry
+                .borrow_mut()
+                .call_fn(piece.handler, Ctx::from_core(self), &piece);
         #[cfg(feature = "stats")]
         self.net.borrow().tally.call_end(t);
         self.release(frag);
@@ -202,7 +220,7 @@ impl Core {
         };
         self.registry
             .borrow_mut()
-            .call_fn(info.handler.0, Ctx::from_core(self), &piece)
+            .call_fn(info.handler, Ctx::from_core(self), &piece)
     }
 
     /// Create the future of an async handler for its message and poll it
@@ -211,10 +229,7 @@ impl Core {
     fn start_handler(self: &Rc<Self>, src: Rank, s: Start) -> Run {
         let msg = Message::new(Rc::clone(self), src, s.seq, s.total, s.handler);
         let ctx = Ctx::new(Rc::clone(self));
-        self.registry
-            .borrow_mut()
-            .entry(s.handler.0)
-            .start(ctx, msg)
+        self.registry.borrow_mut().entry(s.handler).start(ctx, msg)
     }
 
     /// Report an async handler's run to its stream: it suspended, or it
@@ -271,7 +286,7 @@ impl Core {
     fn handler_error(&self, src: Rank, handler: HandlerId, source: BoxError) -> ExtractError {
         ExtractError::Handler {
             src,
-            handler: self.registry.borrow().name(handler.0).to_owned(),
+            handler: self.registry.borrow().name(handler).to_owned(),
             source,
         }
     }
@@ -319,4 +334,10 @@ impl Core {
     pub(crate) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
         self.streams.borrow().get(src)?.available(seq)
     }
+}
+
+/// [`Core::release`] for a fragment of a network transport.
+#[inline(never)]
+fn release_wide(net: &mut Net, f: &RxFragment) {
+    on_transport!(net, f.transport, t => t.release(&f.token));
 }

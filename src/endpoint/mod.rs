@@ -154,7 +154,7 @@ impl Endpoint {
 
     /// The name `id` was registered under.
     pub fn handler_name(&self, id: HandlerId) -> String {
-        self.core.registry.borrow().name(id.0).to_owned()
+        self.core.registry.borrow().name(id).to_owned()
     }
 
     /// Start a message of exactly `len` bytes to `handler` on `dest`

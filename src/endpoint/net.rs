@@ -289,7 +289,7 @@ impl Net {
         total: u64,
         pieces: &[&[u8]],
     ) -> bool {
-        if self.open.is_to(dest) || !self.pending[dest.index()].is_empty() {
+        if self.open.is_to(dest) || (self.has_pending() && self.has_pending_to(dest)) {
             return false;
         }
         let header = FragHeader {
@@ -524,5 +524,14 @@ impl Net {
             f(t)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl Net {
+    /// Count a message a test published by hand (bypassing the send path)
+    /// as sent, so that the close barrier's counts still agree.
+    pub(crate) fn count_crafted_message(&mut self) {
+        self.sent += 1;
     }
 }

@@ -102,11 +102,18 @@ pub(crate) type Window = Option<(Instant, Evidence)>;
 /// look opens `window`; a later one, at least [`WINDOW`] after it, returns
 /// true (and marks the rank contended) if the thread lost more than a
 /// fifth of that span waiting for a CPU, and opens the next window. Only
-/// spinning time is judged: the delay a sleeper meets when woken is the
+/// a wait's spinning and yielding is judged (the waiter drops its window
+/// when it has slept): the delay a sleeper meets when woken is the
 /// wake-up's cost, not a sign that its core is wanted (counting it, a rank
-/// that once slept would find itself contended for ever).
+/// that once slept would find itself contended for ever), whereas a yield
+/// that waits a time slice for the process beside it is exactly that
+/// sign.
 pub(crate) fn look(window: &mut Window) -> bool {
     let now = Instant::now();
+    if window.is_some_and(|(t0, _)| now.saturating_duration_since(t0) < WINDOW) {
+        // Too soon for a verdict: no system call.
+        return false;
+    }
     let Some(ev) = evidence() else {
         return false;
     };
@@ -115,9 +122,6 @@ pub(crate) fn look(window: &mut Window) -> bool {
         return false;
     };
     let span = now.saturating_duration_since(t0);
-    if span < WINDOW {
-        return false;
-    }
     *window = Some((now, ev));
     let wanted = verdict(ev0, ev, span);
     if wanted {

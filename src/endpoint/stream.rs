@@ -42,6 +42,7 @@
 //! so its handler never waits for ever.
 
 use super::control_op::ControlOp;
+use super::handler::pool::Slot;
 use crate::error::ProtocolError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
@@ -53,11 +54,21 @@ use std::collections::VecDeque;
 pub(crate) enum Fast {
     /// The general path ([`Streams::accept`]).
     No,
-    /// A whole message for a plain-function handler: call it on the
+    /// A whole message for this plain-function handler: call it on the
     /// fragment, nothing to record.
-    Piece,
-    /// A whole message for an async handler: [`Streams::enter_whole`].
-    Async,
+    Piece(HandlerId),
+    /// A whole message for this async handler: [`Streams::enter_whole`].
+    Async(HandlerId),
+}
+
+/// The one place a fragment's handler field becomes a [`HandlerId`]:
+/// checked against the registered handlers (`piecewise` has one entry per
+/// id), with whether the handler is a plain function.
+#[inline(always)]
+fn registered(piecewise: &[bool], raw: u32) -> Option<(HandlerId, bool)> {
+    piecewise
+        .get(raw as usize)
+        .map(|&is_fn| (HandlerId(raw), is_fn))
 }
 
 /// Every source's stream, and the handler kinds they need.
@@ -89,9 +100,9 @@ impl Streams {
         if h.flags != WHOLE || u64::from(h.len) != h.total {
             return Fast::No;
         }
-        let kind = match self.piecewise.get(h.handler as usize) {
-            Some(true) => Fast::Piece,
-            Some(false) => Fast::Async,
+        let kind = match registered(&self.piecewise, h.handler) {
+            Some((id, true)) => Fast::Piece(id),
+            Some((id, false)) => Fast::Async(id),
             None => return Fast::No,
         };
         if self.by_src[h.src as usize].is_idle() {
@@ -114,11 +125,11 @@ impl Streams {
     }
 
     /// Enter a whole message that [`fast`](Self::fast) judged
-    /// [`Fast::Async`]; returns how to start its handler.
+    /// [`Fast::Async`] (for `handler`); returns how to start it.
     #[inline]
-    pub(crate) fn enter_whole(&mut self, frag: RxFragment) -> Start {
+    pub(crate) fn enter_whole(&mut self, frag: RxFragment, handler: HandlerId) -> Start {
         let src = frag.header.src as usize;
-        self.by_src[src].enter_whole(frag)
+        self.by_src[src].enter_whole(frag, handler)
     }
 
     /// The stream of `src` (`None` outside the job).
@@ -182,7 +193,7 @@ pub(crate) enum Action {
     Start(Start),
     /// Poll the current message's suspended handler again (new bytes, or
     /// its message ended), then report as for `Start`.
-    Resume { handler: HandlerId, slot: u32 },
+    Resume { handler: HandlerId, slot: Slot },
     /// A control message is complete: release `frag`, then perform `op`.
     Control {
         frag: RxFragment,
@@ -205,7 +216,7 @@ enum Handling {
     Piecewise,
     /// An async handler: not started yet (`None`), or suspended in a pool
     /// slot.
-    Async { suspended: Option<u32> },
+    Async { suspended: Option<Slot> },
 }
 
 /// What the next fragment from the source continues.
@@ -305,11 +316,10 @@ impl SourceStream {
     /// Enter a whole one-fragment message for an async handler into an idle
     /// stream (see [`Streams::enter_whole`]).
     #[inline]
-    fn enter_whole(&mut self, frag: RxFragment) -> Start {
+    fn enter_whole(&mut self, frag: RxFragment, handler: HandlerId) -> Start {
         debug_assert!(self.is_idle());
         let seq = self.take_seq();
         let len = u64::from(frag.header.len);
-        let handler = HandlerId(frag.header.handler);
         self.msgs.push_back(MsgState {
             handler,
             seq,
@@ -417,7 +427,7 @@ impl SourceStream {
         let h = frag.header;
         let src = self.src.0;
         let len = u64::from(h.len);
-        let Some(&is_fn) = piecewise.get(h.handler as usize) else {
+        let Some((handler, is_fn)) = registered(piecewise, h.handler) else {
             self.inbound = end_or_discard(last);
             let registered = piecewise.len() as u32;
             let id = h.handler;
@@ -436,7 +446,6 @@ impl SourceStream {
         }
         let seq = self.take_seq();
         let now = self.msgs.is_empty();
-        let handler = HandlerId(h.handler);
         let mut m = MsgState {
             handler,
             seq,
@@ -590,7 +599,7 @@ impl SourceStream {
     }
 
     /// The current async handler suspended in pool slot `slot`.
-    pub(crate) fn suspend(&mut self, slot: u32) {
+    pub(crate) fn suspend(&mut self, slot: Slot) {
         if let Some(m) = self.msgs.front_mut() {
             m.handling = Handling::Async {
                 suspended: Some(slot),

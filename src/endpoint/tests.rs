@@ -319,3 +319,44 @@ fn a_failing_handler_is_reported_with_its_name_and_the_endpoint_goes_on() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn a_later_fragment_naming_another_handler_still_goes_to_its_messages() {
+    // Only the first fragment's handler field is checked and used: a
+    // continuation naming an unregistered id (or another handler) is a
+    // piece of the open message all the same, never an index out of the
+    // registry.
+    threads::run(
+        2,
+        |_| {},
+        |mut b| {
+            let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let s = seen.clone();
+            let sink = b.register_fn("sink", move |_c, p| {
+                s.borrow_mut().push((p.handler, p.offset, p.data.len()));
+                Ok(())
+            });
+            let mut ep = b.start()?;
+            if ep.rank() == Rank(1) {
+                let mut first = whole(1, sink.raw(), 4);
+                first.header.flags = FragFlags::FIRST.0;
+                first.header.total = 8;
+                let mut rest = first;
+                rest.header.flags = FragFlags::LAST.0;
+                rest.header.handler = 42;
+                shm(&ep, |t| t.publish_raw(Rank(0), first));
+                shm(&ep, |t| t.publish_raw(Rank(0), rest));
+                // One whole message, as far as the close barrier counts.
+                ep.core.net.borrow_mut().count_crafted_message();
+            } else {
+                while seen.borrow().len() < 2 {
+                    ep.extract(usize::MAX)?;
+                }
+                assert_eq!(*seen.borrow(), vec![(sink, 0, 4), (sink, 4, 4)]);
+            }
+            ep.close()?;
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -5,8 +5,9 @@
 //! twice. At start: a host with fewer CPUs than busy ranks is
 //! oversubscribed, and there a rank spins only briefly, yields the core
 //! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
-//! wanted (see [`super::pressure`]): a rank that, while a wait spun for a
-//! millisecond or more, lost more than a fifth of it waiting for a CPU
+//! wanted (see [`super::pressure`]): a rank that, while a wait spun (or,
+//! past its spinning, yielded) for a millisecond or more, lost more than a
+//! fifth of it waiting for a CPU
 //! (the scheduler's run delay) counts as
 //! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
 //! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
@@ -275,7 +276,7 @@ impl Waiter {
         }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         if cfg.adaptive && !self.backing_off {
-            self.watch_pressure();
+            self.watch_pressure(cfg.spin_rounds);
         }
         if self.backing_off {
             // The core is wanted: spin as long as waits usually last, and
@@ -311,6 +312,10 @@ impl Waiter {
                     // caller's condition may use the endpoint.
                     let has_work = || core.net.borrow().has_work() || ready();
                     if bell.sleep(SLEEP_TIMEOUT, has_work) {
+                        // A woken sleeper's wait for a CPU is the wake-up's
+                        // cost, not a sign that the core is wanted: judge
+                        // from a fresh window.
+                        self.window = None;
                         return Ok(());
                     }
                     // Not slept (work came, or the kernel refused the
@@ -331,16 +336,20 @@ impl Waiter {
     /// `auto`: decide whether this wait backs off. Costs nothing in the
     /// first rounds (most waits end there on a quiet machine); then one
     /// look at the rank's contended flag, then a look at the scheduler's
-    /// evidence every [`PRESSURE_EVERY`] rounds.
+    /// evidence every [`PRESSURE_EVERY`] rounds while it spins, and every
+    /// round once past its `spin_rounds`: then it yields each round, and a
+    /// yield beside a CPU hog hands the core over for a whole time slice,
+    /// so 1024 rounds would be seconds (a look inside a window is a clock
+    /// read).
     #[inline]
-    fn watch_pressure(&mut self) {
+    fn watch_pressure(&mut self, spin_rounds: u32) {
         let r = self.idle_rounds;
         if r == 1 {
             self.short = pressure::short_spin();
         }
         if r == self.short {
             self.backing_off = pressure::contended();
-        } else if r > self.short && r % PRESSURE_EVERY == 0 {
+        } else if r > self.short && (r % PRESSURE_EVERY == 0 || r > spin_rounds) {
             self.backing_off = pressure::look(&mut self.window);
         }
     }

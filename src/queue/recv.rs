@@ -133,29 +133,28 @@ impl<'a> RecvQueue<'a> {
         self.tail.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The slot of position `pos`.
+    #[inline(always)]
+    fn slot(&self, pos: u64) -> &'a Slot {
+        let i = (pos & self.mask) as usize;
+        debug_assert!(i < self.slots.len());
+        // SAFETY: `mask` is `slots.len() - 1` and the length a power of two
+        // (checked in `new`; neither changes), so `i < slots.len()`.
+        unsafe { self.slots.get_unchecked(i) }
+    }
+
     /// Publish `body` at position `pos` (seed step 6).
     ///
     /// In shared mode this first waits for the consumer to recycle the slot;
     /// the caller's credit guarantees that happens without waiting on any
     /// further sends. In dedicated mode the caller's credit must prove the
     /// consumer has read position `pos - capacity()`.
-    #[inline]
+    #[inline(always)]
     pub fn publish(&self, pos: u64, body: &SlotBody) {
-        let slot = &self.slots[(pos & self.mask) as usize];
+        let slot = self.slot(pos);
         // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
-            let mut spins = 0u32;
-            // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-            // Release recycle store in `recycle`; its reads of the previous
-            // lap's body happen before our write below.
-            while slot.seq.load(Ordering::Acquire) != pos {
-                spins += 1;
-                if spins % 1024 == 0 {
-                    sync::yield_now();
-                } else {
-                    sync::spin_loop();
-                }
-            }
+            wait_recycled(slot, pos);
         }
         // Fill the slot.
         slot.body.with_mut(|p| {
@@ -189,7 +188,7 @@ impl<'a> RecvQueue<'a> {
         head: u64,
         read: impl FnOnce(&SlotBody) -> R,
     ) -> Result<Option<R>, QueueCorrupt> {
-        let slot = &self.slots[(head & self.mask) as usize];
+        let slot = self.slot(head);
         // SYNC POINT rq-publish (acquire side): pairs with the Release store
         // in `publish`; seeing `head + 1` makes the body visible.
         let seq = slot.seq.load(Ordering::Acquire);
@@ -219,9 +218,7 @@ impl<'a> RecvQueue<'a> {
     /// [`QueueCorrupt`] otherwise.
     pub fn check(&self, head: u64) -> Result<(), QueueCorrupt> {
         // Relaxed: only the value is judged; nothing is read through it.
-        let seq = self.slots[(head & self.mask) as usize]
-            .seq
-            .load(Ordering::Relaxed);
+        let seq = self.slot(head).seq.load(Ordering::Relaxed);
         if seq > head + 1 || seq + self.mask < head {
             Err(QueueCorrupt { head, seq })
         } else {
@@ -235,7 +232,7 @@ impl<'a> RecvQueue<'a> {
     /// as [`try_pop_with`](Self::try_pop_with).
     #[inline]
     pub fn read_watched<R>(&self, head: u64, read: impl FnOnce(&SlotBody) -> R) -> R {
-        let slot = &self.slots[(head & self.mask) as usize];
+        let slot = self.slot(head);
         slot.body.with(|p| {
             // SAFETY: the caller's watch saw `head + 1` with Acquire (SYNC
             // POINT rq-publish), so the body is published and ours until we
@@ -255,9 +252,7 @@ impl<'a> RecvQueue<'a> {
             // wait in `publish`; our reads of the slot happen before reuse.
             // (MUTANT RecycleRelaxed, loom only: Relaxed.)
             let order = mutant::weaken(Mutant::RecycleRelaxed, Ordering::Release);
-            self.slots[(pos & self.mask) as usize]
-                .seq
-                .store(pos + self.capacity(), order);
+            self.slot(pos).seq.store(pos + self.capacity(), order);
         }
     }
 
@@ -284,7 +279,7 @@ impl<'a> RecvQueue<'a> {
     pub fn prefetch(&self, pos: u64) {
         #[cfg(all(not(loom), target_arch = "x86_64"))]
         {
-            let p = &self.slots[(pos & self.mask) as usize] as *const Slot as *const i8;
+            let p = self.slot(pos) as *const Slot as *const i8;
             // SAFETY: a prefetch only hints the cache; `p` points into the
             // slot slice, and prefetching never faults or writes.
             unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p) };
@@ -303,8 +298,28 @@ impl<'a> RecvQueue<'a> {
     #[inline]
     pub fn watch(&self, head: u64) -> Watch<'a> {
         Watch {
-            stamp: &self.slots[(head & self.mask) as usize].seq,
+            stamp: &self.slot(head).seq,
             want: head + 1,
+        }
+    }
+}
+
+/// Shared mode, producer: wait until the consumer has recycled `slot` for
+/// position `pos` (the caller's credit says it will without waiting on
+/// any further sends). Out of line: dedicated queues never wait, and the
+/// wait kept `publish` from being inlined into the send paths.
+#[inline(never)]
+fn wait_recycled(slot: &Slot, pos: u64) {
+    let mut spins = 0u32;
+    // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
+    // Release recycle store in `recycle`; its reads of the previous lap's
+    // body happen before the caller's write.
+    while slot.seq.load(Ordering::Acquire) != pos {
+        spins += 1;
+        if spins % 1024 == 0 {
+            sync::yield_now();
+        } else {
+            sync::spin_loop();
         }
     }
 }

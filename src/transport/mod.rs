@@ -34,7 +34,6 @@
 #![allow(unsafe_code)]
 
 pub mod ofi;
-#[cfg(any(feature = "ofi", feature = "verbs"))]
 pub mod rma;
 pub mod shm;
 pub mod tcp;

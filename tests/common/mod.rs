@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fmrun;
 pub mod launch;
 pub mod netns;
 pub mod procs;

@@ -51,7 +51,7 @@ pub(crate) struct Registry {
     names: Vec<String>,
     entries: Vec<Entry>,
     /// The first bad `define` (reported by `start`).
-    bad_define: Option<(u32, &'static str)>,
+    bad_define: Option<(HandlerId, &'static str)>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -106,7 +106,7 @@ impl Registry {
             }
             Some(_) => "it is already defined",
         };
-        self.bad_define.get_or_insert((id.0, why));
+        self.bad_define.get_or_insert((id, why));
     }
 
     /// An async handler's entry.
@@ -128,7 +128,7 @@ impl Registry {
     /// Reject a declared id that was never defined, or a bad `define`.
     pub(crate) fn check_defined(&self) -> Result<(), StartError> {
         if let Some((id, why)) = self.bad_define {
-            return Err(StartError::BadDefinition { id, why });
+            return Err(StartError::BadDefinition { id: id.raw(), why });
         }
         match self
             .entries
@@ -153,8 +153,8 @@ impl Registry {
 
     /// Call plain-function handler `id` on a piece.
     #[inline]
-    pub(crate) fn call_fn(&mut self, id: u32, ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
-        match &mut self.entries[id as usize] {
+    pub(crate) fn call_fn(&mut self, id: HandlerId, ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
+        match &mut self.entries[id.0 as usize] {
             Entry::Fn(f) => f(ctx, piece),
             Entry::Async(_) | Entry::Declared => {
                 unreachable!("handler {id} is async; the stream checked its kind")
@@ -167,9 +167,10 @@ impl Registry {
         self.names.len() as u32
     }
 
-    /// Name of handler `id` (empty if out of range).
-    pub(crate) fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("", String::as_str)
+    /// Name of handler `id` (empty if out of range: an id of another
+    /// endpoint's registry).
+    pub(crate) fn name(&self, id: HandlerId) -> &str {
+        self.names.get(id.0 as usize).map_or("", String::as_str)
     }
 
     /// The names in id order.
@@ -178,8 +179,8 @@ impl Registry {
     }
 
     /// The async handler `id`.
-    pub(crate) fn entry(&mut self, id: u32) -> &mut dyn pool::ErasedHandler {
-        match &mut self.entries[id as usize] {
+    pub(crate) fn entry(&mut self, id: HandlerId) -> &mut dyn pool::ErasedHandler {
+        match &mut self.entries[id.0 as usize] {
             Entry::Async(h) => &mut **h,
             Entry::Fn(_) | Entry::Declared => {
                 unreachable!("handler {id} is a plain function; the stream checked its kind")

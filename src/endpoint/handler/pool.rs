@@ -12,13 +12,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+/// One of a handler's future slots (an index into its pool, not a handler
+/// id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot(pub(crate) u32);
+
 /// The outcome of starting or resuming a handler.
 #[derive(Debug)]
 pub(crate) enum Run {
     /// Finished with this result; the slot is free again.
     Done(HandlerResult),
     /// Suspended in this slot.
-    Suspended(u32),
+    Suspended(Slot),
 }
 
 /// A handler with its type erased.
@@ -26,13 +31,13 @@ pub(crate) trait ErasedHandler {
     /// Create the future for a new message and poll it once.
     fn start(&mut self, ctx: Ctx, msg: Message) -> Run;
     /// Poll the suspended future in `slot` again.
-    fn resume(&mut self, slot: u32) -> Run;
+    fn resume(&mut self, slot: Slot) -> Run;
 }
 
 pub(crate) struct Pooled<F, Fut> {
     f: F,
     slots: Vec<Pin<Box<Option<Fut>>>>,
-    free: Vec<u32>,
+    free: Vec<Slot>,
 }
 
 impl<F, Fut> Pooled<F, Fut> {
@@ -49,9 +54,9 @@ impl<F, Fut> Pooled<F, Fut>
 where
     Fut: Future<Output = HandlerResult>,
 {
-    fn poll_slot(&mut self, slot: u32) -> Run {
+    fn poll_slot(&mut self, slot: Slot) -> Run {
         let mut cx = Context::from_waker(Waker::noop());
-        let s = &mut self.slots[slot as usize];
+        let s = &mut self.slots[slot.0 as usize];
         let Some(fut) = s.as_mut().as_pin_mut() else {
             return Run::Done(Ok(()));
         };
@@ -77,14 +82,14 @@ where
             Some(s) => s,
             None => {
                 self.slots.push(Box::pin(None));
-                (self.slots.len() - 1) as u32
+                Slot((self.slots.len() - 1) as u32)
             }
         };
-        self.slots[slot as usize].set(Some(fut));
+        self.slots[slot.0 as usize].set(Some(fut));
         self.poll_slot(slot)
     }
 
-    fn resume(&mut self, slot: u32) -> Run {
+    fn resume(&mut self, slot: Slot) -> Run {
         self.poll_slot(slot)
     }
 }

@@ -26,7 +26,7 @@ use crate::error::StartError;
 use crate::id::Rank;
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::tcp::mesh::{self, MeshJob};
-use crate::transport::tcp::{NetTargets, TcpTransport};
+use crate::transport::tcp::NetTargets;
 use crate::transport::AnyTransport;
 use crate::window::WindowTable;
 use std::rc::Rc;
@@ -152,14 +152,17 @@ pub(super) fn start(
                 transports.push(AnyTransport::Verbs(v));
             }
         } else {
-            let tcp = TcpTransport::new(job.rank, job.size, plan.geometry, links, targets)
-                .map_err(|source| crate::error::ConnectError::Io {
-                    op: "set up the network transport (rings, NIC thread) of",
-                    peer: format!("rank {}", job.rank),
-                    source,
-                })?;
+            let tcp =
+                crate::transport::tcp::start(job.rank, job.size, plan.geometry, links, targets)
+                    .map_err(|source| crate::error::ConnectError::Io {
+                        op: "set up the network transport (rings, NIC thread) of",
+                        peer: format!("rank {}", job.rank),
+                        source,
+                    })?;
             net_peers = tcp.peers();
-            probes.push(Box::new(tcp.link_probe()));
+            if let Some(probe) = tcp.link_probe() {
+                probes.push(Box::new(probe));
+            }
             transports.push(AnyTransport::Tcp(tcp));
         }
     }
@@ -173,10 +176,13 @@ pub(super) fn start(
     let net = Net::new(transports, shm, route);
     let mut names = registry.names().to_vec();
     names.extend(windows.describe());
-    // A network transport adds a NIC thread per rank: with those, the
-    // host may have more runnable threads than cores, and a rank that
-    // spins would keep its NIC thread from running.
-    let threads_per_rank = if has_network { 2 } else { 1 };
+    // An RDMA network transport (verbs, ofi) counts as a second busy
+    // thread per rank, as it did when TCP's NIC thread placed every
+    // record. TCP's NIC thread now sleeps while its rank polls (the rank
+    // reads its own sockets) and works only while the rank sleeps or
+    // stands still, so TCP ranks count one thread each.
+    let nic_busy = has_network && matches!(config.net.mode, NetMode::Verbs | NetMode::Ofi);
+    let threads_per_rank = if nic_busy { 2 } else { 1 };
     let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
         job.local_size,
         threads_per_rank,

@@ -59,8 +59,8 @@ fn bytes(used: Used<'_>) -> Vec<Vec<u8>> {
 fn the_fast_path_is_decided_in_one_place() {
     let mut s = streams();
     let whole = |h, d: &[u8]| frag(h, d, F | L, d.len() as u64).header;
-    assert_eq!(s.fast(&whole(FN, b"ab")), Fast::Piece);
-    assert_eq!(s.fast(&whole(ASYNC, b"ab")), Fast::Async);
+    assert_eq!(s.fast(&whole(FN, b"ab")), Fast::Piece(HandlerId(FN)));
+    assert_eq!(s.fast(&whole(ASYNC, b"ab")), Fast::Async(HandlerId(ASYNC)));
     assert_eq!(s.fast(&whole(7, b"ab")), Fast::No, "unknown handler");
     assert_eq!(s.fast(&frag(FN, b"ab", F, 4).header), Fast::No, "not whole");
     assert_eq!(s.fast(&frag(FN, b"ab", F | L, 4).header), Fast::No, "short");
@@ -90,7 +90,7 @@ fn an_async_message_streams_and_releases_in_order() {
     };
     assert_eq!((start.handler, start.total), (HandlerId(ASYNC), 7));
     let st = stream(&mut s);
-    st.suspend(5);
+    st.suspend(Slot(5));
     let mut buf = [0u8; 5];
     let (r, used) = st.read(start.seq, &mut buf).unwrap();
     assert_eq!(bytes(used), vec![b"abc".to_vec()]);
@@ -98,7 +98,7 @@ fn an_async_message_streams_and_releases_in_order() {
     assert_eq!(st.available(start.seq), Some(0));
     for (data, flags) in [(&b"de"[..], MID), (b"fg", L)] {
         match ok(&mut s, frag(ASYNC, data, flags, 7)) {
-            Action::Resume { handler, slot } => assert_eq!((handler.0, slot), (ASYNC, 5)),
+            Action::Resume { handler, slot } => assert_eq!((handler.0, slot), (ASYNC, Slot(5))),
             other => panic!("a suspended handler is resumed: {other:?}"),
         }
     }
@@ -120,7 +120,7 @@ fn an_async_message_streams_and_releases_in_order() {
     );
     assert_eq!(
         s.fast(&frag(FN, b"x", F | L, 1).header),
-        Fast::Piece,
+        Fast::Piece(HandlerId(FN)),
         "idle"
     );
 }
@@ -210,7 +210,7 @@ fn bad_sequences_are_typed_errors() {
     let Action::Start(start) = ok(&mut s, frag(ASYNC, b"a", F, 4)) else {
         panic!()
     };
-    stream(&mut s).suspend(2);
+    stream(&mut s).suspend(Slot(2));
     assert_eq!(
         rejected(&mut s, frag(ASYNC, b"b", F, 4)),
         ProtocolError::UnexpectedFirst { src: SRC }
@@ -218,7 +218,7 @@ fn bad_sequences_are_typed_errors() {
     // The broken-off message ended, aborted: its handler is resumed and
     // its read reports the abort instead of waiting for ever.
     let st = stream(&mut s);
-    assert!(matches!(st.next(), Action::Resume { slot: 2, .. }));
+    assert!(matches!(st.next(), Action::Resume { slot: Slot(2), .. }));
     let mut buf = [0u8; 4];
     let (r, _) = st.read(start.seq, &mut buf).unwrap();
     assert_eq!(
@@ -330,7 +330,7 @@ fn messages_queue_behind_a_suspended_handler_and_run_in_order() {
         ok(&mut s, frag(ASYNC, b"a", F | L, 1)),
         Action::Start(_)
     ));
-    stream(&mut s).suspend(0);
+    stream(&mut s).suspend(Slot(0));
     // Queued: an async message, then a two-fragment plain-function one.
     assert!(matches!(
         ok(&mut s, frag(ASYNC, b"b", F | L, 1)),
@@ -448,7 +448,7 @@ fn a_control_message_can_arrive_behind_a_suspended_handler() {
         ok(&mut s, frag(ASYNC, b"a", F | L, 1)),
         Action::Start(_)
     ));
-    stream(&mut s).suspend(1);
+    stream(&mut s).suspend(Slot(1));
     let op = ControlOp::Verdict.wire();
     assert!(matches!(
         ok(&mut s, frag(op, b"\0", F | L | SYS, 1)),
@@ -469,9 +469,9 @@ fn a_cut_off_message_ends_aborted() {
         panic!()
     };
     let st = stream(&mut s);
-    st.suspend(4);
+    st.suspend(Slot(4));
     st.cut_open();
-    assert!(matches!(st.next(), Action::Resume { slot: 4, .. }));
+    assert!(matches!(st.next(), Action::Resume { slot: Slot(4), .. }));
     let mut buf = [0u8; 9];
     let (r, used) = st.read(start.seq, &mut buf).unwrap();
     assert_eq!(
@@ -487,7 +487,7 @@ fn a_cut_off_message_ends_aborted() {
     assert!(matches!(st.next(), Action::Wait));
     assert_eq!(
         s.fast(&frag(FN, b"x", F | L, 1).header),
-        Fast::Piece,
+        Fast::Piece(HandlerId(FN)),
         "idle again"
     );
 }

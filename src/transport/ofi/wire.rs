@@ -18,8 +18,10 @@
 use super::fabric::{strerror, Fabric, Mr};
 use super::sys::{self, CqDataEntry};
 use crate::error::OfiError;
-use crate::transport::rma::wire::{wait_for_sync, Event, RmaWire};
+use crate::ring::{RingGeometry, RingRegion};
+use crate::transport::rma::wire::{wait_for_sync, Event, PeerArea, RmaWire};
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Completion contexts (the op_context of our own writes).
@@ -179,10 +181,12 @@ impl RmaWire for OfiWire {
 
     fn register(
         &mut self,
-        rings: (*mut u8, usize),
+        _geometry: RingGeometry,
+        rings: &Arc<RingRegion>,
         staging: (*mut u8, usize),
         window: (*mut u8, usize),
     ) -> Result<(), OfiError> {
+        let rings = (rings.base(), rings.len());
         for (base, len) in [rings, staging, window] {
             let mr = self.fabric.register(base, len)?;
             self.mrs.push(mr);
@@ -191,7 +195,7 @@ impl RmaWire for OfiWire {
         Ok(())
     }
 
-    fn describe(&mut self, _k: usize) -> Result<Vec<u8>, OfiError> {
+    fn describe(&mut self, _k: usize, _mine: &PeerArea) -> Result<Vec<u8>, OfiError> {
         let name = self.fabric.name()?;
         let mut b = Vec::with_capacity(34 + name.len());
         b.extend_from_slice(&(name.len() as u16).to_le_bytes());
@@ -207,7 +211,14 @@ impl RmaWire for OfiWire {
         Ok(b)
     }
 
-    fn connect(&mut self, k: usize, rank: u32, remote: &[u8]) -> Result<(), OfiError> {
+    fn connect(
+        &mut self,
+        k: usize,
+        rank: u32,
+        _theirs: &PeerArea,
+        remote: &[u8],
+        _side: &std::net::TcpStream,
+    ) -> Result<(), OfiError> {
         let bad = |why: String| OfiError::Call {
             call: "address exchange".into(),
             provider: self.fabric.provider.clone(),

@@ -1,6 +1,7 @@
 //! [`RmaTransport`]: the end-of-frame length-flag rings ([`crate::ring`])
 //! over a network of one-sided writes ([`RmaWire`]: libfabric, RDMA
-//! verbs). This module owns everything but the network: this rank's rings
+//! verbs, TCP write records). This module owns everything but the
+//! network: this rank's rings
 //! and credit words, the staging mirror of each peer's ring, positions
 //! and credit, the placement-order question, peers' failures and the
 //! close flush.
@@ -22,19 +23,24 @@
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
+//!   Where the wire [gathers](RmaWire::gathers), a whole message and a
+//!   put go from the caller's pieces with the trailer in one write, and
+//!   the mirror serves only frames reserved for streaming.
 //! - Failures: a failed write names its peer; each peer's set-up TCP
 //!   connection stays open, and its end (with or without the goodbye byte
 //!   a closed endpoint sends) tells a peer that left from one that died.
+//!   A wire whose data travels on those connections reads them itself and
+//!   reports the same as [`Event::Ended`] ([`RmaWire::carries_ends`]).
 
 #![allow(unsafe_code)]
 
 pub mod wire;
 
-use self::wire::{Event, RmaWire};
+use self::wire::{Area, Event, PeerArea, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::ring::{RingGeometry, RingRegion, RingRx, RingStore, RingTx, TRAILER_BYTES};
+use crate::ring::{RingGeometry, RingRegion, RingRx, RingTx, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
 use crate::transport::tcp::NetTargets;
@@ -44,6 +50,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes of the buffer one-sided puts are staged in.
@@ -53,43 +60,13 @@ const BYE_CLOSED: u8 = 1;
 /// The goodbye byte of an endpoint dropped without `close`.
 const BYE_LEFT: u8 = 2;
 
-/// Where this rank's areas lie for the peer that writes them: its ring,
-/// credit word and flush word, as offsets into this rank's rings area.
-#[derive(Clone, Copy, Debug, Default)]
-struct Offsets {
-    ring: u64,
-    credit: u64,
-    flush: u64,
-}
-
-impl Offsets {
-    const BYTES: usize = 24;
-
-    fn encode(&self) -> [u8; Self::BYTES] {
-        let mut b = [0u8; Self::BYTES];
-        b[0..8].copy_from_slice(&self.ring.to_le_bytes());
-        b[8..16].copy_from_slice(&self.credit.to_le_bytes());
-        b[16..24].copy_from_slice(&self.flush.to_le_bytes());
-        b
-    }
-
-    fn decode(b: &[u8]) -> Offsets {
-        let d = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        Offsets {
-            ring: d(0),
-            credit: d(8),
-            flush: d(16),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Peer {
     rank: Rank,
     tx: RingTx,
     rx: RingRx,
     /// Where this peer's areas for us lie in its rings area.
-    remote: Offsets,
+    remote: PeerArea,
     gone: bool,
     /// The set-up connection, kept to tell a peer's end.
     side: TcpStream,
@@ -97,7 +74,7 @@ struct Peer {
 
 /// The ring protocol over a one-sided-write wire `W`. See the module docs.
 #[derive(Debug)]
-pub struct RmaTransport<W> {
+pub struct RmaTransport<W: RmaWire> {
     world: u32,
     geometry: RingGeometry,
     /// Safe mode: ring writes are notified (the wire does not place a
@@ -105,6 +82,10 @@ pub struct RmaTransport<W> {
     notify: bool,
     period: u32,
     lands_alone: bool,
+    /// The wire reads the set-up connections ([`RmaWire::carries_ends`]).
+    carries_ends: bool,
+    /// The wire sends from the caller's pieces ([`RmaWire::gathers`]).
+    gathers: bool,
     peers: Vec<Peer>,
     peer_of_rank: Vec<u32>,
     next: usize,
@@ -113,6 +94,9 @@ pub struct RmaTransport<W> {
     landed: Vec<Vec<Cell<bool>>>,
     /// Failures reported by the wire and not yet by `check_peers`.
     failed: RefCell<Vec<(usize, String)>>,
+    /// Ends of peers' connections reported by the wire and not yet by
+    /// `check_peers` (see [`Event::Ended`]).
+    ended: RefCell<Vec<(usize, Result<bool, NetError>)>>,
     /// Polls since the wire's progress was last called.
     idle: Cell<u32>,
     /// Polls between progress calls now: 1 after an arrival, doubling
@@ -126,7 +110,7 @@ pub struct RmaTransport<W> {
     // Field order is drop order: the wire (registrations, endpoint)
     // before the memory it registered.
     wire: W,
-    rings: RingRegion,
+    rings: Arc<RingRegion>,
     staging: RingRegion,
     /// The registered window area; the view keeps the segment mapped
     /// (whenever the shm transport is dropped).
@@ -171,27 +155,26 @@ impl<W: RmaWire> RmaTransport<W> {
         links.sort_by_key(|l| l.0);
         let n = links.len();
         let ring_bytes = geometry.ring_bytes() as usize;
-        let rings = RingRegion::zeroed((ring_bytes * n + 128 * n) as u64);
+        let rings = Arc::new(RingRegion::zeroed((ring_bytes * n + 128 * n) as u64));
         let staging = RingRegion::zeroed((ring_bytes * n + PUT_BUF + 64 * n) as u64);
-        wire.register(
-            (rings.base(), rings.len()),
-            (staging.base(), staging.len()),
-            {
-                let (base, len) = targets.window.raw();
-                (base, len as usize)
-            },
-        )?;
+        wire.register(geometry, &rings, (staging.base(), staging.len()), {
+            let (base, len) = targets.window.raw();
+            (base, len as usize)
+        })?;
         let mut t = RmaTransport {
             world,
             geometry,
             notify: false,
             period: wire.progress_period().max(1),
             lands_alone: wire.lands_by_itself(),
+            carries_ends: wire.carries_ends(),
+            gathers: wire.gathers(),
             peers: Vec::with_capacity(n),
             peer_of_rank: vec![u32::MAX; world as usize],
             next: 0,
             landed: Vec::new(),
             failed: RefCell::new(Vec::new()),
+            ended: RefCell::new(Vec::new()),
             idle: Cell::new(0),
             gap: Cell::new(1),
             flush_round: 0,
@@ -207,24 +190,25 @@ impl<W: RmaWire> RmaTransport<W> {
             // the peers are pushed.
             let ring = (geometry.ring_bytes() * k as u64) as usize;
             let words = ring_bytes * n;
-            let offsets = Offsets {
+            let offsets = PeerArea {
                 ring: ring as u64,
                 credit: (words + 64 * k) as u64,
                 flush: (words + 64 * (n + k)) as u64,
             };
-            let mine = t.wire.describe(k)?;
+            let mine = t.wire.describe(k, &offsets)?;
             let theirs = exchange(&mut side, &offsets.encode(), &mine).map_err(|e| {
                 t.wire
                     .setup_error(format!("set-up exchange with rank {rank}: {e}"))
             })?;
-            if theirs.len() < Offsets::BYTES {
+            if theirs.len() < PeerArea::BYTES {
                 return Err(t.wire.setup_error(format!(
                     "set-up exchange with rank {rank}: {} bytes, too short",
                     theirs.len()
                 )));
             }
-            let remote = Offsets::decode(&theirs[..Offsets::BYTES]);
-            t.wire.connect(k, rank.0, &theirs[Offsets::BYTES..])?;
+            let (area, desc) = theirs.split_at(PeerArea::BYTES);
+            let remote = PeerArea::decode(area.try_into().expect("checked length"));
+            t.wire.connect(k, rank.0, &remote, desc, &side)?;
             t.peer_of_rank[rank.index()] = k as u32;
             t.peers.push(Peer {
                 rank,
@@ -253,6 +237,7 @@ impl<W: RmaWire> RmaTransport<W> {
                     .setup_error(format!("ready handshake with rank {rank}: {e}")));
             }
         }
+        t.wire.started()?;
         Ok(t)
     }
 
@@ -264,6 +249,22 @@ impl<W: RmaWire> RmaTransport<W> {
     /// The close barrier released this rank: its goodbye will say so.
     pub(crate) fn set_closed(&mut self) {
         self.closed = true;
+    }
+
+    /// The wire.
+    pub(crate) fn wire(&self) -> &W {
+        &self.wire
+    }
+
+    /// The word at byte `at` of this rank's rings area, and where peer
+    /// `k`'s ring starts there (for tests that play a peer).
+    #[cfg(test)]
+    pub(crate) fn rings_word(&self, k: usize, at: usize) -> u64 {
+        // SYNC POINT ring-stamp (acquire side): as the poll's read of a
+        // stamp, pairs with the placing write's Release.
+        self.rings
+            .word(self.ring_off(k) + at)
+            .load(Ordering::Acquire)
     }
 
     fn peer_index(&self, dest: Rank) -> Option<usize> {
@@ -290,6 +291,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 self.gap.set(1);
             }
             Event::Failed { peer, why } => self.failed.borrow_mut().push((peer, why)),
+            Event::Ended { peer, how } => self.ended.borrow_mut().push((peer, how)),
         });
     }
 
@@ -315,9 +317,10 @@ impl<W: RmaWire> RmaTransport<W> {
             return false;
         }
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
-        // SYNC POINT ring-stamp (acquire side): in order, the stamp landing
-        // last proves the payload landed; in safe mode the notification did.
-        ring.stamp(slot).load(Ordering::Acquire) == p.rx.head() + 1
+        // SYNC POINT ring-stamp (acquire side), in `RingWatch::ready`: in
+        // order, the stamp landing last proves the payload landed; in safe
+        // mode the notification did. A ring out of service never fires.
+        p.rx.watch(&ring).ready()
     }
 
     /// Post fragment `pos` (payload at the start of its mirror slot).
@@ -362,6 +365,80 @@ impl<W: RmaWire> RmaTransport<W> {
         }
     }
 
+    /// The position of peer `k`'s next fragment, if it has credit.
+    fn reserve(&mut self, k: usize) -> Option<u64> {
+        let g = self.geometry;
+        let credit_at = self.credit_off(k);
+        let RmaTransport {
+            peers,
+            rings,
+            wire,
+            lands_alone,
+            landed,
+            failed,
+            ended,
+            idle,
+            ..
+        } = self;
+        peers[k].tx.try_reserve(|| {
+            if !*lands_alone {
+                // Out of credit: the returned count lands through progress.
+                idle.set(0);
+                wire.progress();
+                wire.take_events(&mut |e| match e {
+                    Event::Landed { peer, pos } => {
+                        if let Some(c) = landed
+                            .get(peer)
+                            .and_then(|l| l.get(g.slot_of(pos) as usize))
+                        {
+                            c.set(true);
+                        }
+                    }
+                    Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
+                    Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
+                });
+            }
+            // SYNC POINT credit-return (acquire side): the peer's write of
+            // its released count.
+            rings.word(credit_at).load(Ordering::Acquire)
+        })
+    }
+
+    /// A whole message straight from the caller's `pieces` (a wire that
+    /// [gathers](RmaWire::gathers)): the trailer goes behind them in the
+    /// same write, no staging copy.
+    fn send_gathered(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+        const MAX_PIECES: usize = 14;
+        let len = header.len as usize;
+        if pieces.len() > MAX_PIECES || len > self.geometry.capacity() {
+            return false;
+        }
+        let Some(k) = self.peer_index(dest) else {
+            return false;
+        };
+        if self.peers[k].gone {
+            return false;
+        }
+        let Some(pos) = self.reserve(k) else {
+            return false;
+        };
+        let credit = self.peers[k].rx.piggyback();
+        let trailer = self.peers[k].tx.trailer(pos, header, credit).to_bytes();
+        let mut parts: [&[u8]; MAX_PIECES + 1] = [&[]; MAX_PIECES + 1];
+        parts[..pieces.len()].copy_from_slice(pieces);
+        parts[pieces.len()] = &trailer;
+        let at = self.peers[k].remote.ring + self.geometry.write_start(pos, len);
+        // Sent or not, the credit is spent: a failed write marks the peer
+        // gone and `check_peers` reports it.
+        if let Err(why) = self
+            .wire
+            .write_gather(k, Area::Rings, at, &parts[..=pieces.len()])
+        {
+            self.fail(k, why);
+        }
+        true
+    }
+
     /// Take what landed on peer `k`'s ring; `None` if nothing after all.
     fn take(&mut self, k: usize) -> Option<Result<RxFragment, ProtocolError>> {
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
@@ -398,23 +475,43 @@ impl<W: RmaWire> RmaTransport<W> {
                 libc::MSG_DONTWAIT,
             )
         };
-        match r {
-            1 if b[0] == BYE_CLOSED => {
-                p.gone = true;
-                Ok(())
-            }
-            1 if b[0] == BYE_LEFT => {
-                p.gone = true;
-                Err(ExtractError::PeerLeft { rank: p.rank })
-            }
-            0 | 1 => {
-                p.gone = true;
-                Err(ExtractError::Network(NetError::Disconnected {
-                    rank: p.rank,
-                    mid_record: r == 1,
-                }))
-            }
-            _ => Ok(()),
+        let how = match r {
+            1 if b[0] == BYE_CLOSED => Ok(true),
+            1 if b[0] == BYE_LEFT => Ok(false),
+            0 | 1 => Err(NetError::Disconnected {
+                rank: p.rank,
+                mid_record: r == 1,
+            }),
+            _ => return Ok(()),
+        };
+        self.departed(k, how)
+    }
+
+    /// Peer `k`'s connection ended `how` (see [`Event::Ended`]): it is
+    /// gone, and a goodbye without close or a failure is the error.
+    fn departed(&mut self, k: usize, how: Result<bool, NetError>) -> Result<(), ExtractError> {
+        let p = &mut self.peers[k];
+        p.gone = true;
+        match how {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ExtractError::PeerLeft { rank: p.rank }),
+            Err(e) => Err(ExtractError::Network(e)),
+        }
+    }
+
+    /// What peer `k`'s connection says: its end, once, or nothing.
+    fn peer_news(&mut self, k: usize) -> Result<(), ExtractError> {
+        if !self.carries_ends {
+            return self.side_news(k);
+        }
+        let found = {
+            let mut ended = self.ended.borrow_mut();
+            let i = ended.iter().position(|e| e.0 == k);
+            i.map(|i| ended.remove(i).1)
+        };
+        match found {
+            Some(how) => self.departed(k, how),
+            None => Ok(()),
         }
     }
 }
@@ -460,6 +557,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     }
 
     fn has_arrivals(&self) -> bool {
+        self.wire.may_sleep();
         self.progress_due();
         (0..self.peers.len()).any(|k| self.landed(k))
     }
@@ -481,41 +579,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         if self.peers[k].gone {
             return None;
         }
+        let pos = self.reserve(k)?;
         let g = self.geometry;
-        let off = self.ring_off(k);
-        let RmaTransport {
-            peers,
-            rings,
-            wire,
-            lands_alone,
-            landed,
-            failed,
-            idle,
-            ..
-        } = self;
-        let credit_at = off_credit(g, peers.len(), k);
-        let pos = peers[k].tx.try_reserve(|| {
-            if !*lands_alone {
-                // Out of credit: the returned count lands through progress.
-                idle.set(0);
-                wire.progress();
-                wire.take_events(&mut |e| match e {
-                    Event::Landed { peer, pos } => {
-                        if let Some(c) = landed
-                            .get(peer)
-                            .and_then(|l| l.get(g.slot_of(pos) as usize))
-                        {
-                            c.set(true);
-                        }
-                    }
-                    Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
-                });
-            }
-            // SYNC POINT credit-return (acquire side): the peer's write of
-            // its released count.
-            rings.word(credit_at).load(Ordering::Acquire)
-        })?;
-        let slot = off + (g.slot_of(pos) * g.slot_bytes) as usize;
+        let slot = self.ring_off(k) + (g.slot_of(pos) * g.slot_bytes) as usize;
         // SAFETY: the mirror slot of `pos` is ours until its credit returns.
         Some(unsafe { TxFrame::external(dest, pos, self.staging.base().add(slot), g.capacity()) })
     }
@@ -537,6 +603,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     }
 
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+        if self.gathers {
+            return self.send_gathered(dest, header, pieces);
+        }
         let Some(mut f) = self.try_reserve(dest, u64::from(header.len)) else {
             return false;
         };
@@ -572,7 +641,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         }
         for k in 0..self.peers.len() {
             if !self.peers[k].gone {
-                self.side_news(k)?;
+                self.peer_news(k)?;
             }
         }
         Ok(())
@@ -600,6 +669,14 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             .ok_or(PutError::PeerGone { rank: dest })?;
         let local = self.put_off();
         for (i, chunk) in data.chunks(PUT_BUF).enumerate() {
+            let to = at + (i * PUT_BUF) as u64;
+            if self.gathers {
+                if let Err(why) = self.wire.write_gather(k, Area::Window, to, &[chunk]) {
+                    self.fail(k, why);
+                    return Err(PutError::PeerGone { rank: dest });
+                }
+                continue;
+            }
             // SAFETY: the put buffer is ours; the previous put from it has
             // landed (`write_sync` returned).
             unsafe {
@@ -609,7 +686,6 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                     chunk.len(),
                 )
             };
-            let to = at + (i * PUT_BUF) as u64;
             if let Err(why) = self.wire.write_sync(k, local, chunk.len(), to) {
                 self.fail(k, why);
                 return Err(PutError::PeerGone { rank: dest });
@@ -673,7 +749,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 self.quiet = true;
                 return Ok(());
             };
-            self.side_news(k)?;
+            self.peer_news(k)?;
             if start.elapsed() > timeout {
                 return Err(ExtractError::Network(NetError::Io {
                     rank: self.peers[k].rank,
@@ -686,13 +762,12 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     }
 }
 
-/// The credit word of peer `k` of `n` in a rings area of geometry `g`.
-fn off_credit(g: RingGeometry, n: usize, k: usize) -> usize {
-    (g.ring_bytes() * n as u64) as usize + 64 * k
-}
-
-impl<W> Drop for RmaTransport<W> {
+impl<W: RmaWire> Drop for RmaTransport<W> {
     fn drop(&mut self) {
+        if self.carries_ends {
+            self.wire.goodbye(self.closed);
+            return;
+        }
         let bye = if self.closed { BYE_CLOSED } else { BYE_LEFT };
         for p in &mut self.peers {
             let _ = p.side.write_all(&[bye]);

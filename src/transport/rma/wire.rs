@@ -1,16 +1,85 @@
-//! [`RmaWire`]: what a one-sided-write network (libfabric, RDMA verbs)
-//! must do for [`super::RmaTransport`] to run the ring protocol over it.
-//! The transport owns every ring, position and credit; a wire only
-//! registers memory, connects peers, posts writes and reports what
-//! completed.
+//! [`RmaWire`]: what a one-sided-write network (libfabric, RDMA verbs,
+//! TCP write records) must do for [`super::RmaTransport`] to run the ring
+//! protocol over it. The transport owns every ring, position and credit;
+//! a wire only registers memory, connects peers, posts writes and reports
+//! what completed.
+//!
+//! Beside the core (register, connect, write payload + trailer, write a
+//! word, progress), three optional abilities, each a default method a
+//! wire overrides when it has it:
+//! - [`gathers`](RmaWire::gathers): the wire sends a write straight from
+//!   the caller's pieces ([`write_gather`](RmaWire::write_gather)), so
+//!   whole messages and puts skip the staging mirror (TCP: `sendmsg`
+//!   copies them into the kernel during the call). RDMA wires read the
+//!   staging memory after the call returns and keep the mirror.
+//! - [`carries_ends`](RmaWire::carries_ends): the wire's data travels on
+//!   the set-up connections, so it reads them itself, reports each peer's
+//!   end as [`Event::Ended`] and says goodbye in its own stream
+//!   ([`goodbye`](RmaWire::goodbye)); otherwise the transport watches the
+//!   set-up connections for the goodbye byte.
+//! - [`started`](RmaWire::started): called once every peer confirmed it
+//!   is ready; a wire that reads the set-up connections starts reading
+//!   there (before, the transport's own handshake bytes travel on them).
 
+use crate::error::NetError;
+use crate::ring::{RingGeometry, RingRegion};
 use std::cell::{Cell, RefCell};
+use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Where this rank's words for one peer lie in its rings area (byte
+/// offsets): the ring that peer writes, its credit word and its flush
+/// word. Exchanged at set-up; a wire that checks what peers write
+/// ([`RmaWire::carries_ends`] wires can) confines each peer to its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerArea {
+    /// The ring's first byte.
+    pub ring: u64,
+    /// The credit word (the peer's released count of our sends).
+    pub credit: u64,
+    /// The flush word (the peer's last flush round).
+    pub flush: u64,
+}
+
+impl PeerArea {
+    /// Bytes of [`encode`](Self::encode).
+    pub const BYTES: usize = 24;
+
+    /// Little-endian ring, credit, flush.
+    pub fn encode(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[0..8].copy_from_slice(&self.ring.to_le_bytes());
+        b[8..16].copy_from_slice(&self.credit.to_le_bytes());
+        b[16..24].copy_from_slice(&self.flush.to_le_bytes());
+        b
+    }
+
+    /// The inverse of [`encode`](Self::encode).
+    pub fn decode(b: &[u8; Self::BYTES]) -> PeerArea {
+        let d = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        PeerArea {
+            ring: d(0),
+            credit: d(8),
+            flush: d(16),
+        }
+    }
+}
+
+/// Which of a peer's areas a [`RmaWire::write_gather`] goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    /// Its rings area (a ring write: payload then trailer).
+    Rings,
+    /// Its one-sided window area (a put).
+    Window,
+}
 
 /// Drive `progress` until the count of completed synchronous writes
 /// reaches `want`: the wait of every wire's
 /// [`write_sync`](RmaWire::write_sync). The first [`Event::Failed`] found
 /// among `events`, or `stuck` passing without the completion, is the error.
+#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
 pub(crate) fn wait_for_sync(
     done: &Cell<u64>,
     want: u64,
@@ -36,7 +105,9 @@ pub(crate) fn wait_for_sync(
 }
 
 /// What a wire's progress found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
+// Without an RDMA wire built, only the TCP wire's `Ended` is made.
+#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
 pub enum Event {
     /// A notified write from peer number `peer` for ring position `pos`
     /// has been placed whole in this rank's memory (only the low bits of
@@ -54,6 +125,16 @@ pub enum Event {
         /// What the network said.
         why: String,
     },
+    /// Peer number `peer`'s connection ended (wires that
+    /// [`carry ends`](RmaWire::carries_ends)): `Ok(closed)` a goodbye,
+    /// after the peer's close barrier (`true`) or without it; `Err` the
+    /// typed error it failed with.
+    Ended {
+        /// The peer number.
+        peer: usize,
+        /// How it ended.
+        how: Result<bool, NetError>,
+    },
 }
 
 /// The network under [`super::RmaTransport`]. Peers are numbered
@@ -69,23 +150,40 @@ pub trait RmaWire {
     /// Set-up errors (the transport's start error).
     type Error;
 
-    /// Register this rank's memory: `rings` (written by peers), `staging`
-    /// (where this rank's writes come from), `window` (the one-sided
-    /// window area). Each is (base, bytes), valid while the wire lives.
+    /// Register this rank's memory: `rings` (rings of `geometry`, written
+    /// by peers; the wire may keep the `Arc`), `staging` (where this
+    /// rank's writes come from), `window` (the one-sided window area).
+    /// Each raw area is (base, bytes), valid while the wire lives.
     fn register(
         &mut self,
-        rings: (*mut u8, usize),
+        geometry: RingGeometry,
+        rings: &Arc<RingRegion>,
         staging: (*mut u8, usize),
         window: (*mut u8, usize),
     ) -> Result<(), Self::Error>;
     /// What peer number `k` needs to write this rank's areas (address,
     /// keys), sent to it over the set-up connection (called once per peer,
-    /// in order, each before that peer's [`connect`](Self::connect)).
-    fn describe(&mut self, k: usize) -> Result<Vec<u8>, Self::Error>;
-    /// Connect peer number `k` (rank `rank`) from its description.
-    fn connect(&mut self, k: usize, rank: u32, remote: &[u8]) -> Result<(), Self::Error>;
+    /// in order, each before that peer's [`connect`](Self::connect));
+    /// `mine`: where its ring and words lie in this rank's rings area.
+    fn describe(&mut self, k: usize, mine: &PeerArea) -> Result<Vec<u8>, Self::Error>;
+    /// Connect peer number `k` (rank `rank`) from its description;
+    /// `theirs`: where this rank's ring and words lie in the peer's rings
+    /// area; `side`: the set-up connection (kept open by the transport).
+    fn connect(
+        &mut self,
+        k: usize,
+        rank: u32,
+        theirs: &PeerArea,
+        remote: &[u8],
+        side: &TcpStream,
+    ) -> Result<(), Self::Error>;
     /// Every peer is connected; called before any write.
     fn ready(&mut self, slots: u32) -> Result<(), Self::Error>;
+    /// Every peer confirmed it is ready: from now on nothing but the
+    /// wire travels on the set-up connections.
+    fn started(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
     /// An error for a failed set-up exchange.
     fn setup_error(&self, what: String) -> Self::Error;
 
@@ -101,6 +199,40 @@ pub trait RmaWire {
     /// Whether anything lands without [`progress`](Self::progress) (an
     /// adapter placing writes itself); if not, credit waits call it.
     fn lands_by_itself(&self) -> bool;
+
+    /// Whether the wire reads the set-up connections itself (its data
+    /// travels on them): it reports each peer's end as [`Event::Ended`]
+    /// and says goodbye with [`goodbye`](Self::goodbye).
+    fn carries_ends(&self) -> bool {
+        false
+    }
+    /// Say goodbye to every peer: after the close barrier (`closed`) or
+    /// not. Called once, as the transport is dropped (only where
+    /// [`carries_ends`](Self::carries_ends)).
+    fn goodbye(&mut self, _closed: bool) {}
+    /// The rank looks for work before it may sleep (`has_arrivals`, with
+    /// its doorbell's sleeping flag raised if it is about to): a wire
+    /// whose writes need a thread to land while the rank sleeps hands
+    /// them to it here.
+    fn may_sleep(&self) {}
+    /// Whether [`write_gather`](Self::write_gather) works: the wire is
+    /// done with the caller's bytes when the call returns.
+    fn gathers(&self) -> bool {
+        false
+    }
+    /// Write the concatenated `pieces` to byte `at` of peer `k`'s `area`,
+    /// straight from the caller's memory; ordered with every other write
+    /// to `k` (as [`write_sync`](Self::write_sync) for the window). Only
+    /// called where [`gathers`](Self::gathers).
+    fn write_gather(
+        &mut self,
+        _k: usize,
+        _area: Area,
+        _at: u64,
+        _pieces: &[&[u8]],
+    ) -> Result<(), String> {
+        Err("this wire writes from its staging memory only".into())
+    }
 
     /// Post a write of `len` staging bytes at `local` to byte `at` of peer
     /// `k`'s rings; `notify`: the peer gets [`Event::Landed`] with this

@@ -25,7 +25,7 @@ use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
-use crate::wake::Doorbell;
+use crate::wake::{Doorbell, Ringer};
 use crate::window::{WindowArea, WindowView};
 use std::path::Path;
 use std::time::Duration;
@@ -112,6 +112,61 @@ struct TxPeer {
     area: WindowArea,
 }
 
+/// The receive side's way back to one source: its credit count, the line
+/// we return that credit through, and its doorbell.
+#[derive(Debug)]
+struct SourceBack {
+    returns: CreditReturn,
+    line: &'static CreditLine,
+    bell: &'static Doorbell,
+}
+
+impl TxPeer {
+    /// Take one credit towards this peer, reading the returned credit only
+    /// when the window is used up.
+    #[inline(always)]
+    fn take_credit(&mut self) -> bool {
+        if self.window.try_take() {
+            return true;
+        }
+        self.window.update(self.credit.read());
+        self.window.try_take()
+    }
+
+    /// Publish `body` at the position of the credit just taken (shared
+    /// queue: the next claimed position; dedicated: the credit's own).
+    #[inline(always)]
+    fn publish_taken(&self, body: &SlotBody) {
+        let pos = if self.q.is_shared() {
+            self.q.claim()
+        } else {
+            self.window.sent() - 1
+        };
+        self.q.publish(pos, body);
+    }
+
+    /// The fast path's larger payloads (more than a slot holds, at most a
+    /// frame), after the credit was taken: claim the frame that goes with
+    /// it (dedicated queue: frame `pos & mask`, bound to this sender by the
+    /// credit protocol, no shared-memory traffic; shared queue: one from
+    /// the free list), gather `pieces` into it and publish a slot naming
+    /// it. Out of line, so that the in-slot case keeps its registers.
+    #[inline(never)]
+    fn send_framed(&self, header: FragHeader, pieces: &[&[u8]]) {
+        let frame = if self.q.is_shared() {
+            FreeList::new(self.free_head, &self.frames).claim()
+        } else {
+            ((self.window.sent() - 1) & (self.q.capacity() - 1)) as u32
+        };
+        gather_into_frame(&self.frames, frame, pieces, header.len as usize);
+        self.publish_taken(&SlotBody {
+            header,
+            frame,
+            inline: [0; INLINE_BYTES],
+        });
+    }
+}
+
 /// Settings of the shared-memory transport (all ranks of a host agree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShmConfig {
@@ -143,14 +198,13 @@ pub struct ShmTransport {
     world: u32,
     layout: Layout,
     inline: bool,
-    doorbells: bool,
+    /// How senders ring (doorbells off, or which fence), decided once.
+    ringer: Ringer,
     rx: Vec<RxQueue>,
     next_rx: usize,
-    returns: Vec<CreditReturn>,
-    /// Per source SMT id: the line we return its credit through.
-    return_lines: Vec<&'static CreditLine>,
-    /// Per SMT id: its doorbell.
-    bells: Vec<&'static Doorbell>,
+    /// Per source SMT id: what giving its credit back touches (one
+    /// bounds check on the release path instead of three).
+    sources: Vec<SourceBack>,
     tx: Vec<Option<TxPeer>>,
     smt_of_rank: Vec<u32>,
     /// Per global rank: (its SMT id, which of our queues it writes to), or
@@ -309,15 +363,16 @@ impl ShmTransport {
             world: job.world,
             layout,
             inline: cfg.inline,
-            doorbells: job.doorbells,
+            // After the wait policy registered this process (see `Ringer`).
+            ringer: Ringer::new(job.doorbells),
             rx,
             next_rx: 0,
-            returns: vec![CreditReturn::default(); local],
-            return_lines: (0..layout.params.local)
-                .map(|s| seg_ref.credit_line(me_smt, s))
-                .collect(),
-            bells: (0..layout.params.local)
-                .map(|s| seg_ref.doorbell(s))
+            sources: (0..layout.params.local)
+                .map(|s| SourceBack {
+                    returns: CreditReturn::default(),
+                    line: seg_ref.credit_line(me_smt, s),
+                    bell: seg_ref.doorbell(s),
+                })
                 .collect(),
             tx,
             peer_of_rank: smt_of_rank
@@ -414,12 +469,10 @@ impl ShmTransport {
     /// per message, no gain in message rate (docs/engine.md, *Decisions*).
     #[inline]
     fn credit_one(&mut self, src_smt: u32) {
-        let r = &mut self.returns[src_smt as usize];
-        r.release();
-        self.return_lines[src_smt as usize].publish(r.released());
-        if self.doorbells {
-            self.bells[src_smt as usize].ring();
-        }
+        let s = &mut self.sources[src_smt as usize];
+        s.returns.release();
+        s.line.publish(s.returns.released());
+        self.ringer.ring(s.bell);
     }
 
     #[inline(always)]
@@ -487,25 +540,24 @@ impl ShmTransport {
             .and_then(Option::as_ref)
             .ok_or(PutError::PeerGone { rank: dest })
     }
+}
 
-    /// Take the published entry at the head of queue `qi`.
+impl RxQueue {
+    /// Read the descriptor at the head, whose watch has just fired (its
+    /// Acquire load published the slot, so the stamp is not loaded again),
+    /// and move the head and the watch on.
     #[inline(always)]
-    fn pop(&mut self, qi: usize) -> Result<RxFragment, ProtocolError> {
-        let n = self.rx.len();
-        let rq = &mut self.rx[qi];
-        let pos = rq.head;
-        // The watch on `pos` has just fired (its Acquire load published the
-        // slot), so the descriptor is read without loading the stamp again.
-        let p = rq.q.read_watched(pos, |b| Popped {
+    fn take_watched(&mut self) -> (u64, Popped) {
+        let pos = self.head;
+        let p = self.q.read_watched(pos, |b| Popped {
             header: b.header,
             frame: b.frame,
             inline: b.inline.as_ptr(),
         });
-        rq.head += 1;
-        rq.q.prefetch(pos + PREFETCH_AHEAD);
-        rq.watch = rq.q.watch(rq.head);
-        self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
-        self.decode(qi, pos, p)
+        self.head += 1;
+        self.q.prefetch(pos + PREFETCH_AHEAD);
+        self.watch = self.q.watch(self.head);
+        (pos, p)
     }
 }
 
@@ -627,6 +679,17 @@ fn gather_into_frame(frames: &ShmFrames, frame: u32, pieces: &[&[u8]], len: usiz
     }
 }
 
+/// Copy `pieces` (at most [`INLINE_BYTES`] together) into a slot's inline
+/// bytes.
+#[inline(always)]
+fn gather_into_slot(inline: &mut [u8; INLINE_BYTES], pieces: &[&[u8]]) {
+    let mut off = 0;
+    for p in pieces {
+        inline[off..off + p.len()].copy_from_slice(p);
+        off += p.len();
+    }
+}
+
 /// How far ahead of the slot being taken the consumer prefetches.
 const PREFETCH_AHEAD: u64 = 2;
 
@@ -652,8 +715,11 @@ impl Transport for ShmTransport {
         let n = self.rx.len();
         let mut qi = self.next_rx;
         for _ in 0..n {
-            if self.rx[qi].watch.ready() {
-                return Some(self.pop(qi));
+            let rq = &mut self.rx[qi];
+            if rq.watch.ready() {
+                let (pos, p) = rq.take_watched();
+                self.next_rx = if qi + 1 == n { 0 } else { qi + 1 };
+                return Some(self.decode(qi, pos, p));
             }
             qi += 1;
             if qi == n {
@@ -691,11 +757,8 @@ impl Transport for ShmTransport {
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
         let inline_ok = self.inline;
         let peer = self.tx.get_mut(dest.index())?.as_mut()?;
-        if !peer.window.try_take() {
-            peer.window.update(peer.credit.read());
-            if !peer.window.try_take() {
-                return None;
-            }
+        if !peer.take_credit() {
+            return None;
         }
         let pos = peer.window.sent() - 1;
         let use_inline = inline_ok && remaining <= INLINE_BYTES as u64;
@@ -746,9 +809,7 @@ impl Transport for ShmTransport {
             frame.token
         };
         peer.q.publish(pos, &body);
-        if self.doorbells {
-            peer.bell.ring();
-        }
+        self.ringer.ring(peer.bell);
     }
 
     fn frame_capacity(&self) -> usize {
@@ -765,56 +826,34 @@ impl Transport for ShmTransport {
 
     /// The whole-message fast path (issue 15 item 1): no [`TxFrame`], no
     /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
-    /// is gathered into the slot; a larger one is gathered into the frame
-    /// that goes with the position (dedicated queue: frame `pos & mask`,
-    /// bound to this sender, no shared-memory traffic to claim it) or one
-    /// claimed from the free list (shared queue), and the slot names it.
+    /// is gathered into the slot, the first and lightest case; a larger one
+    /// (at most a frame, as the caller checked against `inline_max`) is
+    /// gathered into a frame out of line (`TxPeer::send_framed`) and the
+    /// slot names it.
     #[inline(always)]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
-        let in_slot = self.inline && header.len as usize <= INLINE_BYTES;
-        let frame_cap = self.layout.params.frame_size as usize;
+        let len = header.len as usize;
+        debug_assert!(len <= self.inline_max(), "the caller checks inline_max");
+        let in_slot = len <= INLINE_BYTES && self.inline;
+        let ringer = self.ringer;
         let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
             return false;
         };
-        if header.len as usize > frame_cap {
+        if !peer.take_credit() {
             return false;
         }
-        if !peer.window.try_take() {
-            peer.window.update(peer.credit.read());
-            if !peer.window.try_take() {
-                return false;
-            }
-        }
-        let mut body = SlotBody {
-            header,
-            frame: NO_FRAME,
-            inline: [0; INLINE_BYTES],
-        };
-        let shared = peer.q.is_shared();
         if in_slot {
-            let mut off = 0;
-            for p in pieces {
-                body.inline[off..off + p.len()].copy_from_slice(p);
-                off += p.len();
-            }
-        } else {
-            let frame = if shared {
-                FreeList::new(peer.free_head, &peer.frames).claim()
-            } else {
-                ((peer.window.sent() - 1) & (peer.q.capacity() - 1)) as u32
+            let mut body = SlotBody {
+                header,
+                frame: NO_FRAME,
+                inline: [0; INLINE_BYTES],
             };
-            gather_into_frame(&peer.frames, frame, pieces, header.len as usize);
-            body.frame = frame;
-        }
-        let pos = if shared {
-            peer.q.claim()
+            gather_into_slot(&mut body.inline, pieces);
+            peer.publish_taken(&body);
         } else {
-            peer.window.sent() - 1
-        };
-        peer.q.publish(pos, &body);
-        if self.doorbells {
-            peer.bell.ring();
+            peer.send_framed(header, pieces);
         }
+        ringer.ring(peer.bell);
         true
     }
 
@@ -861,12 +900,10 @@ impl Transport for ShmTransport {
     }
 
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
-        let ring = self.doorbells;
+        let ringer = self.ringer;
         let peer = self.peer(dest)?;
         peer.area.store_u64(at, value);
-        if ring {
-            peer.bell.ring();
-        }
+        ringer.ring(peer.bell);
         Ok(())
     }
 
@@ -884,18 +921,8 @@ impl ShmTransport {
     /// the send path (as a buggy or hostile peer would), taking one credit.
     pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
-        assert!(
-            peer.window.try_take() || {
-                peer.window.update(peer.credit.read());
-                peer.window.try_take()
-            }
-        );
-        let pos = if peer.q.is_shared() {
-            peer.q.claim()
-        } else {
-            peer.window.sent() - 1
-        };
-        peer.q.publish(pos, &body);
+        assert!(peer.take_credit());
+        peer.publish_taken(&body);
     }
 
     /// Overwrite the stamp of the next slot `dest` will poll from us.

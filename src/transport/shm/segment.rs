@@ -108,10 +108,9 @@ pub struct SmtEntry {
 
 /// A mapped, validated segment.
 ///
-/// The mapping is shared ([`Mapping`] in an `Arc`): the views this
-/// segment hands out ([`Segment::doorbell_ref`], [`Segment::life_ref`],
-/// [`Segment::window_view`]) each keep it mapped, so their holders may be
-/// dropped in any order.
+/// The mapping is shared (a `Mapping` in an `Arc`): the views this
+/// segment hands out (`doorbell_ref`, `life_ref`, `window_view`) each keep
+/// it mapped, so their holders may be dropped in any order.
 #[derive(Debug)]
 pub struct Segment {
     /// The creator's hold on its creator line (until everyone attached);

@@ -1,15 +1,34 @@
-//! The software NIC: one thread per endpoint, blocked in `poll(2)` on the
-//! peers' sockets (never spinning), that receives write records and applies
-//! them to this rank's memory exactly as an RDMA adapter would place remote
-//! writes — ring writes payload first and the trailer's stamp last with
-//! Release ([`crate::ring::publish_trailer`]), word puts as atomic Release
-//! stores — then rings the rank's doorbell so a sleeping rank wakes. The
-//! application never reads a socket: it polls memory.
+//! The software NIC of the TCP wire ([`super::TcpWire`]): the parser
+//! that applies one peer's write records to this rank's memory exactly as
+//! an RDMA adapter places remote writes — ring writes payload first and
+//! the trailer's stamp last with Release ([`crate::ring::publish_trailer`]),
+//! credit, flush and window words as atomic Release stores — then rings
+//! the rank's doorbell; and the thread that runs it when the rank does not.
+//!
+//! **Who reads a socket.** Each connection's parser state sits behind its
+//! own mutex ([`Shared::conns`], `crate::sync::Mutex`); whoever holds it
+//! owns the socket: the rank, in the wire's progress (`try_lock`: a socket
+//! the thread is draining is skipped), or the NIC thread. A record's bytes
+//! are consumed by `recv` under the lock and applied by the holder, so no
+//! record is placed twice, or half by one thread and half by the other.
+//! Which of the two reads is a matter of speed only ([`Shared::owner`]):
+//! - the rank drains its own sockets when it polls, waits for credit or
+//!   closes: no thread wake-up on a message's path;
+//! - the NIC thread sleeps in `poll(2)` on its wake descriptor alone while
+//!   the rank owns the sockets, and polls them too (placing what arrives
+//!   and ringing the doorbell) when the rank hands them over — as it goes
+//!   to sleep on its doorbell (`TcpWire::may_sleep`) — or when the rank's
+//!   progress count stood still for [`STALL`] (a rank computing, or
+//!   blocked in a send to a peer that is blocked sending to it: its
+//!   credits and its peers' data still land, and a peer's death is still
+//!   seen within a second). The rank takes the sockets back at its next
+//!   progress.
 //!
 //! Every record is validated against the memory the peer may write (its
-//! own ring on us, our window area); a record that breaks the rules, or a
-//! connection that ends without the goodbye record, fails that peer alone
-//! with a typed [`NetError`], reported through [`Links`]; other peers go on.
+//! own ring and words on us, our window area); a record that breaks the
+//! rules, or a connection that ends without the goodbye record, fails that
+//! peer alone with a typed [`NetError`], reported through [`Links`]; other
+//! peers go on.
 //!
 //! Payloads go straight from the socket into their destination when large;
 //! small records are read in bulk through a buffer (one `recv` for many).
@@ -21,13 +40,24 @@ use crate::error::NetError;
 use crate::id::Rank;
 use crate::link::Links;
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::transport::rma::wire::PeerArea;
 use crate::transport::shm::mapping::MapRef;
 use crate::wake::Doorbell;
 use crate::window::WindowView;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the rank's progress count must stand still before the NIC
+/// thread reads the sockets itself.
+pub(crate) const STALL: Duration = Duration::from_millis(5);
+
+/// [`Shared::owner`]: the rank reads the sockets.
+pub(crate) const RANK: u32 = 0;
+/// [`Shared::owner`]: the NIC thread reads the sockets.
+pub(crate) const NIC: u32 = 1;
 
 /// Where the NIC may write besides the rings: the rank's one-sided window
 /// area and its doorbell (both in the host's shared segment, which these
@@ -40,68 +70,141 @@ pub(crate) struct NicTargets {
 }
 
 /// Memory and state shared by the application thread and the NIC thread.
-#[derive(Debug)]
 pub(crate) struct Shared {
-    /// Rings (one per network peer, in peer order) then credit words.
-    pub(crate) region: RingRegion,
+    /// This rank's rings area (rings, then credit and flush words).
+    pub(crate) rings: Arc<RingRegion>,
     pub(crate) geometry: RingGeometry,
-    /// Each peer's link state, error and flush round (`crate::link`).
+    /// Per peer: where its ring and words lie in `rings`.
+    pub(crate) areas: Vec<PeerArea>,
+    /// Each peer's link state and error (`crate::link`).
     pub(crate) links: Links,
     pub(crate) targets: NicTargets,
+    /// Per peer: its connection's parser; the holder owns the socket.
+    pub(crate) conns: Vec<Mutex<Conn>>,
+    /// Who reads the sockets now ([`RANK`] or [`NIC`]): a hint for speed
+    /// (the mutexes keep them apart), see the module docs.
+    pub(crate) owner: AtomicU32,
+    /// Bumped by every progress call of the rank.
+    pub(crate) beat: AtomicU64,
 }
 
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("geometry", &self.geometry)
+            .field("peers", &self.areas.len())
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: `targets` are views that keep the shared segment mapped and are
+// Send + Sync themselves; the parsers' raw pointers (record destinations
+// inside `rings` or the window, which `Shared` keeps alive) are used only
+// by the holder of their mutex.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
 impl Shared {
-    /// Region layout: rings, then one 64-byte credit line per peer.
-    ///
-    /// # Errors
-    /// `OutOfMemory` naming the bytes if the rings cannot be allocated.
+    /// The state of peers `ranks` (peer `k` is `ranks[k]`, its socket
+    /// `fds[k]`, its area `areas[k]`) writing `rings` and `targets`.
     pub(crate) fn new(
         geometry: RingGeometry,
+        rings: Arc<RingRegion>,
+        areas: Vec<PeerArea>,
         ranks: &[Rank],
+        fds: &[RawFd],
         targets: NicTargets,
-    ) -> std::io::Result<Shared> {
-        let n = ranks.len() as u64;
-        let too_much = |bytes: Option<u64>| {
-            std::io::Error::new(
-                std::io::ErrorKind::OutOfMemory,
-                format!(
-                    "cannot allocate {} for the receive rings of {n} peers ({} slots of {} bytes each; lower FASTMSG_NET_SLOTS or FASTMSG_NET_SLOT_SIZE)",
-                    bytes.map_or_else(|| "more than 2^64 bytes".to_owned(), |b| format!("{b} bytes")),
-                    geometry.slots,
-                    geometry.slot_bytes
-                ),
-            )
-        };
-        let bytes = geometry
-            .ring_bytes()
-            .checked_add(64)
-            .and_then(|per| per.checked_mul(n))
-            .ok_or_else(|| too_much(None))?;
-        let region = RingRegion::try_zeroed(bytes).map_err(|b| too_much(Some(b)))?;
-        Ok(Shared {
-            region,
+    ) -> Shared {
+        let conns = fds
+            .iter()
+            .enumerate()
+            .map(|(k, &fd)| {
+                Mutex::new(Conn {
+                    k,
+                    fd,
+                    live: true,
+                    want: Want::Header,
+                    got: 0,
+                    hdr: [0; HEADER_BYTES],
+                    small: [0; TRAILER_BYTES],
+                    buf: vec![0; BUF],
+                    start: 0,
+                    end: 0,
+                })
+            })
+            .collect();
+        Shared {
+            rings,
             geometry,
+            areas,
             links: Links::new(ranks),
             targets,
-        })
+            conns,
+            owner: AtomicU32::new(RANK),
+            beat: AtomicU64::new(0),
+        }
     }
 
     /// Byte offset of peer `k`'s ring in the region.
     #[inline]
     pub(crate) fn ring_offset(&self, k: usize) -> usize {
-        (self.geometry.ring_bytes() * k as u64) as usize
+        self.areas[k].ring as usize
     }
 
     /// Peer `k`'s credit word: its released count of our sends.
     #[inline]
-    pub(crate) fn credit_word(&self, k: usize) -> &crate::sync::AtomicU64 {
-        let off = self.geometry.ring_bytes() * self.links.len() as u64 + 64 * k as u64;
-        self.region.word(off as usize)
+    pub(crate) fn credit_word(&self, k: usize) -> &AtomicU64 {
+        self.rings.word(self.areas[k].credit as usize)
+    }
+
+    /// Peer `k`'s flush word: its last flush round.
+    #[inline]
+    pub(crate) fn flush_word(&self, k: usize) -> &AtomicU64 {
+        self.rings.word(self.areas[k].flush as usize)
     }
 
     fn ring_bell(&self) {
         if let Some(bell) = &self.targets.bell {
             bell.ring();
+        }
+    }
+
+    /// Apply what peer `k`'s socket holds, if nobody else is at it
+    /// (`wait`: block on the lock rather than skip). A goodbye or failure
+    /// is recorded in the links and ends reading that socket. Returns
+    /// whether the socket is still read.
+    pub(crate) fn service(&self, k: usize, wait: bool) -> bool {
+        let lock = &self.conns[k];
+        let mut c = if wait {
+            lock.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match lock.try_lock() {
+                Ok(c) => c,
+                Err(std::sync::TryLockError::WouldBlock) => return true,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            }
+        };
+        if !c.live {
+            return false;
+        }
+        match c.drain(self) {
+            Ok(()) => true,
+            Err(Stop::Bye(closed)) => {
+                c.live = false;
+                self.links.leave(k, closed);
+                self.ring_bell();
+                false
+            }
+            Err(Stop::Fail(e)) => {
+                c.live = false;
+                self.links.fail(k, e);
+                // SAFETY: shutting down a socket we read; the wire owns
+                // the descriptor and closes it after joining the thread.
+                unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
+                self.ring_bell();
+                false
+            }
         }
     }
 }
@@ -135,10 +238,13 @@ enum After {
     Done,
 }
 
-/// Parser state of one connection.
-struct Conn {
+/// Parser state of one connection: whoever holds it (behind its mutex in
+/// [`Shared::conns`]) owns the socket.
+pub(crate) struct Conn {
     k: usize,
     fd: RawFd,
+    /// Still read: no goodbye, no failure yet.
+    live: bool,
     want: Want,
     got: usize,
     hdr: [u8; HEADER_BYTES],
@@ -284,9 +390,10 @@ impl Conn {
                 }
                 let end = end.expect("checked") as usize;
                 let slot = (end / g.slot_bytes as usize - 1) as u32;
-                let base = sh.region.base();
+                let base = sh.rings.base();
                 Ok(Want::Bytes {
-                    // SAFETY: offset + len <= ring_bytes, inside peer k's ring.
+                    // SAFETY: offset + len <= ring_bytes, inside peer k's
+                    // ring (its area was laid out inside the region).
                     dst: unsafe { base.add(sh.ring_offset(self.k) + h.offset as usize) },
                     left: len - TRAILER_BYTES,
                     then: After::Trailer { slot },
@@ -332,9 +439,11 @@ impl Conn {
             }
             wire::BYE if len == 0 => Err(Stop::Bye(h.offset == wire::BYE_CLOSED)),
             wire::FLUSH if len == 0 => {
-                // Every record before this one has been applied (records
-                // apply in order): SYNC POINT link-flush, in `mark_flushed`.
-                sh.links.mark_flushed(self.k, h.offset);
+                // SYNC POINT ring-flush (release side): every record before
+                // this one has been applied (records apply in order), and
+                // is visible to whoever Acquire-loads the round
+                // (`RmaTransport::quiesce`).
+                sh.flush_word(self.k).store(h.offset, Ordering::Release);
                 sh.ring_bell();
                 Ok(Want::Header)
             }
@@ -350,7 +459,7 @@ impl Conn {
             },
             After::Publish { slot } => {
                 let t = Trailer::from_bytes(&self.small);
-                let ring = sh.region.ring(sh.ring_offset(self.k), sh.geometry);
+                let ring = sh.rings.ring(sh.ring_offset(self.k), sh.geometry);
                 // Trailer last, stamp with Release.
                 publish_trailer(&ring, slot, &t);
                 sh.ring_bell();
@@ -374,70 +483,68 @@ impl Conn {
     }
 }
 
-/// The NIC thread's body: poll the sockets (and `wake_fd`, which ends the
-/// thread) and apply what arrives, until told to stop or no link is left.
-pub(crate) fn run(sh: Arc<Shared>, fds: Vec<RawFd>, wake_fd: RawFd) {
-    let mut conns: Vec<Conn> = fds
-        .iter()
-        .enumerate()
-        .map(|(k, &fd)| Conn {
-            k,
-            fd,
-            want: Want::Header,
-            got: 0,
-            hdr: [0; HEADER_BYTES],
-            small: [0; TRAILER_BYTES],
-            buf: vec![0; BUF],
-            start: 0,
-            end: 0,
-        })
-        .collect();
+/// What the wire adds to the wake descriptor to stop the NIC thread (a
+/// hand-over adds 1).
+pub(crate) const STOP: u64 = 1 << 32;
+
+/// The NIC thread's body: until `wake_fd` says [`STOP`] or no link is left, place what arrives while the rank does not
+/// read its sockets itself (see the module docs).
+pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
+    let n = sh.conns.len();
     let mut pfds: Vec<libc::pollfd> = std::iter::once(wake_fd)
-        .chain(fds.iter().copied())
+        .chain(
+            sh.conns
+                .iter()
+                .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).fd),
+        )
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
+    let mut beat = sh.beat.load(Ordering::Relaxed);
     loop {
-        // SAFETY: `pfds` is a valid array of pollfds; -1: block until an
-        // event (this thread never spins).
-        let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
-        if r < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
+        // SYNC POINT tcp-handoff (acquire side): pairs with the rank's
+        // Release store of the owner (`TcpWire::may_sleep`, `progress`).
+        let mine = sh.owner.load(Ordering::Acquire) == NIC;
+        let watched = if mine { pfds.len() } else { 1 };
+        let stall = STALL.as_millis() as libc::c_int;
+        // SAFETY: `pfds` is a valid array of pollfds, `watched` at most its
+        // length; this thread never spins (it blocks, or wakes every STALL).
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), watched as libc::nfds_t, stall) };
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return;
         }
         if pfds[0].revents != 0 {
-            return;
-        }
-        for (i, c) in conns.iter_mut().enumerate() {
-            let p = &mut pfds[i + 1];
-            if p.fd < 0 || p.revents == 0 {
-                continue;
-            }
-            p.revents = 0;
-            match c.drain(&sh) {
-                Ok(()) => {}
-                Err(Stop::Bye(closed)) => {
-                    sh.links.leave(c.k, closed);
-                    sh.ring_bell();
-                    p.fd = -1;
-                }
-                Err(Stop::Fail(e)) => {
-                    sh.links.fail(c.k, e);
-                    // SAFETY: shutting down a socket we poll; the transport
-                    // owns the descriptor and closes it after joining us.
-                    unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
-                    sh.ring_bell();
-                    p.fd = -1;
-                }
+            pfds[0].revents = 0;
+            let mut v = [0u8; 8];
+            // SAFETY: reading the 8-byte counter of our eventfd.
+            unsafe { libc::read(wake_fd, v.as_mut_ptr() as *mut libc::c_void, 8) };
+            if u64::from_ne_bytes(v) >= STOP {
+                return;
             }
         }
-        if pfds[1..].iter().all(|p| p.fd < 0) {
-            return;
+        if mine {
+            for k in 0..n {
+                let p = &mut pfds[k + 1];
+                if p.fd >= 0 && p.revents != 0 {
+                    p.revents = 0;
+                    if !sh.service(k, true) {
+                        p.fd = -1;
+                    }
+                }
+            }
+            if pfds[1..].iter().all(|p| p.fd < 0) {
+                return;
+            }
         }
+        // The rank stood still for a whole STALL: read its sockets.
+        let now = sh.beat.load(Ordering::Relaxed);
+        if r == 0 && now == beat {
+            // SYNC POINT tcp-handoff (release side): no data rides on it.
+            sh.owner.store(NIC, Ordering::Release);
+        }
+        beat = now;
     }
 }

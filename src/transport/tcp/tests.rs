@@ -3,9 +3,14 @@
 //! Each is refused or reported with a typed error naming the peer, and the
 //! other peers go on.
 
+use super::wire::RecordHeader;
 use super::*;
+use crate::error::{ExtractError, NetError, ProtocolError};
 use crate::frame::FragFlags;
-use std::io::Write;
+use crate::frame::FragHeader;
+use crate::ring::TRAILER_BYTES;
+use crate::transport::Transport;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -27,22 +32,47 @@ struct Trio {
     fake: [TcpStream; 2],
 }
 
+/// The fake rank's side of the set-up exchange and ready handshake on
+/// each of its connections (what `RmaTransport::new` does).
+fn fake_setup(fakes: &mut [&mut TcpStream]) {
+    let mine = crate::transport::rma::wire::PeerArea::default().encode();
+    for f in fakes.iter_mut() {
+        f.write_all(&(mine.len() as u32).to_le_bytes()).unwrap();
+        f.write_all(&mine).unwrap();
+    }
+    for f in fakes.iter_mut() {
+        let mut l = [0u8; 4];
+        f.read_exact(&mut l).unwrap();
+        let mut theirs = vec![0u8; u32::from_le_bytes(l) as usize];
+        f.read_exact(&mut theirs).unwrap();
+    }
+    for f in fakes.iter_mut() {
+        f.write_all(&[0]).unwrap();
+    }
+    for f in fakes.iter_mut() {
+        f.read_exact(&mut [0u8; 1]).unwrap();
+    }
+}
+
 fn trio() -> Trio {
     let (a01, b01) = pair();
-    let (a02, f0) = pair();
-    let (a12, f1) = pair();
+    let (a02, mut f0) = pair();
+    let (a12, mut f1) = pair();
     let mk = |me: u32, links: Vec<(Rank, TcpStream)>| {
         // A 4 KiB window area of its own (the transport keeps it); no
         // doorbell.
         let window = crate::transport::shm::mapping::Mapping::anon(4096)
             .unwrap()
             .window(0, 4096);
-        TcpTransport::new(Rank(me), 3, geo(), links, NetTargets { window, bell: None }).unwrap()
+        std::thread::spawn(move || {
+            start(Rank(me), 3, geo(), links, NetTargets { window, bell: None }).unwrap()
+        })
     };
     let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)]);
     let t1 = mk(1, vec![(Rank(0), b01), (Rank(2), a12)]);
+    fake_setup(&mut [&mut f0, &mut f1]);
     Trio {
-        t: [t0, t1],
+        t: [t0.join().unwrap(), t1.join().unwrap()],
         fake: [f0, f1],
     }
 }
@@ -184,10 +214,11 @@ fn a_peer_vanishing_mid_record_is_reported_and_nothing_half_lands() {
 #[test]
 fn a_goodbye_is_not_an_error() {
     let mut tr = trio();
+    // The goodbye of a peer that closed (one that did not is `PeerLeft`).
     let bye = RecordHeader {
         kind: wire::BYE,
         len: 0,
-        offset: 0,
+        offset: wire::BYE_CLOSED,
     };
     tr.fake[0].write_all(&bye.encode()).unwrap();
     let start = Instant::now();
@@ -261,12 +292,13 @@ fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
         "{e}"
     );
     // Rank 2 is peer 1 of rank 0; its slot 0's stamp is the ring's last word.
-    let stamp_at = tr.t[0].shared.ring_offset(1) + geo().slot_bytes as usize - 8;
+    let stamp_at = geo().slot_bytes as usize - 8;
     for stamp in [u64::MAX, 1] {
         tr.fake[0].write_all(&ring_write(stamp)).unwrap();
         let start = Instant::now();
-        // SYNC POINT ring-stamp (acquire side): the NIC's placement.
-        while tr.t[0].shared.region.word(stamp_at).load(Ordering::Acquire) != stamp {
+        // The poll reads the socket and places the record.
+        while tr.t[0].rings_word(1, stamp_at) != stamp {
+            assert!(tr.t[0].poll().is_none(), "a dead ring delivers nothing");
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "record not applied"
@@ -342,14 +374,20 @@ fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     // Rank 1 sends its flush marker (what its own quiesce starts with).
     let Trio { t, fake } = tr;
     let [mut t0, mut t1] = t;
-    let [mut f0, f1] = fake;
-    let flush1 = RecordHeader {
+    let [mut f0, mut f1] = fake;
+    // Rank 1 quiesces too (its flush marker is what rank 0 waits for),
+    // the fake rank 2 answering it.
+    let flush = RecordHeader {
         kind: wire::FLUSH,
         len: 0,
         offset: 1,
     }
     .encode();
-    assert!(t1.send(0, &[&flush1]));
+    f1.write_all(&flush).unwrap();
+    let q1 = std::thread::spawn(move || {
+        t1.quiesce(Duration::from_secs(20)).unwrap();
+        t1
+    });
     // The fake rank 2 sends a fragment late, then its flush.
     let late = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
@@ -374,6 +412,7 @@ fn quiesce_waits_for_what_peers_sent_before_their_flush() {
         f0
     });
     t0.quiesce(Duration::from_secs(20)).unwrap();
+    let t1 = q1.join().unwrap();
     let f = t0.poll().expect("landed before quiesce returned").unwrap();
     assert_eq!(f.header.src, 2);
     t0.release(&f.token);

@@ -17,9 +17,11 @@
 
 use super::qp::{self, Cq, Device, Mr, Qp, QpInfo};
 use crate::error::VerbsError;
-use crate::transport::rma::wire::{wait_for_sync, Event, RmaWire};
+use crate::ring::{RingGeometry, RingRegion};
+use crate::transport::rma::wire::{wait_for_sync, Event, PeerArea, RmaWire};
 use rdma_sys::{ibv_send_flags, ibv_wc, ibv_wc_opcode, ibv_wc_status};
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every this many writes to a peer one is signaled (selective signaling).
@@ -140,10 +142,12 @@ impl RmaWire for VerbsWire {
 
     fn register(
         &mut self,
-        rings: (*mut u8, usize),
+        _geometry: RingGeometry,
+        rings: &Arc<RingRegion>,
         staging: (*mut u8, usize),
         window: (*mut u8, usize),
     ) -> Result<(), VerbsError> {
+        let rings = (rings.base(), rings.len());
         for (base, len) in [rings, staging, window] {
             self.mrs.push(Mr::new(&self.dev, base, len)?);
         }
@@ -151,7 +155,7 @@ impl RmaWire for VerbsWire {
         Ok(())
     }
 
-    fn describe(&mut self, k: usize) -> Result<Vec<u8>, VerbsError> {
+    fn describe(&mut self, k: usize, _mine: &PeerArea) -> Result<Vec<u8>, VerbsError> {
         debug_assert_eq!(self.peers.len(), k);
         let qp = Qp::new(&self.dev, &self.cq, self.depth)?;
         let mut psn = [0u8; 4];
@@ -183,7 +187,14 @@ impl RmaWire for VerbsWire {
         Ok(mine.encode().to_vec())
     }
 
-    fn connect(&mut self, k: usize, rank: u32, remote: &[u8]) -> Result<(), VerbsError> {
+    fn connect(
+        &mut self,
+        k: usize,
+        rank: u32,
+        _theirs: &PeerArea,
+        remote: &[u8],
+        _side: &std::net::TcpStream,
+    ) -> Result<(), VerbsError> {
         let b: &[u8; QpInfo::BYTES] = remote.try_into().map_err(|_| VerbsError::Call {
             call: "queue-pair exchange",
             device: self.dev.name.clone(),
