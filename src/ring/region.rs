@@ -4,12 +4,15 @@
 //! into it (the TCP software NIC thread, or an RDMA adapter once the
 //! region is registered).
 //!
-//! A region is its own anonymous mapping (`MAP_NORESERVE`): its pages are
-//! zero without being written and become resident only when first
-//! written, so a ring costs memory for the slots that traffic has reached,
-//! not for its whole size at start (polling an untouched stamp reads the
-//! kernel's shared zero page). Registering a region for RDMA (verbs) pins,
-//! and so populates, it; `docs/scale.md` has the figures.
+//! A region is its own anonymous private mapping, never written at
+//! creation: its pages are zero without being written and become resident
+//! only when first written, so a ring costs memory for the slots that
+//! traffic has reached, not for its whole size at start (polling an
+//! untouched stamp reads the kernel's shared zero page). The mapping is
+//! charged to the commit limit as any allocation is (no `MAP_NORESERVE`),
+//! so under strict overcommit a region that does not fit fails here, at
+//! start. Registering a region for RDMA (verbs) pins, and so populates,
+//! it; `docs/scale.md` has the figures.
 
 #![allow(unsafe_code)]
 
@@ -58,7 +61,7 @@ impl RingRegion {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
