@@ -617,14 +617,7 @@ impl Engine {
         op: &R,
     ) -> Result<(), CollError> {
         let bytes = std::mem::size_of_val(data);
-        if bytes > SMP_ALLREDUCE_MAX_BYTES || self.size > SMP_ALLREDUCE_MAX_RANKS {
-            return Err(CollError::Unavailable {
-                algo: "the one-sided allreduce",
-                why: format!(
-                    "it needs at most {SMP_ALLREDUCE_MAX_RANKS} ranks and at most {SMP_ALLREDUCE_MAX_BYTES} bytes ({bytes} given)"
-                ),
-            });
-        }
+        self.check_smp_allreduce("the one-sided allreduce", bytes)?;
         let f = self.allreduce_flags(ep, Algo::RdAllreduce, op, bytes)?;
         let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
         scratch.resize(bytes, 0);
@@ -669,6 +662,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Refuse an allreduce through the window flags that the window cannot
+    /// hold: more than `SMP_ALLREDUCE_MAX_RANKS` ranks or
+    /// `SMP_ALLREDUCE_MAX_BYTES` bytes.
+    fn check_smp_allreduce(&self, algo: &'static str, bytes: usize) -> Result<(), CollError> {
+        if bytes > SMP_ALLREDUCE_MAX_BYTES || self.size > SMP_ALLREDUCE_MAX_RANKS {
+            return Err(CollError::Unavailable {
+                algo,
+                why: format!(
+                    "it needs at most {SMP_ALLREDUCE_MAX_RANKS} ranks and at most {SMP_ALLREDUCE_MAX_BYTES} bytes ({bytes} given)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Every other rank, from the next one up, wrapping around.
     fn peers(&self) -> Rc<[Rank]> {
         let mut os = self.one_sided.borrow_mut();
@@ -706,14 +714,7 @@ impl Engine {
         op: &R,
     ) -> Result<(), CollError> {
         let bytes = std::mem::size_of_val(data);
-        if bytes > SMP_ALLREDUCE_MAX_BYTES || self.size > SMP_ALLREDUCE_MAX_RANKS {
-            return Err(CollError::Unavailable {
-                algo: "the all-to-all allreduce",
-                why: format!(
-                    "it needs at most {SMP_ALLREDUCE_MAX_RANKS} ranks and at most {SMP_ALLREDUCE_MAX_BYTES} bytes ({bytes} given)"
-                ),
-            });
-        }
+        self.check_smp_allreduce("the all-to-all allreduce", bytes)?;
         let peers = self.peers();
         let f = self.allreduce_flags(ep, Algo::AllToAllAllreduce, op, bytes)?;
         let mut scratch = std::mem::take(&mut self.one_sided.borrow_mut().scratch);
