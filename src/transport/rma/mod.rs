@@ -344,6 +344,29 @@ impl<W: RmaWire> RmaTransport<W> {
         }
     }
 
+    /// Write flush round `round` to peer `k`'s flush word (`quiesce`).
+    fn send_flush(&mut self, k: usize, round: u64) {
+        let local = self.flush_src_off(k);
+        // SAFETY: peer k's flush source word in staging is ours; the
+        // previous round's write from it completed (fenced, or ordered
+        // and answered by the peer's flush of that round).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                round.to_le_bytes().as_ptr(),
+                self.staging.base().add(local),
+                8,
+            )
+        };
+        let at = self.p(k).remote.flush;
+        // SYNC POINT ring-flush (release side): the flush word goes
+        // after every earlier write to this peer, and the wire places
+        // writes in order (or, in safe mode, issues it only after their
+        // completions), so the peer that reads the round sees them all.
+        if let Err(why) = self.wire.write(k, local, 8, at, None) {
+            self.fail(k, why);
+        }
+    }
+
     fn fail(&mut self, k: usize, why: String) {
         self.p_mut(k).gone = true;
         self.failed.borrow_mut().push((k, why));
@@ -719,33 +742,22 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 self.fail(k, why);
             }
         }
-        for i in 0..self.active.len() {
-            let k = self.active[i];
-            if self.p(k).gone {
-                continue;
-            }
-            let local = self.flush_src_off(k);
-            // SAFETY: peer k's flush source word in staging is ours; the
-            // previous round's write from it completed (fenced, or ordered
-            // and answered by the peer's flush of that round).
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    round.to_le_bytes().as_ptr(),
-                    self.staging.base().add(local),
-                    8,
-                )
-            };
-            let at = self.p(k).remote.flush;
-            // SYNC POINT ring-flush (release side): the flush word goes
-            // after every earlier write to this peer, and the wire places
-            // writes in order (or, in safe mode, issues it only after their
-            // completions), so the peer that reads the round sees them all.
-            if let Err(why) = self.wire.write(k, local, 8, at, None) {
-                self.fail(k, why);
-            }
+        // Links handed over but not installed yet are peers too (a peer
+        // that connected to us just before its close, e.g. by a put).
+        if self.lazy_arrived() {
+            self.install_arrived();
         }
+        let mut flushed = 0;
         let start = Instant::now();
         loop {
+            // Peers connected since (lazy set-up) get this round's word too.
+            while flushed < self.active.len() {
+                let k = self.active[flushed];
+                flushed += 1;
+                if !self.p(k).gone {
+                    self.send_flush(k, round);
+                }
+            }
             self.progress();
             let waiting = self.active.iter().copied().find(|&k| {
                 // SYNC POINT ring-flush (acquire side): the peer's flush
@@ -753,7 +765,24 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 !self.p(k).gone
                     && self.rings.word(self.flush_off(k)).load(Ordering::Acquire) < round
             });
+            // A connection being accepted: the peer dialed us before its
+            // close (its dial returned), so it counts on our flush.
+            let settling = self.lazy.as_ref().is_some_and(Connector::settling);
+            if settling && self.lazy_arrived() {
+                self.install_arrived();
+            }
             let Some(k) = waiting else {
+                if settling {
+                    if start.elapsed() > timeout {
+                        return Err(ExtractError::Network(NetError::Io {
+                            rank: self.ranks.first().copied().unwrap_or_default(),
+                            op: "flush at close",
+                            msg: format!("a connection still being accepted after {timeout:?}"),
+                        }));
+                    }
+                    std::thread::yield_now();
+                    continue;
+                }
                 self.quiet = true;
                 return Ok(());
             };
