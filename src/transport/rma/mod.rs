@@ -380,8 +380,14 @@ impl<W: RmaWire> RmaTransport<W> {
             idle,
             ..
         } = self;
+        // SYNC POINT credit-return (acquire side): the peer's write of its
+        // released count.
+        let word = || rings.word(credit_at).load(Ordering::Acquire);
+        // Read the sockets only when the count already landed does not
+        // give credit (each read is a system call).
+        let short = !peers[k].tx.has_credit(word());
         peers[k].tx.try_reserve(|| {
-            if !*lands_alone {
+            if short && !*lands_alone {
                 // Out of credit: the returned count lands through progress.
                 idle.set(0);
                 wire.progress();
@@ -398,9 +404,7 @@ impl<W: RmaWire> RmaTransport<W> {
                     Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
                 });
             }
-            // SYNC POINT credit-return (acquire side): the peer's write of
-            // its released count.
-            rings.word(credit_at).load(Ordering::Acquire)
+            word()
         })
     }
 
@@ -616,6 +620,11 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         true
     }
 
+    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+        self.gathers
+            .then(|| self.send_gathered(dest, header, &[piece]))
+    }
+
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         self.progress();
         // The backstop of the credit protocol: publish whatever is released.
@@ -653,12 +662,16 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
 
     fn has_credit(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| {
-            if !self.lands_alone {
-                self.progress();
-            }
             let p = &self.peers[k];
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
-            p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
+            let credit = || p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire));
+            // The sockets are read (a system call) only when the count
+            // already landed gives no credit.
+            credit()
+                || (!self.lands_alone && {
+                    self.progress();
+                    credit()
+                })
         })
     }
 
