@@ -397,9 +397,15 @@ impl<W: RmaWire> RmaTransport<W> {
             idle,
             ..
         } = self;
+        // SYNC POINT credit-return (acquire side): the peer's write of its
+        // released count.
+        let word = || rings.word(credit_at).load(Ordering::Acquire);
         let (mine, others) = split_at_peer(peers, k);
+        // Read the sockets only when the count already landed does not
+        // give credit (each read is a system call).
+        let short = !mine.tx.has_credit(word());
         mine.tx.try_reserve(|| {
-            if !*lands_alone {
+            if short && !*lands_alone {
                 // Out of credit: the returned count lands through progress.
                 idle.set(0);
                 wire.progress();
@@ -419,9 +425,7 @@ impl<W: RmaWire> RmaTransport<W> {
                     Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
                 });
             }
-            // SYNC POINT credit-return (acquire side): the peer's write of
-            // its released count.
-            rings.word(credit_at).load(Ordering::Acquire)
+            word()
         })
     }
 
@@ -624,6 +628,11 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         true
     }
 
+    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+        self.gathers
+            .then(|| self.send_gathered(dest, header, &[piece]))
+    }
+
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         self.progress();
         if self.lazy_arrived() {
@@ -684,11 +693,15 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             let Some(p) = self.peers[k].up() else {
                 return true;
             };
-            if !self.lands_alone {
-                self.progress();
-            }
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
-            p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
+            let credit = || p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire));
+            // The sockets are read (a system call) only when the count
+            // already landed gives no credit.
+            credit()
+                || (!self.lands_alone && {
+                    self.progress();
+                    credit()
+                })
         })
     }
 
