@@ -171,7 +171,7 @@ fn a_peer_gone_before_anyone_connected_to_it_is_reported_within_a_second() {
 fn a_put_as_first_contact_just_before_close_ends_cleanly() {
     threads::run(4, tcp, |mut b| {
         let win = b.window("w", 4096);
-        let mut ep = b.start()?;
+        let ep = b.start()?;
         let me = ep.rank().0;
         if me >= 2 {
             // 2 -> 3 and 3 -> 2 at once: also the crossing dial.

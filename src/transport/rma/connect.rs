@@ -199,6 +199,12 @@ impl Connector {
         self.pairs.settling.load(Ordering::Acquire) > 0 || self.arrived()
     }
 
+    /// Whether peer `k`'s connection was accepted here (handed over, or
+    /// about to be).
+    pub(crate) fn accepted(&self, k: usize) -> bool {
+        self.pairs.states[k].load(Ordering::Acquire) == ACCEPTING
+    }
+
     /// The links handed over so far.
     pub(crate) fn take(&self) -> Vec<Incoming> {
         self.pairs.arrived.store(false, Ordering::Relaxed);

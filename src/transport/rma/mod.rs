@@ -787,10 +787,17 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             let Some(k) = waiting else {
                 if settling {
                     if start.elapsed() > timeout {
+                        // The peer whose accepted link never came in.
+                        let k = (0..self.peers.len())
+                            .find(|&k| {
+                                matches!(self.peers[k], Slot::Idle)
+                                    && self.lazy.as_ref().is_some_and(|l| l.accepted(k))
+                            })
+                            .unwrap_or(0);
                         return Err(ExtractError::Network(NetError::Io {
-                            rank: self.ranks.first().copied().unwrap_or_default(),
+                            rank: self.ranks[k],
                             op: "flush at close",
-                            msg: format!("a connection still being accepted after {timeout:?}"),
+                            msg: format!("its connection still being accepted after {timeout:?}"),
                         }));
                     }
                     std::thread::yield_now();
