@@ -60,6 +60,18 @@ const BYE_CLOSED: u8 = 1;
 /// The goodbye byte of an endpoint dropped without `close`.
 const BYE_LEFT: u8 = 2;
 
+/// Where the poll looks for one peer's next fragment: the byte of its
+/// stamp word in the rings area and the value that says it landed (what
+/// [`RingRx::watch`] computes, kept by [`RmaTransport::rewatch`] in step
+/// with the reader, so that the empty poll is one load per ring).
+#[derive(Clone, Copy, Debug, Default)]
+struct Watch {
+    at: usize,
+    want: u64,
+    /// The ring is in service (else the watch never fires).
+    live: bool,
+}
+
 #[derive(Debug)]
 struct Peer {
     rank: Rank,
@@ -87,6 +99,8 @@ pub struct RmaTransport<W: RmaWire> {
     /// The wire sends from the caller's pieces ([`RmaWire::gathers`]).
     gathers: bool,
     peers: Vec<Peer>,
+    /// Per peer: the poll's watch of its ring.
+    watch: Vec<Watch>,
     peer_of_rank: Vec<u32>,
     next: usize,
     /// Safe mode: per peer and slot, whether the write of the slot's next
@@ -170,6 +184,7 @@ impl<W: RmaWire> RmaTransport<W> {
             carries_ends: wire.carries_ends(),
             gathers: wire.gathers(),
             peers: Vec::with_capacity(n),
+            watch: vec![Watch::default(); n],
             peer_of_rank: vec![u32::MAX; world as usize],
             next: 0,
             landed: Vec::new(),
@@ -218,6 +233,9 @@ impl<W: RmaWire> RmaTransport<W> {
                 gone: false,
                 side,
             });
+        }
+        for k in 0..n {
+            t.rewatch(k);
         }
         t.landed = (0..n)
             .map(|_| (0..geometry.slots).map(|_| Cell::new(false)).collect())
@@ -309,18 +327,33 @@ impl<W: RmaWire> RmaTransport<W> {
         self.progress();
     }
 
+    /// Set peer `k`'s watch from its reader (after every change of the
+    /// reader's head or service).
+    fn rewatch(&mut self, k: usize) {
+        let g = self.geometry;
+        let rx = &self.peers[k].rx;
+        let slot = g.slot_of(rx.head()) as usize;
+        self.watch[k] = Watch {
+            at: self.ring_off(k) + (slot + 1) * g.slot_bytes as usize - 8,
+            want: rx.head() + 1,
+            live: rx.in_service(),
+        };
+    }
+
     #[inline]
     fn landed(&self, k: usize) -> bool {
-        let p = &self.peers[k];
-        let slot = self.geometry.slot_of(p.rx.head());
-        if self.notify && !self.landed[k][slot as usize].get() {
-            return false;
+        let w = self.watch[k];
+        if self.notify {
+            let slot = self.geometry.slot_of(self.peers[k].rx.head());
+            if !self.landed[k][slot as usize].get() {
+                return false;
+            }
         }
-        let ring = self.rings.ring(self.ring_off(k), self.geometry);
-        // SYNC POINT ring-stamp (acquire side), in `RingWatch::ready`: in
-        // order, the stamp landing last proves the payload landed; in safe
-        // mode the notification did. A ring out of service never fires.
-        p.rx.watch(&ring).ready()
+        // SYNC POINT ring-stamp (acquire side), as in `RingWatch::ready`:
+        // in order, the stamp landing last proves the payload landed; in
+        // safe mode the notification did. A ring out of service never
+        // fires.
+        w.live && self.rings.word(w.at).load(Ordering::Acquire) == w.want
     }
 
     /// Post fragment `pos` (payload at the start of its mirror slot).
@@ -448,6 +481,7 @@ impl<W: RmaWire> RmaTransport<W> {
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
         let head = self.peers[k].rx.head();
         let got = self.peers[k].rx.try_take(&ring, self.world);
+        self.rewatch(k);
         if self.peers[k].rx.head() != head {
             self.landed[k][self.geometry.slot_of(head) as usize].set(false);
         }
@@ -646,7 +680,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         // anyone but the ring's writer).
         for k in 0..self.peers.len() {
             let ring = self.rings.ring(self.ring_off(k), self.geometry);
-            self.peers[k].rx.check(&ring)?;
+            let checked = self.peers[k].rx.check(&ring);
+            self.rewatch(k);
+            checked?;
         }
         for k in 0..self.peers.len() {
             if !self.peers[k].gone {
