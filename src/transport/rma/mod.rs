@@ -19,7 +19,9 @@
 //! - Progress: the poll calls the wire's progress at once after an
 //!   arrival, then at doubling gaps while nothing comes, up to
 //!   [`RmaWire::progress_period`] polls; credit waits call it before
-//!   re-reading the credit word.
+//!   re-reading the credit word. In safe mode an empty poll between
+//!   progress calls is one load: the count of landed reports not yet
+//!   taken (no ring is looked at while it is zero).
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
@@ -34,8 +36,10 @@
 
 #![allow(unsafe_code)]
 
+mod landed;
 pub mod wire;
 
+use self::landed::Landed;
 use self::wire::{Area, Event, PeerArea, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
@@ -89,9 +93,8 @@ pub struct RmaTransport<W: RmaWire> {
     peers: Vec<Peer>,
     peer_of_rank: Vec<u32>,
     next: usize,
-    /// Safe mode: per peer and slot, whether the write of the slot's next
-    /// fragment was reported landed.
-    landed: Vec<Vec<Cell<bool>>>,
+    /// Safe mode: which slots' writes were reported landed, not yet taken.
+    landed: Landed,
     /// Failures reported by the wire and not yet by `check_peers`.
     failed: RefCell<Vec<(usize, String)>>,
     /// Ends of peers' connections reported by the wire and not yet by
@@ -172,7 +175,7 @@ impl<W: RmaWire> RmaTransport<W> {
             peers: Vec::with_capacity(n),
             peer_of_rank: vec![u32::MAX; world as usize],
             next: 0,
-            landed: Vec::new(),
+            landed: Landed::default(),
             failed: RefCell::new(Vec::new()),
             ended: RefCell::new(Vec::new()),
             idle: Cell::new(0),
@@ -219,9 +222,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 side,
             });
         }
-        t.landed = (0..n)
-            .map(|_| (0..geometry.slots).map(|_| Cell::new(false)).collect())
-            .collect();
+        t.landed = Landed::new(n, geometry.slots);
         t.wire.ready(geometry.slots)?;
         t.notify = !t.wire.places_in_order();
         // Both ends are ready to be written before anyone writes.
@@ -278,16 +279,15 @@ impl<W: RmaWire> RmaTransport<W> {
         self.rings.word(self.credit_off(k))
     }
 
-    /// Call the wire's progress and take in what it found.
+    /// Call the wire's progress and take in what it found (out of line:
+    /// the empty poll's fast path stays small).
+    #[inline(never)]
     fn progress(&self) {
         self.idle.set(0);
         self.wire.progress();
         self.wire.take_events(&mut |e| match e {
             Event::Landed { peer, pos } => {
-                let slot = self.geometry.slot_of(pos) as usize;
-                if let Some(c) = self.landed.get(peer).and_then(|l| l.get(slot)) {
-                    c.set(true);
-                }
+                self.landed.mark(peer, self.geometry.slot_of(pos));
                 self.gap.set(1);
             }
             Event::Failed { peer, why } => self.failed.borrow_mut().push((peer, why)),
@@ -298,22 +298,44 @@ impl<W: RmaWire> RmaTransport<W> {
     /// The empty poll's progress: at once after an arrival, then at
     /// doubling gaps up to the wire's period while nothing comes (on a
     /// manual-progress provider each call is a system call).
-    #[inline]
+    #[inline(always)]
     fn progress_due(&self) {
         let n = self.idle.get() + 1;
         if n < self.gap.get() {
             self.idle.set(n);
             return;
         }
+        self.progress_at_gap();
+    }
+
+    /// The progress call `progress_due` found due (out of line).
+    #[inline(never)]
+    fn progress_at_gap(&self) {
         self.gap.set((self.gap.get() * 2).min(self.period));
         self.progress();
+    }
+
+    /// Whether some peer's ring holds a fragment to take. In safe mode,
+    /// one load while no landed report waits; the rings are looked at out
+    /// of line (the empty poll's code stays small).
+    #[inline(always)]
+    fn any_ready(&self) -> bool {
+        if self.notify {
+            return self.landed.any() && self.scan_reported();
+        }
+        (0..self.peers.len()).any(|k| self.landed(k))
+    }
+
+    #[inline(never)]
+    fn scan_reported(&self) -> bool {
+        (0..self.peers.len()).any(|k| self.landed(k))
     }
 
     #[inline]
     fn landed(&self, k: usize) -> bool {
         let p = &self.peers[k];
         let slot = self.geometry.slot_of(p.rx.head());
-        if self.notify && !self.landed[k][slot as usize].get() {
+        if self.notify && !self.landed.is_set(k, slot) {
             return false;
         }
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
@@ -386,14 +408,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 idle.set(0);
                 wire.progress();
                 wire.take_events(&mut |e| match e {
-                    Event::Landed { peer, pos } => {
-                        if let Some(c) = landed
-                            .get(peer)
-                            .and_then(|l| l.get(g.slot_of(pos) as usize))
-                        {
-                            c.set(true);
-                        }
-                    }
+                    Event::Landed { peer, pos } => landed.mark(peer, g.slot_of(pos)),
                     Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
                     Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
                 });
@@ -445,7 +460,7 @@ impl<W: RmaWire> RmaTransport<W> {
         let head = self.peers[k].rx.head();
         let got = self.peers[k].rx.try_take(&ring, self.world);
         if self.peers[k].rx.head() != head {
-            self.landed[k][self.geometry.slot_of(head) as usize].set(false);
+            self.landed.clear(k, self.geometry.slot_of(head));
         }
         let n = self.peers.len();
         self.next = if k + 1 == n { 0 } else { k + 1 };
@@ -541,6 +556,10 @@ fn exchange(side: &mut TcpStream, offsets: &[u8], wire: &[u8]) -> std::io::Resul
 impl<W: RmaWire> Transport for RmaTransport<W> {
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
         self.progress_due();
+        if self.notify && !self.landed.any() {
+            // Safe mode: no ring is ready before its write was reported.
+            return None;
+        }
         let n = self.peers.len();
         let mut k = self.next;
         for _ in 0..n {
@@ -556,10 +575,11 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         None
     }
 
+    #[inline(always)]
     fn has_arrivals(&self) -> bool {
         self.wire.may_sleep();
         self.progress_due();
-        (0..self.peers.len()).any(|k| self.landed(k))
+        self.any_ready()
     }
 
     fn release(&mut self, token: &ReleaseToken) {
