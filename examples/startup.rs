@@ -8,7 +8,9 @@
 //! network ring regions `start` created and the rest ([`memory`]). Rank 0
 //! gathers every rank's figures and prints the median and the maximum
 //! over ranks, with the segment file's size and allocation and the host's
-//! TCP socket memory at that moment.
+//! TCP socket memory at that moment, and how many network connections
+//! each rank holds (with lazy connections, `FASTMSG_CONNECT=lazy`, those
+//! it used: rank 0's star of start-up, and the traffic's peers).
 //!
 //! ```sh
 //! fmrun -n 4 --net tcp target/release/examples/startup --json
@@ -61,10 +63,12 @@ struct Sample {
     regions_rss: f64,
     regions_size: f64,
     rest_rss: f64,
+    /// Network connections held when memory was read.
+    connections: f64,
 }
 
 impl Sample {
-    const FIELDS: usize = 10;
+    const FIELDS: usize = 11;
 
     fn encode(&self) -> Vec<u8> {
         self.fields().iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -82,6 +86,7 @@ impl Sample {
             self.regions_rss,
             self.regions_size,
             self.rest_rss,
+            self.connections,
         ]
     }
 
@@ -105,6 +110,7 @@ impl Sample {
             regions_rss: f(7),
             regions_size: f(8),
             rest_rss: f(9),
+            connections: f(10),
         })
     }
 }
@@ -176,6 +182,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         regions_rss: split.regions.rss as f64,
         regions_size: split.regions.size as f64,
         rest_rss: split.rest_rss() as f64,
+        connections: ep.network_connections().len() as f64,
     };
     ep.send(Rank(0), report, &[&sample.encode()])?;
     if ep.rank().0 == 0 {
@@ -211,6 +218,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 ("regions_rss_mib", |s| s.regions_rss, true),
                 ("regions_size_mib", |s| s.regions_size, true),
                 ("rest_rss_mib", |s| s.rest_rss, true),
+                ("connections", |s| s.connections, false),
             ] {
                 let v = col(f);
                 let (m, x) = (med(v.clone()), max(&v));

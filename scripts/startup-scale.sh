@@ -3,7 +3,11 @@
 # forced, for several job sizes (issue 12 item 4; the model in
 # docs/scale.md).
 #
-#   scripts/startup-scale.sh [--net tcp|ofi] [--runs R] [--traffic BYTES] [--json] N...
+#   scripts/startup-scale.sh [--net tcp|ofi] [--connect lazy|eager|both] [--runs R] [--traffic BYTES] [--json] N...
+#
+# --connect sets FASTMSG_CONNECT for the runs (default: lazy, the
+# library's default); `both` runs eager and lazy alternately within each
+# round (same build, same load), one table row per size and mode.
 #
 # For each N, R runs (default 3) of
 #   fmrun -n N --net NET target/release/examples/startup --json
@@ -35,11 +39,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NET=tcp RUNS=3 TRAFFIC=0 JSON=0 SIZES=()
+NET=tcp RUNS=3 TRAFFIC=0 JSON=0 SIZES=() MODES=(lazy)
 while [ $# -gt 0 ]; do
     case "$1" in
     --net) NET=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --connect)
+        case "$2" in
+        both) MODES=(eager lazy) ;;
+        lazy | eager) MODES=("$2") ;;
+        *) echo "startup-scale: --connect lazy, eager or both" >&2; exit 2 ;;
+        esac
+        shift 2 ;;
     --traffic) TRAFFIC=$2; shift 2 ;;
     --json) JSON=1; shift ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
@@ -84,7 +95,7 @@ PY
 }
 
 echo "# $(date -u +%FT%TZ) $(git describe --always --dirty 2>/dev/null || echo "?"), net $NET, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), MemAvailable $(awk '/MemAvailable/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-echo "# settings: FASTMSG_NET_SLOTS=${FASTMSG_NET_SLOTS:-16} FASTMSG_NET_SLOT_SIZE=${FASTMSG_NET_SLOT_SIZE:-65536} runs $RUNS traffic $TRAFFIC"
+echo "# settings: FASTMSG_NET_SLOTS=${FASTMSG_NET_SLOTS:-16} FASTMSG_NET_SLOT_SIZE=${FASTMSG_NET_SLOT_SIZE:-65536} runs $RUNS traffic $TRAFFIC connect ${MODES[*]}"
 RAW=$(mktemp)
 trap 'rm -f "$RAW"' EXIT
 for n in "${SIZES[@]}"; do
@@ -95,18 +106,20 @@ for n in "${SIZES[@]}"; do
         continue
     fi
     for r in $(seq 1 "$RUNS"); do
+      for mode in "${MODES[@]}"; do
         t0=$(date +%s%N)
-        if ! out=$(timeout $((WAIT + 60 + n / 2)) "$FMRUN" -n "$n" --net "$NET" --timeout "$WAIT" \
+        if ! out=$(FASTMSG_CONNECT=$mode timeout $((WAIT + 60 + n / 2)) "$FMRUN" -n "$n" --net "$NET" --timeout "$WAIT" \
             "$EX" --json --traffic "$TRAFFIC" 2>/tmp/startup-scale.$$.err); then
-            echo "# N=$n run $r failed (status $?); its stderr's tail:"
+            echo "# N=$n $mode run $r failed (status $?); its stderr's tail:"
             tail -5 /tmp/startup-scale.$$.err | sed 's/^/#   /'
             continue
         fi
         t1=$(date +%s%N)
         line=$(echo "$out" | grep '^{' | tail -1)
-        [ -n "$line" ] || { echo "# N=$n run $r printed no JSON"; continue; }
-        echo "${line%\}},\"wall_ms\":$(((t1 - t0) / 1000000)),\"load1\":$(cut -d' ' -f1 /proc/loadavg)}" >>"$RAW"
+        [ -n "$line" ] || { echo "# N=$n $mode run $r printed no JSON"; continue; }
+        echo "${line%\}},\"connect\":\"$mode\",\"wall_ms\":$(((t1 - t0) / 1000000)),\"load1\":$(cut -d' ' -f1 /proc/loadavg)}" >>"$RAW"
         if [ "$JSON" = 1 ]; then tail -1 "$RAW"; fi
+      done
     done
 done
 rm -f /tmp/startup-scale.$$.err
@@ -115,20 +128,21 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {}
 for r in rows:
-    by.setdefault(r["ranks"], []).append(r)
+    by.setdefault((r["ranks"], r.get("connect", "?")), []).append(r)
 cols = [
     ("runs", None), ("wall ms", "wall_ms"), ("start med ms", "start_ms_median"),
     ("start max ms", "start_ms_max"), ("RSS MiB", "rss_mib_median"),
     ("RSS max", "rss_mib_max"), ("PSS MiB", "pss_mib_median"),
     ("rings RSS", "regions_rss_mib_median"), ("segment RSS", "segment_rss_mib_median"),
     ("rest RSS", "rest_rss_mib_median"), ("before start", "pre_start_rss_mib_median"),
+    ("conns med", "connections_median"), ("conns max", "connections_max"),
     ("segment alloc/rank", None), ("host TCP buf KiB", "host_tcp_buffer_kib"),
     ("load", "load1"),
 ]
-print("| ranks | " + " | ".join(c for c, _ in cols) + " |")
-print("|---:" * (len(cols) + 1) + "|")
-for n in sorted(by):
-    rs = by[n]
+print("| ranks | connect | " + " | ".join(c for c, _ in cols) + " |")
+print("|---:|---" + "|---:" * len(cols) + "|")
+for n, mode in sorted(by):
+    rs = by[(n, mode)]
     med = lambda k: statistics.median(r.get(k, float("nan")) for r in rs)
     cells = []
     for name, key in cols:
@@ -138,5 +152,5 @@ for n in sorted(by):
             cells.append(f"{med('segment_allocated_mib') / n:.2f}")
         else:
             cells.append(f"{med(key):.1f}" if key != "wall_ms" else f"{med(key):.0f}")
-    print(f"| {n} | " + " | ".join(cells) + " |")
+    print(f"| {n} | {mode} | " + " | ".join(cells) + " |")
 PY

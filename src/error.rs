@@ -678,7 +678,8 @@ impl ExtractError {
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }
                 | NetError::BadRecord { rank, .. }
-                | NetError::Io { rank, .. },
+                | NetError::Io { rank, .. }
+                | NetError::Unreachable { rank, .. },
             ) => Some(*rank),
             _ => None,
         }
@@ -705,6 +706,16 @@ pub enum NetError {
         rank: Rank,
         /// What was wrong.
         what: String,
+    },
+    /// The peer's connection, set up on first use (`FASTMSG_CONNECT=lazy`),
+    /// could not be made: its listener is gone (the process died), the
+    /// connect timeout passed, or it failed to authenticate.
+    #[error("could not connect to rank {rank} on first use: {why}")]
+    Unreachable {
+        /// The peer.
+        rank: Rank,
+        /// What failed (the connection error, naming the peer's address).
+        why: String,
     },
     /// A socket operation on the peer's connection failed.
     #[error("connection to rank {rank}: {op} failed: {msg}")]

@@ -97,8 +97,8 @@ pub(crate) mod window;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{
-    Config, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter, NetMode, Piece,
-    WaitPolicy,
+    Config, ConnectMode, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter,
+    NetMode, Piece, WaitPolicy,
 };
 
 /// What a program needs in scope to register handlers, start, send and

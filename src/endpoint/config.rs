@@ -79,6 +79,34 @@ impl std::str::FromStr for NetMode {
     }
 }
 
+/// When network pairs connect (`FASTMSG_CONNECT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ConnectMode {
+    /// Each pair on first use (a send, put or the peer's first contact):
+    /// start-up costs one listener per rank, a rank holds connections only
+    /// to the peers it talks to. The TCP transport; libfabric and verbs
+    /// connect the full mesh whatever this says.
+    #[default]
+    Lazy,
+    /// Every pair at start (the full mesh).
+    Eager,
+}
+
+impl std::str::FromStr for ConnectMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "lazy" => Ok(ConnectMode::Lazy),
+            "eager" => Ok(ConnectMode::Eager),
+            _ => Err(ConfigError::BadEnv {
+                var: "FASTMSG_CONNECT",
+                value: s.to_owned(),
+                why: "expected lazy or eager".into(),
+            }),
+        }
+    }
+}
+
 /// How ranks on different hosts (or, forced, all ranks) meet and talk.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -93,6 +121,8 @@ pub struct NetConfig {
     pub secret: Option<String>,
     /// Ring geometry (`FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`).
     pub rings: NetRingConfig,
+    /// When pairs connect (`FASTMSG_CONNECT`): on first use or all at start.
+    pub connect: ConnectMode,
 }
 
 fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
@@ -205,6 +235,11 @@ impl Config {
         if let Ok(n) = crate::settings::var("FASTMSG_NET") {
             if !n.is_empty() {
                 self.net.mode = n.parse()?;
+            }
+        }
+        if let Ok(c) = crate::settings::var("FASTMSG_CONNECT") {
+            if !c.is_empty() {
+                self.net.connect = c.parse()?;
             }
         }
         if let Ok(r) = crate::settings::var("FASTMSG_ROOT") {

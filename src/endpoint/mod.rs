@@ -89,7 +89,7 @@ mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::{Config, NetConfig, NetMode, DEFAULT_MAX_PARKED};
+pub use self::config::{Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED};
 // The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
@@ -150,6 +150,14 @@ impl Endpoint {
     /// for how failures are reported.
     pub fn failed_peers(&self) -> Vec<Rank> {
         self.core.health.failed()
+    }
+
+    /// The ranks this rank holds a network connection to now, sorted.
+    /// With lazy connections (`FASTMSG_CONNECT=lazy`, the default) these
+    /// are the peers it has talked to (and rank 0, which every rank
+    /// reports to at start and close); with `eager`, every network peer.
+    pub fn network_connections(&self) -> Vec<Rank> {
+        self.core.net.borrow().net_connected()
     }
 
     /// The name `id` was registered under.

@@ -341,6 +341,13 @@ impl Net {
         on_transport!(self, self.route[dest.index()], t => t.put_u64(dest, at, value))
     }
 
+    /// The ranks a network transport holds a connection to, sorted.
+    pub(crate) fn net_connected(&self) -> Vec<Rank> {
+        let mut v: Vec<Rank> = self.wide.iter().flat_map(|t| t.connected()).collect();
+        v.sort();
+        v
+    }
+
     /// Whether the transport serving `dest` has credit towards it.
     pub(crate) fn has_credit(&self, dest: Rank) -> bool {
         match self.route[dest.index()] {

@@ -91,6 +91,7 @@ fn effective_of(name: &str, c: &Config) -> Option<String> {
             None => "-".into(),
         },
         "FASTMSG_SECRET_FILE" => settings::env_or("FASTMSG_SECRET_FILE", "-"),
+        "FASTMSG_CONNECT" => format!("{:?}", c.net.connect).to_lowercase(),
         "FASTMSG_NET_SLOTS" => c.net.rings.slots.to_string(),
         "FASTMSG_NET_SLOT_SIZE" => c.net.rings.slot_bytes.to_string(),
         "FASTMSG_OFI_PROVIDER" => crate::transport::ofi::provider(),

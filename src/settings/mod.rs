@@ -188,6 +188,12 @@ pub static SETTINGS: &[Setting] = &[
         Some("--secret-file"),
         "file holding the job secret (owned by the user, no group/other access)"
     ),
+    setting!(
+        "FASTMSG_CONNECT",
+        "lazy",
+        None,
+        "lazy: a network pair connects on first use; eager: the full mesh at start (TCP; ofi and verbs are always eager)"
+    ),
     setting!("FASTMSG_NET_SLOTS", "16", None, "slots per network ring"),
     setting!(
         "FASTMSG_NET_SLOT_SIZE",

@@ -327,6 +327,14 @@ macro_rules! dispatch {
     };
 }
 
+impl AnyTransport {
+    /// The ranks this transport holds a connection to now (with lazy
+    /// connections, the peers talked to so far).
+    pub fn connected(&self) -> Vec<Rank> {
+        dispatch!(self, t => t.connected())
+    }
+}
+
 impl Transport for AnyTransport {
     #[inline]
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {

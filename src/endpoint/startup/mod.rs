@@ -21,9 +21,10 @@ use super::handler::{encode_table, Registry};
 use super::hook::Hook;
 use super::net::Net;
 use super::wait::{WaitConfig, WaitPolicy, Waiter};
-use super::{Endpoint, NetMode};
+use super::{ConnectMode, Endpoint, NetMode};
 use crate::error::StartError;
 use crate::id::Rank;
+use crate::transport::rma::connect::LazyJob;
 use crate::transport::shm::{ShmJob, ShmTransport};
 use crate::transport::tcp::mesh::{self, MeshJob};
 use crate::transport::tcp::NetTargets;
@@ -106,12 +107,49 @@ pub(super) fn start(
             ],
             timeout: config.timeout,
         };
-        let links = mesh::connect(&plan.listener, &mesh_job, &plan.peers)?;
         let targets = NetTargets {
             window: my_window.clone(),
             bell: sleeps.then(|| shm.doorbell_ref()),
         };
-        if config.net.mode == NetMode::Ofi {
+        // Lazy set-up: the TCP transport connects each pair on first use
+        // (libfabric and verbs keep the full mesh: their set-up is
+        // collective, see docs/scale.md).
+        let lazy = config.net.connect == ConnectMode::Lazy
+            && !matches!(config.net.mode, NetMode::Ofi | NetMode::Verbs);
+        let links = if lazy {
+            Vec::new()
+        } else {
+            mesh::connect(&plan.listener, &mesh_job, &plan.peers)?
+        };
+        if lazy {
+            let lazy_job = LazyJob {
+                me: job.rank,
+                size: job.size,
+                job: job.job.clone(),
+                secret: plan.secret.clone(),
+                params: mesh_job.params,
+                timeout: config.timeout,
+            };
+            let tcp = crate::transport::tcp::start_lazy(
+                job.rank,
+                job.size,
+                plan.geometry,
+                plan.peers.clone(),
+                plan.listener,
+                lazy_job,
+                targets,
+            )
+            .map_err(|source| crate::error::ConnectError::Io {
+                op: "set up the network transport (rings, NIC and accepting threads) of",
+                peer: format!("rank {}", mesh_job.me),
+                source,
+            })?;
+            net_peers = tcp.peers();
+            if let Some(probe) = tcp.link_probe() {
+                probes.push(Box::new(probe));
+            }
+            transports.push(AnyTransport::Tcp(tcp));
+        } else if config.net.mode == NetMode::Ofi {
             #[cfg(feature = "ofi")]
             {
                 // The endpoint listens where peers reached us.

@@ -33,26 +33,32 @@
 //!   a closed endpoint sends) tells a peer that left from one that died.
 //!   A wire whose data travels on those connections reads them itself and
 //!   reports the same as [`Event::Ended`] ([`RmaWire::carries_ends`]).
+//! - Set-up ([`setup`]): every peer up front (the full mesh, `eager`), or
+//!   each peer on first use ([`connect`], `lazy`, on wires that
+//!   [connect late](RmaWire::late_peers)). Only connected peers are
+//!   polled, flushed at close and told goodbye; a peer never connected
+//!   has nothing in flight, and its slot is one word ([`peer`]).
 
 #![allow(unsafe_code)]
 
-mod landed;
+pub(crate) mod connect;
+mod peer;
+mod setup;
 pub mod wire;
 
-use self::landed::Landed;
+use self::connect::{Connector, Dialed, Incoming};
+use self::peer::{Peer, Slot};
 use self::wire::{Area, Event, PeerArea, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::ring::{RingGeometry, RingRegion, RingRx, RingTx, TRAILER_BYTES};
+use crate::ring::{RingGeometry, RingRegion, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
-use crate::transport::tcp::NetTargets;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::window::WindowView;
 use std::cell::{Cell, RefCell};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,18 +69,6 @@ const PUT_BUF: usize = 64 << 10;
 const BYE_CLOSED: u8 = 1;
 /// The goodbye byte of an endpoint dropped without `close`.
 const BYE_LEFT: u8 = 2;
-
-#[derive(Debug)]
-struct Peer {
-    rank: Rank,
-    tx: RingTx,
-    rx: RingRx,
-    /// Where this peer's areas for us lie in its rings area.
-    remote: PeerArea,
-    gone: bool,
-    /// The set-up connection, kept to tell a peer's end.
-    side: TcpStream,
-}
 
 /// The ring protocol over a one-sided-write wire `W`. See the module docs.
 #[derive(Debug)]
@@ -90,13 +84,25 @@ pub struct RmaTransport<W: RmaWire> {
     carries_ends: bool,
     /// The wire sends from the caller's pieces ([`RmaWire::gathers`]).
     gathers: bool,
-    peers: Vec<Peer>,
+    /// Per peer number (rank order): its rank.
+    ranks: Vec<Rank>,
+    /// Per peer number: connected, not yet, or failed to connect.
+    peers: Vec<Slot>,
+    /// The connected peers' numbers (what poll, flush, check and close
+    /// visit), in the order they connected.
+    active: Vec<usize>,
     peer_of_rank: Vec<u32>,
+    /// Where the poll's round resumes in `active`.
     next: usize,
-    /// Safe mode: which slots' writes were reported landed, not yet taken.
-    landed: Landed,
+    /// Lazy set-up: the connector (dials, and links handed over).
+    lazy: Option<Connector>,
+    /// Safe mode: how many slots' `landed` flags are set (reports not yet
+    /// taken); while 0 no ring can be ready.
+    reports: Cell<usize>,
     /// Failures reported by the wire and not yet by `check_peers`.
     failed: RefCell<Vec<(usize, String)>>,
+    /// Lazy connections that failed, not yet reported by `check_peers`.
+    unreachable: Vec<(usize, String)>,
     /// Ends of peers' connections reported by the wire and not yet by
     /// `check_peers` (see [`Event::Ended`]).
     ended: RefCell<Vec<(usize, Result<bool, NetError>)>>,
@@ -143,108 +149,95 @@ impl<W: RmaWire> RmaTransport<W> {
         self.put_off() + PUT_BUF + 64 * k
     }
 
-    /// Connect every peer of `links` (authenticated TCP connections, which
-    /// carry the set-up exchange) over `wire`.
-    ///
-    /// # Errors
-    /// The wire's error, from registration, the exchange or connecting.
-    pub(crate) fn new(
-        mut wire: W,
-        world: u32,
-        geometry: RingGeometry,
-        mut links: Vec<(Rank, TcpStream)>,
-        targets: NetTargets,
-    ) -> Result<RmaTransport<W>, W::Error> {
-        links.sort_by_key(|l| l.0);
-        let n = links.len();
-        let ring_bytes = geometry.ring_bytes() as usize;
-        let rings = Arc::new(RingRegion::zeroed((ring_bytes * n + 128 * n) as u64));
-        let staging = RingRegion::zeroed((ring_bytes * n + PUT_BUF + 64 * n) as u64);
-        wire.register(geometry, &rings, (staging.base(), staging.len()), {
-            let (base, len) = targets.window.raw();
-            (base, len as usize)
-        })?;
-        let mut t = RmaTransport {
-            world,
-            geometry,
-            notify: false,
-            period: wire.progress_period().max(1),
-            lands_alone: wire.lands_by_itself(),
-            carries_ends: wire.carries_ends(),
-            gathers: wire.gathers(),
-            peers: Vec::with_capacity(n),
-            peer_of_rank: vec![u32::MAX; world as usize],
-            next: 0,
-            landed: Landed::default(),
-            failed: RefCell::new(Vec::new()),
-            ended: RefCell::new(Vec::new()),
-            idle: Cell::new(0),
-            gap: Cell::new(1),
-            flush_round: 0,
-            closed: false,
-            quiet: false,
-            wire,
-            rings,
-            staging,
-            _window: targets.window,
-        };
-        for (k, (rank, mut side)) in links.into_iter().enumerate() {
-            // The peers' list has `n` entries: offsets are final before
-            // the peers are pushed.
-            let ring = (geometry.ring_bytes() * k as u64) as usize;
-            let words = ring_bytes * n;
-            let offsets = PeerArea {
-                ring: ring as u64,
-                credit: (words + 64 * k) as u64,
-                flush: (words + 64 * (n + k)) as u64,
-            };
-            let mine = t.wire.describe(k, &offsets)?;
-            let theirs = exchange(&mut side, &offsets.encode(), &mine).map_err(|e| {
-                t.wire
-                    .setup_error(format!("set-up exchange with rank {rank}: {e}"))
-            })?;
-            if theirs.len() < PeerArea::BYTES {
-                return Err(t.wire.setup_error(format!(
-                    "set-up exchange with rank {rank}: {} bytes, too short",
-                    theirs.len()
-                )));
-            }
-            let (area, desc) = theirs.split_at(PeerArea::BYTES);
-            let remote = PeerArea::decode(area.try_into().expect("checked length"));
-            t.wire.connect(k, rank.0, &remote, desc, &side)?;
-            t.peer_of_rank[rank.index()] = k as u32;
-            t.peers.push(Peer {
-                rank,
-                tx: RingTx::new(geometry),
-                rx: RingRx::new(geometry, rank.0),
-                remote,
-                gone: false,
-                side,
-            });
-        }
-        t.landed = Landed::new(n, geometry.slots);
-        t.wire.ready(geometry.slots)?;
-        t.notify = !t.wire.places_in_order();
-        // Both ends are ready to be written before anyone writes.
-        for p in &mut t.peers {
-            let r = p
-                .side
-                .write_all(&[0])
-                .and_then(|()| p.side.read_exact(&mut [0u8; 1]));
-            if let Err(e) = r {
-                let rank = p.rank;
-                return Err(t
-                    .wire
-                    .setup_error(format!("ready handshake with rank {rank}: {e}")));
-            }
-        }
-        t.wire.started()?;
-        Ok(t)
+    /// The ranks this transport reaches (connected or not yet).
+    pub fn peers(&self) -> Vec<Rank> {
+        self.ranks.clone()
     }
 
-    /// The ranks this transport reaches.
-    pub fn peers(&self) -> Vec<Rank> {
-        self.peers.iter().map(|p| p.rank).collect()
+    /// The ranks connected so far (with lazy set-up, those talked to).
+    pub fn connected(&self) -> Vec<Rank> {
+        self.active.iter().map(|&k| self.ranks[k]).collect()
+    }
+
+    /// Connected peer `k` (callers take `k` from `active`, or checked it).
+    #[inline]
+    fn p(&self, k: usize) -> &Peer {
+        self.peers[k].up().expect("a connected peer")
+    }
+
+    #[inline]
+    fn p_mut(&mut self, k: usize) -> &mut Peer {
+        self.peers[k].up_mut().expect("a connected peer")
+    }
+
+    /// Whether peer `k` is connected, connecting it now if it is not yet
+    /// (lazy set-up: waits for the set-up, bounded by the connect timeout;
+    /// a failure marks it gone and `check_peers` reports it).
+    fn ensure(&mut self, k: usize) -> bool {
+        match self.peers[k] {
+            Slot::Up(_) => return true,
+            Slot::Down => return false,
+            Slot::Idle => {}
+        }
+        let Some(lazy) = &self.lazy else {
+            return false;
+        };
+        let timeout = lazy.timeout();
+        match lazy.dial(k) {
+            Ok(Dialed::Link(stream, theirs)) => self.install(Incoming { k, stream, theirs }),
+            Ok(Dialed::Crossed) => {
+                // The pair's accepted connection comes through the channel.
+                let start = Instant::now();
+                while matches!(self.peers[k], Slot::Idle) && start.elapsed() < timeout {
+                    let got = self
+                        .lazy
+                        .as_ref()
+                        .and_then(|l| l.wait(Duration::from_millis(10)));
+                    if let Some(i) = got {
+                        self.install(i);
+                    }
+                }
+                if matches!(self.peers[k], Slot::Idle) {
+                    self.unreach(k, format!("its connection was not set up in {timeout:?}"));
+                }
+            }
+            Err(e) => self.unreach(k, e.to_string()),
+        }
+        matches!(self.peers[k], Slot::Up(_))
+    }
+
+    fn unreach(&mut self, k: usize, why: String) {
+        self.peers[k] = Slot::Down;
+        self.unreachable.push((k, why));
+    }
+
+    /// Install the links the accepting thread handed over.
+    #[cold]
+    fn install_arrived(&mut self) {
+        let links = self.lazy.as_ref().map(Connector::take).unwrap_or_default();
+        for i in links {
+            self.install(i);
+        }
+    }
+
+    /// Connect peer `i.k` over the set-up link `i` (lazy set-up).
+    fn install(&mut self, i: Incoming) {
+        let k = i.k;
+        if !matches!(self.peers[k], Slot::Idle) {
+            return;
+        }
+        let rank = self.ranks[k];
+        if i.theirs.len() < PeerArea::BYTES {
+            let why = format!("a {}-byte area description, too short", i.theirs.len());
+            return self.unreach(k, why);
+        }
+        let (area, desc) = i.theirs.split_at(PeerArea::BYTES);
+        let remote = PeerArea::decode(area.try_into().expect("checked length"));
+        if let Err(e) = self.wire.connect(k, rank.0, &remote, desc, &i.stream) {
+            return self.unreach(k, format!("connecting the wire: {e}"));
+        }
+        self.peers[k] = Slot::Up(Box::new(Peer::new(rank, self.geometry, remote, i.stream)));
+        self.active.push(k);
     }
 
     /// The close barrier released this rank: its goodbye will say so.
@@ -275,6 +268,11 @@ impl<W: RmaWire> RmaTransport<W> {
         }
     }
 
+    #[inline]
+    fn lazy_arrived(&self) -> bool {
+        self.lazy.as_ref().is_some_and(Connector::arrived)
+    }
+
     fn credit_word(&self, k: usize) -> &AtomicU64 {
         self.rings.word(self.credit_off(k))
     }
@@ -287,7 +285,11 @@ impl<W: RmaWire> RmaTransport<W> {
         self.wire.progress();
         self.wire.take_events(&mut |e| match e {
             Event::Landed { peer, pos } => {
-                self.landed.mark(peer, self.geometry.slot_of(pos));
+                let slot = self.geometry.slot_of(pos) as usize;
+                let p = self.peers.get(peer).and_then(Slot::up);
+                if let Some(c) = p.and_then(|p| p.landed.get(slot)) {
+                    mark(c, &self.reports);
+                }
                 self.gap.set(1);
             }
             Event::Failed { peer, why } => self.failed.borrow_mut().push((peer, why)),
@@ -315,27 +317,27 @@ impl<W: RmaWire> RmaTransport<W> {
         self.progress();
     }
 
-    /// Whether some peer's ring holds a fragment to take. In safe mode,
-    /// one load while no landed report waits; the rings are looked at out
-    /// of line (the empty poll's code stays small).
+    /// Whether some connected peer's ring holds a fragment to take. In
+    /// safe mode one load while no landed report waits; the rings are then
+    /// looked at out of line (the empty poll's code stays small).
     #[inline(always)]
     fn any_ready(&self) -> bool {
         if self.notify {
-            return self.landed.any() && self.scan_reported();
+            return self.reports.get() != 0 && self.scan_reported();
         }
-        (0..self.peers.len()).any(|k| self.landed(k))
+        self.active.iter().any(|&k| self.landed(k))
     }
 
     #[inline(never)]
     fn scan_reported(&self) -> bool {
-        (0..self.peers.len()).any(|k| self.landed(k))
+        self.active.iter().any(|&k| self.landed(k))
     }
 
     #[inline]
     fn landed(&self, k: usize) -> bool {
-        let p = &self.peers[k];
+        let p = self.p(k);
         let slot = self.geometry.slot_of(p.rx.head());
-        if self.notify && !self.landed.is_set(k, slot) {
+        if self.notify && !p.landed[slot as usize].get() {
             return false;
         }
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
@@ -349,8 +351,8 @@ impl<W: RmaWire> RmaTransport<W> {
     fn send_fragment(&mut self, k: usize, pos: u64, header: FragHeader) {
         let g = self.geometry;
         let len = header.len as usize;
-        let credit = self.peers[k].rx.piggyback();
-        let trailer = self.peers[k].tx.trailer(pos, header, credit).to_bytes();
+        let credit = self.p_mut(k).rx.piggyback();
+        let trailer = self.p_mut(k).tx.trailer(pos, header, credit).to_bytes();
         let slot_start = self.ring_off(k) + (g.slot_of(pos) * g.slot_bytes) as usize;
         // SAFETY: the mirror slot is ours until its credit returns; the
         // payload lies at its start and `len + TRAILER_BYTES <= slot`.
@@ -361,7 +363,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 TRAILER_BYTES,
             )
         };
-        let remote = self.peers[k].remote.ring + g.write_start(pos, len);
+        let remote = self.p(k).remote.ring + g.write_start(pos, len);
         let notify = self.notify.then_some(pos);
         if let Err(why) = self
             .wire
@@ -372,16 +374,16 @@ impl<W: RmaWire> RmaTransport<W> {
     }
 
     fn fail(&mut self, k: usize, why: String) {
-        self.peers[k].gone = true;
+        self.p_mut(k).gone = true;
         self.failed.borrow_mut().push((k, why));
     }
 
     /// Return credit with an 8-byte write to the peer's credit word.
     fn send_credit(&mut self, k: usize, count: u64) {
-        if self.peers[k].gone || self.quiet {
+        if self.p(k).gone || self.quiet {
             return;
         }
-        let at = self.peers[k].remote.credit;
+        let at = self.p(k).remote.credit;
         if let Err(why) = self.wire.write_word(k, at, count) {
             self.fail(k, why);
         }
@@ -396,19 +398,30 @@ impl<W: RmaWire> RmaTransport<W> {
             rings,
             wire,
             lands_alone,
-            landed,
             failed,
             ended,
             idle,
+            reports,
             ..
         } = self;
-        peers[k].tx.try_reserve(|| {
+        let (mine, others) = split_at_peer(peers, k);
+        mine.tx.try_reserve(|| {
             if !*lands_alone {
                 // Out of credit: the returned count lands through progress.
                 idle.set(0);
                 wire.progress();
                 wire.take_events(&mut |e| match e {
-                    Event::Landed { peer, pos } => landed.mark(peer, g.slot_of(pos)),
+                    Event::Landed { peer, pos } => {
+                        let slot = g.slot_of(pos) as usize;
+                        let l = if peer == k {
+                            mine.landed.get(slot)
+                        } else {
+                            others(peer).and_then(|p| p.landed.get(slot))
+                        };
+                        if let Some(c) = l {
+                            mark(c, reports);
+                        }
+                    }
                     Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
                     Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
                 });
@@ -431,18 +444,18 @@ impl<W: RmaWire> RmaTransport<W> {
         let Some(k) = self.peer_index(dest) else {
             return false;
         };
-        if self.peers[k].gone {
+        if !self.ensure(k) || self.p(k).gone {
             return false;
         }
         let Some(pos) = self.reserve(k) else {
             return false;
         };
-        let credit = self.peers[k].rx.piggyback();
-        let trailer = self.peers[k].tx.trailer(pos, header, credit).to_bytes();
+        let credit = self.p_mut(k).rx.piggyback();
+        let trailer = self.p_mut(k).tx.trailer(pos, header, credit).to_bytes();
         let mut parts: [&[u8]; MAX_PIECES + 1] = [&[]; MAX_PIECES + 1];
         parts[..pieces.len()].copy_from_slice(pieces);
         parts[pieces.len()] = &trailer;
-        let at = self.peers[k].remote.ring + self.geometry.write_start(pos, len);
+        let at = self.p(k).remote.ring + self.geometry.write_start(pos, len);
         // Sent or not, the credit is spent: a failed write marks the peer
         // gone and `check_peers` reports it.
         if let Err(why) = self
@@ -454,22 +467,26 @@ impl<W: RmaWire> RmaTransport<W> {
         true
     }
 
-    /// Take what landed on peer `k`'s ring; `None` if nothing after all.
-    fn take(&mut self, k: usize) -> Option<Result<RxFragment, ProtocolError>> {
+    /// Take what landed on peer `k` (`active[i]`)'s ring; `None` if
+    /// nothing after all.
+    fn take(&mut self, k: usize, i: usize) -> Option<Result<RxFragment, ProtocolError>> {
         let ring = self.rings.ring(self.ring_off(k), self.geometry);
-        let head = self.peers[k].rx.head();
-        let got = self.peers[k].rx.try_take(&ring, self.world);
-        if self.peers[k].rx.head() != head {
-            self.landed.clear(k, self.geometry.slot_of(head));
+        let (g, world) = (self.geometry, self.world);
+        let p = self.peers[k].up_mut().expect("a connected peer");
+        let head = p.rx.head();
+        let got = p.rx.try_take(&ring, world);
+        if p.rx.head() != head && p.landed[g.slot_of(head) as usize].replace(false) {
+            // The report of the slot just taken is used.
+            self.reports.set(self.reports.get() - 1);
         }
-        let n = self.peers.len();
-        self.next = if k + 1 == n { 0 } else { k + 1 };
+        let n = self.active.len();
+        self.next = if i + 1 == n { 0 } else { i + 1 };
         let taken = match got {
             Ok(Some(t)) => t,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
         };
-        self.peers[k].tx.returned(taken.body.credit);
+        self.p_mut(k).tx.returned(taken.body.credit);
         // SAFETY: the slot stays ours until the engine releases the
         // fragment (the peer may not write it again without the credit
         // that release returns); the region outlives the fragment.
@@ -479,7 +496,7 @@ impl<W: RmaWire> RmaTransport<W> {
     /// Read what peer `k`'s set-up connection says without blocking: its
     /// goodbye byte, its end, or nothing.
     fn side_news(&mut self, k: usize) -> Result<(), ExtractError> {
-        let p = &mut self.peers[k];
+        let p = self.p_mut(k);
         let mut b = [0u8; 1];
         // SAFETY: reading one byte from our own socket, non-blocking.
         let r = unsafe {
@@ -505,7 +522,7 @@ impl<W: RmaWire> RmaTransport<W> {
     /// Peer `k`'s connection ended `how` (see [`Event::Ended`]): it is
     /// gone, and a goodbye without close or a failure is the error.
     fn departed(&mut self, k: usize, how: Result<bool, NetError>) -> Result<(), ExtractError> {
-        let p = &mut self.peers[k];
+        let p = self.p_mut(k);
         p.gone = true;
         match how {
             Ok(true) => Ok(()),
@@ -531,46 +548,28 @@ impl<W: RmaWire> RmaTransport<W> {
     }
 }
 
-/// Send our offsets and wire description, length-prefixed; receive the
-/// peer's.
-fn exchange(side: &mut TcpStream, offsets: &[u8], wire: &[u8]) -> std::io::Result<Vec<u8>> {
-    const MAX: usize = 4096;
-    let len = (offsets.len() + wire.len()) as u32;
-    side.write_all(&len.to_le_bytes())?;
-    side.write_all(offsets)?;
-    side.write_all(wire)?;
-    let mut l = [0u8; 4];
-    side.read_exact(&mut l)?;
-    let l = u32::from_le_bytes(l) as usize;
-    if l > MAX {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("peer sent a {l}-byte description (at most {MAX})"),
-        ));
-    }
-    let mut b = vec![0u8; l];
-    side.read_exact(&mut b)?;
-    Ok(b)
-}
-
 impl<W: RmaWire> Transport for RmaTransport<W> {
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
         self.progress_due();
-        if self.notify && !self.landed.any() {
+        if self.lazy_arrived() {
+            self.install_arrived();
+        }
+        if self.notify && self.reports.get() == 0 {
             // Safe mode: no ring is ready before its write was reported.
             return None;
         }
-        let n = self.peers.len();
-        let mut k = self.next;
+        let n = self.active.len();
+        let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
+            let k = self.active[i];
             if self.landed(k) {
-                if let Some(r) = self.take(k) {
+                if let Some(r) = self.take(k, i) {
                     // Busy: progress again at the next poll.
                     self.gap.set(1);
                     return Some(r);
                 }
             }
-            k = if k + 1 == n { 0 } else { k + 1 };
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
         None
     }
@@ -579,16 +578,18 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     fn has_arrivals(&self) -> bool {
         self.wire.may_sleep();
         self.progress_due();
-        self.any_ready()
+        // A link handed over: the next poll installs it.
+        self.lazy_arrived() || self.any_ready()
     }
 
     fn release(&mut self, token: &ReleaseToken) {
-        self.peers[token.a as usize].rx.release(token.pos);
+        self.p_mut(token.a as usize).rx.release(token.pos);
     }
 
     fn flush(&mut self) {
-        for k in 0..self.peers.len() {
-            if let Some(c) = self.peers[k].rx.credit_due(false) {
+        for i in 0..self.active.len() {
+            let k = self.active[i];
+            if let Some(c) = self.p_mut(k).rx.credit_due(false) {
                 self.send_credit(k, c);
             }
         }
@@ -596,7 +597,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
 
     fn try_reserve(&mut self, dest: Rank, _remaining: u64) -> Option<TxFrame> {
         let k = self.peer_index(dest)?;
-        if self.peers[k].gone {
+        if !self.ensure(k) || self.p(k).gone {
             return None;
         }
         let pos = self.reserve(k)?;
@@ -608,7 +609,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
 
     fn commit(&mut self, frame: TxFrame, header: FragHeader) {
         if let Some(k) = self.peer_index(frame.dest) {
-            if !self.peers[k].gone {
+            if self.peers[k].up().is_some_and(|p| !p.gone) {
                 self.send_fragment(k, frame.token, header);
             }
         }
@@ -638,29 +639,44 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         self.progress();
+        if self.lazy_arrived() {
+            self.install_arrived();
+        }
         // The backstop of the credit protocol: publish whatever is released.
-        for k in 0..self.peers.len() {
-            if let Some(c) = self.peers[k].rx.credit_due(true) {
+        for i in 0..self.active.len() {
+            let k = self.active[i];
+            if let Some(c) = self.p_mut(k).rx.credit_due(true) {
                 self.send_credit(k, c);
             }
         }
+        if let Some((k, why)) = self.unreachable.pop() {
+            return Err(ExtractError::Network(NetError::Unreachable {
+                rank: self.ranks[k],
+                why,
+            }));
+        }
         let failed = self.failed.borrow_mut().pop();
         if let Some((k, why)) = failed {
-            self.peers[k].gone = true;
+            if let Some(p) = self.peers[k].up_mut() {
+                p.gone = true;
+            }
             return Err(ExtractError::Network(NetError::Io {
-                rank: self.peers[k].rank,
+                rank: self.ranks[k],
                 op: "one-sided write",
                 msg: why,
             }));
         }
         // Stamps from neither this lap nor the last (a stamp written by
         // anyone but the ring's writer).
-        for k in 0..self.peers.len() {
+        for i in 0..self.active.len() {
+            let k = self.active[i];
             let ring = self.rings.ring(self.ring_off(k), self.geometry);
-            self.peers[k].rx.check(&ring)?;
+            let p = self.peers[k].up_mut().expect("a connected peer");
+            p.rx.check(&ring)?;
         }
-        for k in 0..self.peers.len() {
-            if !self.peers[k].gone {
+        for i in 0..self.active.len() {
+            let k = self.active[i];
+            if !self.p(k).gone {
                 self.peer_news(k)?;
             }
         }
@@ -668,15 +684,22 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     }
 
     fn is_gone(&self, dest: Rank) -> bool {
-        self.peer_index(dest).is_some_and(|k| self.peers[k].gone)
+        self.peer_index(dest).is_some_and(|k| match &self.peers[k] {
+            Slot::Up(p) => p.gone,
+            Slot::Down => true,
+            Slot::Idle => false,
+        })
     }
 
     fn has_credit(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| {
+            // Not connected yet: a send connects it (`ensure`).
+            let Some(p) = self.peers[k].up() else {
+                return true;
+            };
             if !self.lands_alone {
                 self.progress();
             }
-            let p = &self.peers[k];
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
             p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
         })
@@ -685,7 +708,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
         let k = self
             .peer_index(dest)
-            .filter(|&k| !self.peers[k].gone)
+            .filter(|&k| self.ensure(k) && !self.p(k).gone)
             .ok_or(PutError::PeerGone { rank: dest })?;
         let local = self.put_off();
         for (i, chunk) in data.chunks(PUT_BUF).enumerate() {
@@ -728,12 +751,13 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         self.flush_round += 1;
         let round = self.flush_round;
         if let Err(why) = self.wire.fence() {
-            if let Some(k) = (0..self.peers.len()).find(|&k| !self.peers[k].gone) {
+            if let Some(&k) = self.active.iter().find(|&&k| !self.p(k).gone) {
                 self.fail(k, why);
             }
         }
-        for k in 0..self.peers.len() {
-            if self.peers[k].gone {
+        for i in 0..self.active.len() {
+            let k = self.active[i];
+            if self.p(k).gone {
                 continue;
             }
             let local = self.flush_src_off(k);
@@ -747,7 +771,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                     8,
                 )
             };
-            let at = self.peers[k].remote.flush;
+            let at = self.p(k).remote.flush;
             // SYNC POINT ring-flush (release side): the flush word goes
             // after every earlier write to this peer, and the wire places
             // writes in order (or, in safe mode, issues it only after their
@@ -759,10 +783,10 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         let start = Instant::now();
         loop {
             self.progress();
-            let waiting = (0..self.peers.len()).find(|&k| {
+            let waiting = self.active.iter().copied().find(|&k| {
                 // SYNC POINT ring-flush (acquire side): the peer's flush
                 // word lands after everything it wrote before.
-                !self.peers[k].gone
+                !self.p(k).gone
                     && self.rings.word(self.flush_off(k)).load(Ordering::Acquire) < round
             });
             let Some(k) = waiting else {
@@ -772,7 +796,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             self.peer_news(k)?;
             if start.elapsed() > timeout {
                 return Err(ExtractError::Network(NetError::Io {
-                    rank: self.peers[k].rank,
+                    rank: self.ranks[k],
                     op: "flush at close",
                     msg: format!("no answer in {timeout:?}"),
                 }));
@@ -789,8 +813,39 @@ impl<W: RmaWire> Drop for RmaTransport<W> {
             return;
         }
         let bye = if self.closed { BYE_CLOSED } else { BYE_LEFT };
-        for p in &mut self.peers {
-            let _ = p.side.write_all(&[bye]);
+        for slot in &mut self.peers {
+            if let Some(p) = slot.up_mut() {
+                let _ = p.side.write_all(&[bye]);
+            }
         }
+    }
+}
+
+/// Peer `k` (connected: the caller checked) and a look-up of the others,
+/// borrowed apart (a credit wait takes in events for any peer).
+fn split_at_peer<'a>(
+    peers: &'a mut [Slot],
+    k: usize,
+) -> (&'a mut Peer, impl Fn(usize) -> Option<&'a Peer> + 'a) {
+    let (before, rest) = peers.split_at_mut(k);
+    let (mine, after) = rest.split_first_mut().expect("peer k exists");
+    let mine = mine.up_mut().expect("a connected peer");
+    let (before, after): (&[Slot], &[Slot]) = (before, after);
+    let others = move |j: usize| {
+        if j < k {
+            before.get(j).and_then(Slot::up)
+        } else {
+            after.get(j - k - 1).and_then(Slot::up)
+        }
+    };
+    (mine, others)
+}
+
+/// A landed report for the slot whose flag is `c`: set it, counting it in
+/// `reports` if it was not set already.
+#[inline]
+fn mark(c: &Cell<bool>, reports: &Cell<usize>) {
+    if !c.replace(true) {
+        reports.set(reports.get() + 1);
     }
 }

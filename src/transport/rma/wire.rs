@@ -22,6 +22,7 @@
 //!   there (before, the transport's own handshake bytes travel on them).
 
 use crate::error::NetError;
+use crate::id::Rank;
 use crate::ring::{RingGeometry, RingRegion};
 use std::cell::{Cell, RefCell};
 use std::net::TcpStream;
@@ -148,7 +149,7 @@ pub enum Event {
 /// peer once whole.
 pub trait RmaWire {
     /// Set-up errors (the transport's start error).
-    type Error;
+    type Error: std::fmt::Display;
 
     /// Register this rank's memory: `rings` (rings of `geometry`, written
     /// by peers; the wire may keep the `Arc`), `staging` (where this
@@ -177,7 +178,19 @@ pub trait RmaWire {
         remote: &[u8],
         side: &TcpStream,
     ) -> Result<(), Self::Error>;
-    /// Every peer is connected; called before any write.
+    /// Whether this wire connects peers after [`started`](Self::started)
+    /// (lazy set-up, `crate::transport::rma::connect`): if it returns
+    /// `true` it keeps `ranks` (peer `k` is `ranks[k]`), gets
+    /// [`describe`](Self::describe) for every peer before
+    /// [`ready`](Self::ready) and [`started`](Self::started), and each
+    /// [`connect`](Self::connect) later, at any time, in any order. A wire
+    /// that returns `false` (the default) is connected to every peer up
+    /// front, in order.
+    fn late_peers(&mut self, _ranks: &[Rank]) -> bool {
+        false
+    }
+    /// Every peer is connected (or, [`late_peers`](Self::late_peers),
+    /// described); called before any write.
     fn ready(&mut self, slots: u32) -> Result<(), Self::Error>;
     /// Every peer confirmed it is ready: from now on nothing but the
     /// wire travels on the set-up connections.

@@ -132,7 +132,7 @@ fn accept_higher(
     let hash = auth::job_hash(job.job);
     let handshake = move |s: &TcpStream, by: Instant| {
         let h = auth::server(s, &secret, me.0, by, |h| {
-            judge(h, hash, size, params, &expected)
+            judge_peer(h, hash, size, params, expected.contains(&h.rank))
         })?;
         Ok(Rank(h.rank))
     };
@@ -162,13 +162,14 @@ fn accept_higher(
     result
 }
 
-/// Whether a HELLO is from an expected peer of this job.
-fn judge(
+/// Whether a HELLO is from an expected peer of this job (`expected`:
+/// its rank is one that may connect here).
+pub(crate) fn judge_peer(
     h: &Hello,
     job_hash: u64,
     size: u32,
     params: [u64; 2],
-    expected: &BTreeSet<u32>,
+    expected: bool,
 ) -> Result<(), HandshakeError> {
     if h.purpose != Purpose::Connect {
         return Err(HandshakeError::WrongPeer {
@@ -180,7 +181,7 @@ fn judge(
             what: format!("of another job ({} ranks)", h.size),
         });
     }
-    if !expected.contains(&h.rank) {
+    if !expected {
         return Err(HandshakeError::WrongPeer {
             what: format!("rank {}, which is not expected to connect here", h.rank),
         });

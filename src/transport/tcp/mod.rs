@@ -99,6 +99,27 @@ pub(crate) fn start(
     RmaTransport::new(wire, world, geometry, links, targets)
 }
 
+/// Start the TCP transport of rank `me` of `world` with no peer connected
+/// yet (`FASTMSG_CONNECT=lazy`): each of `peers` (ranks and start-up
+/// listeners) is connected on first use, and connections from them are
+/// accepted on `listener` (see [`crate::transport::rma::connect`]).
+///
+/// # Errors
+/// The OS error of creating the wake-up descriptor or the threads.
+pub(crate) fn start_lazy(
+    me: Rank,
+    world: u32,
+    geometry: RingGeometry,
+    peers: Vec<(Rank, std::net::SocketAddr)>,
+    listener: std::net::TcpListener,
+    job: crate::transport::rma::connect::LazyJob,
+    targets: NetTargets,
+) -> std::io::Result<TcpTransport> {
+    let wire = TcpWire::new(me, &targets);
+    RmaTransport::new_lazy(wire, world, geometry, peers, listener, job, targets)?
+        .ok_or_else(|| std::io::Error::other("the TCP wire cannot connect late"))
+}
+
 impl RmaTransport<TcpWire> {
     /// A probe of the links' states for the endpoint's watchdog: reports
     /// when a link has left `UP` since it last looked.
@@ -128,5 +149,7 @@ impl crate::watch::Probe for LinkProbe {
     }
 }
 
+#[cfg(test)]
+mod lazy_tests;
 #[cfg(test)]
 mod tests;

@@ -86,6 +86,9 @@ pub(crate) struct Shared {
     pub(crate) owner: AtomicU32,
     /// Bumped by every progress call of the rank.
     pub(crate) beat: AtomicU64,
+    /// Connections attached so far ([`Shared::attach`]): the NIC thread
+    /// adds their sockets to its poll set when the count moves.
+    pub(crate) attached: AtomicU32,
 }
 
 impl std::fmt::Debug for Shared {
@@ -107,7 +110,9 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     /// The state of peers `ranks` (peer `k` is `ranks[k]`, its socket
-    /// `fds[k]`, its area `areas[k]`) writing `rings` and `targets`.
+    /// `fds[k]`, its area `areas[k]`) writing `rings` and `targets`. A
+    /// negative descriptor is a peer not connected yet (lazy set-up): it is
+    /// read once [`attach`](Self::attach)ed.
     pub(crate) fn new(
         geometry: RingGeometry,
         rings: Arc<RingRegion>,
@@ -123,12 +128,14 @@ impl Shared {
                 Mutex::new(Conn {
                     k,
                     fd,
-                    live: true,
+                    live: fd >= 0,
                     want: Want::Header,
                     got: 0,
                     hdr: [0; HEADER_BYTES],
                     small: [0; TRAILER_BYTES],
-                    buf: vec![0; BUF],
+                    // A peer not connected yet costs no buffer (lazy
+                    // set-up): `attach` allocates it.
+                    buf: if fd >= 0 { vec![0; BUF] } else { Vec::new() },
                     start: 0,
                     end: 0,
                 })
@@ -143,7 +150,22 @@ impl Shared {
             conns,
             owner: AtomicU32::new(RANK),
             beat: AtomicU64::new(0),
+            attached: AtomicU32::new(fds.iter().filter(|&&fd| fd >= 0).count() as u32),
         }
+    }
+
+    /// Start reading peer `k`'s socket `fd` (a connection set up after the
+    /// start, see `crate::transport::rma::connect`).
+    pub(crate) fn attach(&self, k: usize, fd: RawFd) {
+        {
+            let mut c = self.conns[k].lock().unwrap_or_else(|p| p.into_inner());
+            c.fd = fd;
+            c.live = true;
+            c.buf = vec![0; BUF];
+        }
+        // SYNC POINT nic-attach (release side): the NIC thread that sees the
+        // count reads the descriptor under the connection's lock.
+        self.attached.fetch_add(1, Ordering::Release);
     }
 
     /// Byte offset of peer `k`'s ring in the region.
@@ -504,7 +526,20 @@ pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
         })
         .collect();
     let mut beat = sh.beat.load(Ordering::Relaxed);
+    let mut attached = sh.attached.load(Ordering::Relaxed);
     loop {
+        // SYNC POINT nic-attach (acquire side): a connection attached since
+        // the last look joins the poll set.
+        let now_attached = sh.attached.load(Ordering::Acquire);
+        if now_attached != attached {
+            attached = now_attached;
+            for (k, c) in sh.conns.iter().enumerate() {
+                let c = c.lock().unwrap_or_else(|p| p.into_inner());
+                if c.live && pfds[k + 1].fd < 0 {
+                    pfds[k + 1].fd = c.fd;
+                }
+            }
+        }
         // SYNC POINT tcp-handoff (acquire side): pairs with the rank's
         // Release store of the owner (`TcpWire::may_sleep`, `progress`).
         let mine = sh.owner.load(Ordering::Acquire) == NIC;
@@ -535,7 +570,8 @@ pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
                     }
                 }
             }
-            if pfds[1..].iter().all(|p| p.fd < 0) {
+            // Every connection ended (one never attached is still to come).
+            if attached as usize == n && pfds[1..].iter().all(|p| p.fd < 0) {
                 return;
             }
         }

@@ -55,8 +55,9 @@ pub struct TcpWire {
     /// Per peer: where our ring and words lie in its rings area.
     theirs: Vec<PeerArea>,
     ranks: Vec<Rank>,
-    /// Per peer: the set-up connection (a second descriptor of it).
-    streams: Vec<TcpStream>,
+    /// Per peer: the set-up connection (a second descriptor of it); `None`
+    /// until the peer is connected (lazy set-up: [`RmaWire::late_peers`]).
+    streams: Vec<Option<TcpStream>>,
     /// Set when started: what the rank and the NIC thread share.
     shared: Option<Arc<Shared>>,
     /// The NIC thread's wake descriptor (hand-over, stop).
@@ -127,8 +128,16 @@ impl TcpWire {
         // While the socket is full, read ours (the peer may be blocked
         // sending to us).
         let blocked = || self.progress();
-        wire::write_all_vectored(&self.streams[k], &parts[..=pieces.len()], &blocked)
+        wire::write_all_vectored(self.stream(k)?, &parts[..=pieces.len()], &blocked)
             .map_err(|e| format!("send: {e}"))
+    }
+
+    /// Peer `k`'s connection, if it is connected.
+    fn stream(&self, k: usize) -> Result<&TcpStream, String> {
+        match self.streams.get(k) {
+            Some(Some(s)) => Ok(s),
+            _ => Err(format!("peer {k} is not connected")),
+        }
     }
 
     /// `len` staging bytes at `local`.
@@ -227,23 +236,42 @@ impl RmaWire for TcpWire {
         Ok(())
     }
 
-    fn describe(&mut self, _k: usize, mine: &PeerArea) -> io::Result<Vec<u8>> {
-        self.mine.push(*mine);
+    fn describe(&mut self, k: usize, mine: &PeerArea) -> io::Result<Vec<u8>> {
+        set_at(&mut self.mine, k, *mine);
         Ok(Vec::new())
+    }
+
+    fn late_peers(&mut self, ranks: &[Rank]) -> bool {
+        self.ranks = ranks.to_vec();
+        self.theirs = vec![PeerArea::default(); ranks.len()];
+        true
     }
 
     fn connect(
         &mut self,
-        _k: usize,
+        k: usize,
         rank: u32,
         theirs: &PeerArea,
         _remote: &[u8],
         side: &TcpStream,
     ) -> io::Result<()> {
         side.set_nodelay(true)?;
-        self.streams.push(side.try_clone()?);
-        self.theirs.push(*theirs);
-        self.ranks.push(Rank(rank));
+        let stream = side.try_clone()?;
+        let fd = stream.as_raw_fd();
+        set_at(&mut self.theirs, k, *theirs);
+        set_at(&mut self.ranks, k, Rank(rank));
+        if self.streams.len() <= k {
+            self.streams.resize_with(k + 1, || None);
+        }
+        self.streams[k] = Some(stream);
+        // Connected after the start (lazy set-up): the NIC and the epoll
+        // set take the socket in.
+        if let Some(sh) = &self.shared {
+            if let Some(ep) = &self.epoll {
+                epoll_add(ep, k, fd)?;
+            }
+            sh.attach(k, fd);
+        }
         Ok(())
     }
 
@@ -255,7 +283,13 @@ impl RmaWire for TcpWire {
         let (Some(geometry), Some(rings)) = (self.geometry, self.rings.clone()) else {
             return Err(io::Error::other("the TCP wire was started unregistered"));
         };
-        let fds: Vec<_> = self.streams.iter().map(AsRawFd::as_raw_fd).collect();
+        // Every peer, connected or not yet (-1: lazy set-up).
+        self.streams.resize_with(self.ranks.len(), || None);
+        let fds: Vec<_> = self
+            .streams
+            .iter()
+            .map(|s| s.as_ref().map_or(-1, AsRawFd::as_raw_fd))
+            .collect();
         let shared = Arc::new(Shared::new(
             geometry,
             rings,
@@ -313,7 +347,9 @@ impl RmaWire for TcpWire {
             offset: if closed { wire::BYE_CLOSED } else { 0 },
         };
         for k in 0..self.streams.len() {
-            let _ = self.send(k, bye, &[]);
+            if self.streams[k].is_some() {
+                let _ = self.send(k, bye, &[]);
+            }
         }
     }
 
@@ -396,7 +432,9 @@ impl RmaWire for TcpWire {
             let k = e.u64 as usize;
             if !sh.service(k, false) {
                 // Ended: stop watching it (its end is in the links).
-                let fd = self.streams[k].as_raw_fd();
+                let Some(fd) = self.streams[k].as_ref().map(AsRawFd::as_raw_fd) else {
+                    continue;
+                };
                 // SAFETY: removing our own descriptor from our epoll set.
                 unsafe {
                     libc::epoll_ctl(
@@ -479,16 +517,32 @@ fn epoll_of(fds: &[std::os::fd::RawFd]) -> io::Result<OwnedFd> {
     // SAFETY: a fresh descriptor we own.
     let ep = unsafe { OwnedFd::from_raw_fd(ep) };
     for (k, &fd) in fds.iter().enumerate() {
-        let mut e = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: k as u64,
-        };
-        // SAFETY: adding a socket we own to our epoll set.
-        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut e) } < 0 {
-            return Err(io::Error::last_os_error());
+        if fd >= 0 {
+            epoll_add(&ep, k, fd)?;
         }
     }
     Ok(ep)
+}
+
+/// Add peer `k`'s socket `fd` to the epoll set `ep`.
+fn epoll_add(ep: &OwnedFd, k: usize, fd: std::os::fd::RawFd) -> io::Result<()> {
+    let mut e = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: k as u64,
+    };
+    // SAFETY: adding a socket we own to our epoll set.
+    if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut e) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Store `v` at index `k` of `vec`, growing it with defaults.
+fn set_at<T: Clone + Default>(vec: &mut Vec<T>, k: usize, v: T) {
+    if vec.len() <= k {
+        vec.resize(k + 1, T::default());
+    }
+    vec[k] = v;
 }
 
 impl Drop for TcpWire {
