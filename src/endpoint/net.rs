@@ -91,9 +91,17 @@ impl OutStream {
         while off < data.len() {
             let frame = match &mut self.cur {
                 Some(f) => f,
-                None => match net.try_reserve(self.dest, self.total - self.written) {
-                    Some(f) => self.cur.insert(f),
-                    None => break,
+                None => match self.try_direct(net, &data[off..]) {
+                    Some(0) => break,
+                    Some(n) => {
+                        off += n;
+                        self.written += n as u64;
+                        continue;
+                    }
+                    None => match net.try_reserve(self.dest, self.total - self.written) {
+                        Some(f) => self.cur.insert(f),
+                        None => break,
+                    },
                 },
             };
             let n = frame.append(&data[off..]);
@@ -104,6 +112,51 @@ impl OutStream {
             }
         }
         off
+    }
+
+    /// Send a whole frame's worth of `data` as a fragment straight from
+    /// it, where the transport can (see `Transport::try_send_fragment`):
+    /// not the last fragment, which `finish` sends. `None`: reserve a frame
+    /// instead; `Some(0)`: no credit; else the bytes sent.
+    #[inline]
+    fn try_direct(&mut self, net: &mut Net, data: &[u8]) -> Option<usize> {
+        let cap = net.frame_capacity(self.dest);
+        if data.len() < cap || self.written + cap as u64 >= self.total {
+            return None;
+        }
+        let header = self.header(cap, false);
+        let sent = net.send_fragment(header, self.dest, &data[..cap])?;
+        if !sent {
+            return Some(0);
+        }
+        self.first = false;
+        Some(cap)
+    }
+
+    /// The header of the next fragment, `len` bytes, last or not.
+    #[inline]
+    fn header(&self, len: usize, last: bool) -> FragHeader {
+        let (handler, system) = self.to.wire();
+        let mut flags = 0;
+        if self.first {
+            flags |= FragFlags::FIRST.0;
+        }
+        if last {
+            flags |= FragFlags::LAST.0;
+        }
+        if system {
+            flags |= FragFlags::SYSTEM.0;
+        }
+        if last && self.abort {
+            flags |= FragFlags::ABORT.0;
+        }
+        FragHeader {
+            src: self.me.0,
+            handler,
+            len: len as u32,
+            flags,
+            total: self.total,
+        }
     }
 
     /// Commit the last fragment. False if no credit for it yet.
@@ -135,31 +188,11 @@ impl OutStream {
     #[inline]
     fn commit(&mut self, net: &mut Net, last: bool) {
         let frame = self.cur.take().expect("commit with a reserved frame");
-        let (handler, system) = self.to.wire();
-        let mut flags = 0;
-        if self.first {
-            flags |= FragFlags::FIRST.0;
-        }
-        if last {
-            flags |= FragFlags::LAST.0;
-        }
-        if system {
-            flags |= FragFlags::SYSTEM.0;
-        }
-        if last && self.abort {
-            flags |= FragFlags::ABORT.0;
-        }
+        let header = self.header(frame.len(), last);
         self.first = false;
-        if last && !system {
+        if last && !self.is_control() {
             net.sent += 1;
         }
-        let header = FragHeader {
-            src: self.me.0,
-            handler,
-            len: frame.len() as u32,
-            flags,
-            total: self.total,
-        };
         net.commit(frame, header);
     }
 }
@@ -268,6 +301,26 @@ impl Net {
     #[inline]
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
         on_transport!(self, self.route[dest.index()], t => t.try_reserve(dest, remaining))
+    }
+
+    /// Payload bytes per frame of the transport serving `dest`.
+    #[inline]
+    fn frame_capacity(&self, dest: Rank) -> usize {
+        match self.route[dest.index()] {
+            SHM => self.shm.frame_capacity(),
+            k => self.wide[k as usize - 1].frame_capacity(),
+        }
+    }
+
+    /// A streamed message's fragment (not its last) straight from `piece`
+    /// (see `Transport::try_send_fragment`).
+    #[inline]
+    fn send_fragment(&mut self, header: FragHeader, dest: Rank, piece: &[u8]) -> Option<bool> {
+        let sent = on_transport!(self, self.route[dest.index()], t => t.try_send_fragment(dest, header, piece));
+        if sent == Some(true) {
+            self.tally.sent(dest.index(), header.len, false);
+        }
+        sent
     }
 
     #[inline]

@@ -240,9 +240,8 @@ pub trait Transport {
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame>;
     /// Publish a reserved frame with its header.
     fn commit(&mut self, frame: TxFrame, header: FragHeader);
-    /// Payload bytes per frame (part of the contract; the engine sizes
-    /// nothing by it today).
-    #[allow(dead_code)]
+    /// Payload bytes per frame (the size of a
+    /// [`try_send_fragment`](Self::try_send_fragment)).
     fn frame_capacity(&self) -> usize;
     /// Largest message [`try_send_inline`](Self::try_send_inline) takes.
     fn inline_max(&self) -> usize;
@@ -251,6 +250,17 @@ pub trait Transport {
     /// total) if credit allows; false, with nothing sent, otherwise. The
     /// whole-message fast path: no `TxFrame` is reserved and no stream kept.
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool;
+    /// Send one fragment of a streamed message straight from `piece`
+    /// (exactly [`frame_capacity`](Self::frame_capacity) bytes, `header`
+    /// complete), without reserving a frame: where the transport hands the
+    /// bytes to the network during the call (TCP: `sendmsg`), this spares
+    /// the copy into a frame. `None`: no such path here (reserve a frame);
+    /// `Some(false)`: nothing sent (no credit, or `dest` gone), as a
+    /// failed reserve.
+    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+        let _ = (dest, header, piece);
+        None
+    }
     /// The transport's own periodic checks, run by idle waits and when the
     /// watchdog raises the alarm: corrupt queues or rings, and (network
     /// transports) links that failed. The liveness of shared-memory peers
@@ -374,6 +384,10 @@ impl Transport for AnyTransport {
     #[inline]
     fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
         dispatch!(self, t => t.try_send_inline(dest, header, pieces))
+    }
+    #[inline]
+    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+        dispatch!(self, t => t.try_send_fragment(dest, header, piece))
     }
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         dispatch!(self, t => t.check_peers())

@@ -75,6 +75,19 @@ const BYE_CLOSED: u8 = 1;
 /// The goodbye byte of an endpoint dropped without `close`.
 const BYE_LEFT: u8 = 2;
 
+/// Where the poll looks for one peer's next fragment: the byte of its
+/// stamp word in the rings area and the value that says it landed (what
+/// [`RingRx::watch`](crate::ring::RingRx::watch) computes, kept by
+/// `RmaTransport::rewatch` in step with the reader, so that the empty poll
+/// is one load per ring).
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    at: usize,
+    want: u64,
+    /// The ring is in service (else the watch never fires).
+    live: bool,
+}
+
 /// The ring protocol over a one-sided-write wire `W`. See the module docs.
 #[derive(Debug)]
 pub struct RmaTransport<W: RmaWire> {
@@ -96,6 +109,8 @@ pub struct RmaTransport<W: RmaWire> {
     /// The connected peers' numbers (what poll, flush, check and close
     /// visit), in the order they connected.
     active: Vec<usize>,
+    /// Per connected peer (`active[i]`): the poll's watch of its ring.
+    watch: Vec<Watch>,
     peer_of_rank: Vec<u32>,
     /// Where the poll's round resumes in `active`.
     next: usize,
@@ -245,8 +260,33 @@ impl<W: RmaWire> RmaTransport<W> {
         if let Err(e) = self.wire.connect(k, rank.0, &remote, desc, &i.stream) {
             return self.unreach(k, format!("connecting the wire: {e}"));
         }
-        self.peers[k] = Slot::Up(Box::new(Peer::new(rank, self.geometry, remote, i.stream)));
+        let peer = Peer::new(rank, self.geometry, remote, i.stream);
+        self.activate(k, peer);
+    }
+
+    /// Peer `k` is connected: poll it from now on.
+    fn activate(&mut self, k: usize, peer: Peer) {
+        self.peers[k] = Slot::Up(Box::new(peer));
         self.active.push(k);
+        self.watch.push(self.watch_of(k));
+    }
+
+    /// Peer `k`'s watch as its reader stands.
+    fn watch_of(&self, k: usize) -> Watch {
+        let g = self.geometry;
+        let rx = &self.p(k).rx;
+        let slot = g.slot_of(rx.head()) as usize;
+        Watch {
+            at: self.ring_off(k) + (slot + 1) * g.slot_bytes as usize - 8,
+            want: rx.head() + 1,
+            live: rx.in_service(),
+        }
+    }
+
+    /// Reset the watch of `active[i]` after its reader's head or service
+    /// changed.
+    fn rewatch(&mut self, i: usize) {
+        self.watch[i] = self.watch_of(self.active[i]);
     }
 
     /// The close barrier released this rank: its goodbye will say so.
@@ -344,26 +384,29 @@ impl<W: RmaWire> RmaTransport<W> {
         if self.notify {
             return self.reports.get() != 0 && self.scan_reported();
         }
-        self.active.iter().any(|&k| self.landed(k))
+        (0..self.active.len()).any(|i| self.landed(i))
     }
 
     #[inline(never)]
     fn scan_reported(&self) -> bool {
-        self.active.iter().any(|&k| self.landed(k))
+        (0..self.active.len()).any(|i| self.landed(i))
     }
 
+    /// Whether the next fragment of `active[i]` landed.
     #[inline]
-    fn landed(&self, k: usize) -> bool {
-        let p = self.p(k);
-        let slot = self.geometry.slot_of(p.rx.head());
-        if self.notify && !p.landed[slot as usize].get() {
-            return false;
+    fn landed(&self, i: usize) -> bool {
+        if self.notify {
+            let p = self.p(self.active[i]);
+            if !p.landed[self.geometry.slot_of(p.rx.head()) as usize].get() {
+                return false;
+            }
         }
-        let ring = self.rings.ring(self.ring_off(k), self.geometry);
-        // SYNC POINT ring-stamp (acquire side), in `RingWatch::ready`: in
-        // order, the stamp landing last proves the payload landed; in safe
-        // mode the notification did. A ring out of service never fires.
-        p.rx.watch(&ring).ready()
+        let w = self.watch[i];
+        // SYNC POINT ring-stamp (acquire side), as in `RingWatch::ready`:
+        // in order, the stamp landing last proves the payload landed; in
+        // safe mode the notification did. A ring out of service never
+        // fires.
+        w.live && self.rings.word(w.at).load(Ordering::Acquire) == w.want
     }
 
     /// Post fragment `pos` (payload at the start of its mirror slot).
@@ -388,6 +431,29 @@ impl<W: RmaWire> RmaTransport<W> {
             .wire
             .write(k, slot_start, len + TRAILER_BYTES, remote, notify)
         {
+            self.fail(k, why);
+        }
+    }
+
+    /// Write flush round `round` to peer `k`'s flush word (`quiesce`).
+    fn send_flush(&mut self, k: usize, round: u64) {
+        let local = self.flush_src_off(k);
+        // SAFETY: peer k's flush source word in staging is ours; the
+        // previous round's write from it completed (fenced, or ordered
+        // and answered by the peer's flush of that round).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                round.to_le_bytes().as_ptr(),
+                self.staging.base().add(local),
+                8,
+            )
+        };
+        let at = self.p(k).remote.flush;
+        // SYNC POINT ring-flush (release side): the flush word goes
+        // after every earlier write to this peer, and the wire places
+        // writes in order (or, in safe mode, issues it only after their
+        // completions), so the peer that reads the round sees them all.
+        if let Err(why) = self.wire.write(k, local, 8, at, None) {
             self.fail(k, why);
         }
     }
@@ -423,9 +489,15 @@ impl<W: RmaWire> RmaTransport<W> {
             reports,
             ..
         } = self;
+        // SYNC POINT credit-return (acquire side): the peer's write of its
+        // released count.
+        let word = || rings.word(credit_at).load(Ordering::Acquire);
         let (mine, others) = split_at_peer(peers, k);
+        // Read the sockets only when the count already landed does not
+        // give credit (each read is a system call).
+        let short = !mine.tx.has_credit(word());
         mine.tx.try_reserve(|| {
-            if !*lands_alone {
+            if short && !*lands_alone {
                 // Out of credit: the returned count lands through progress.
                 idle.set(0);
                 wire.progress();
@@ -445,9 +517,7 @@ impl<W: RmaWire> RmaTransport<W> {
                     Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
                 });
             }
-            // SYNC POINT credit-return (acquire side): the peer's write of
-            // its released count.
-            rings.word(credit_at).load(Ordering::Acquire)
+            word()
         })
     }
 
@@ -498,6 +568,7 @@ impl<W: RmaWire> RmaTransport<W> {
             // The report of the slot just taken is used.
             self.reports.set(self.reports.get() - 1);
         }
+        self.rewatch(i);
         let n = self.active.len();
         self.next = if i + 1 == n { 0 } else { i + 1 };
         let taken = match got {
@@ -580,8 +651,8 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         let n = self.active.len();
         let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
-            let k = self.active[i];
-            if self.landed(k) {
+            if self.landed(i) {
+                let k = self.active[i];
                 if let Some(r) = self.take(k, i) {
                     // Busy: progress again at the next poll.
                     self.gap.set(1);
@@ -656,6 +727,11 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         true
     }
 
+    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+        self.gathers
+            .then(|| self.send_gathered(dest, header, &[piece]))
+    }
+
     fn check_peers(&mut self) -> Result<(), ExtractError> {
         self.progress();
         if self.lazy_arrived() {
@@ -691,7 +767,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             let k = self.active[i];
             let ring = self.rings.ring(self.ring_off(k), self.geometry);
             let p = self.peers[k].up_mut().expect("a connected peer");
-            p.rx.check(&ring)?;
+            let checked = p.rx.check(&ring);
+            self.rewatch(i);
+            checked?;
         }
         for i in 0..self.active.len() {
             let k = self.active[i];
@@ -716,11 +794,15 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             let Some(p) = self.peers[k].up() else {
                 return true;
             };
-            if !self.lands_alone {
-                self.progress();
-            }
             // SYNC POINT credit-return (acquire side), as in `try_reserve`.
-            p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire))
+            let credit = || p.gone || p.tx.has_credit(self.credit_word(k).load(Ordering::Acquire));
+            // The sockets are read (a system call) only when the count
+            // already landed gives no credit.
+            credit()
+                || (!self.lands_alone && {
+                    self.progress();
+                    credit()
+                })
         })
     }
 
@@ -774,33 +856,22 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 self.fail(k, why);
             }
         }
-        for i in 0..self.active.len() {
-            let k = self.active[i];
-            if self.p(k).gone {
-                continue;
-            }
-            let local = self.flush_src_off(k);
-            // SAFETY: peer k's flush source word in staging is ours; the
-            // previous round's write from it completed (fenced, or ordered
-            // and answered by the peer's flush of that round).
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    round.to_le_bytes().as_ptr(),
-                    self.staging.base().add(local),
-                    8,
-                )
-            };
-            let at = self.p(k).remote.flush;
-            // SYNC POINT ring-flush (release side): the flush word goes
-            // after every earlier write to this peer, and the wire places
-            // writes in order (or, in safe mode, issues it only after their
-            // completions), so the peer that reads the round sees them all.
-            if let Err(why) = self.wire.write(k, local, 8, at, None) {
-                self.fail(k, why);
-            }
+        // Links handed over but not installed yet are peers too (a peer
+        // that connected to us just before its close, e.g. by a put).
+        if self.lazy_arrived() {
+            self.install_arrived();
         }
+        let mut flushed = 0;
         let start = Instant::now();
         loop {
+            // Peers connected since (lazy set-up) get this round's word too.
+            while flushed < self.active.len() {
+                let k = self.active[flushed];
+                flushed += 1;
+                if !self.p(k).gone {
+                    self.send_flush(k, round);
+                }
+            }
             self.progress();
             let waiting = self.active.iter().copied().find(|&k| {
                 // SYNC POINT ring-flush (acquire side): the peer's flush
@@ -808,7 +879,31 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 !self.p(k).gone
                     && self.rings.word(self.flush_off(k)).load(Ordering::Acquire) < round
             });
+            // A connection being accepted: the peer dialed us before its
+            // close (its dial returned), so it counts on our flush.
+            let settling = self.lazy.as_ref().is_some_and(Connector::settling);
+            if settling && self.lazy_arrived() {
+                self.install_arrived();
+            }
             let Some(k) = waiting else {
+                if settling {
+                    if start.elapsed() > timeout {
+                        // The peer whose accepted link never came in.
+                        let k = (0..self.peers.len())
+                            .find(|&k| {
+                                matches!(self.peers[k], Slot::Idle)
+                                    && self.lazy.as_ref().is_some_and(|l| l.accepted(k))
+                            })
+                            .unwrap_or(0);
+                        return Err(ExtractError::Network(NetError::Io {
+                            rank: self.ranks[k],
+                            op: "flush at close",
+                            msg: format!("its connection still being accepted after {timeout:?}"),
+                        }));
+                    }
+                    std::thread::yield_now();
+                    continue;
+                }
                 self.quiet = true;
                 return Ok(());
             };
