@@ -63,6 +63,11 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The longest time the idle poll lets pass between two progress calls
+/// and still lengthen its gap: a gap counted in polls is a few µs in a
+/// tight poll loop, but a wait that yields between polls (oversubscribed
+/// ranks) would make it milliseconds.
+const GAP_TIME: Duration = Duration::from_micros(8);
 /// Bytes of the buffer one-sided puts are staged in.
 const PUT_BUF: usize = 64 << 10;
 /// The goodbye byte of an endpoint that closed (left in order).
@@ -124,8 +129,12 @@ pub struct RmaTransport<W: RmaWire> {
     /// Polls since the wire's progress was last called.
     idle: Cell<u32>,
     /// Polls between progress calls now: 1 after an arrival, doubling
-    /// while progress finds nothing, up to `period`.
+    /// while progress finds nothing, up to `period` — halving instead when
+    /// the last gap took longer than [`GAP_TIME`] (slow polls: a rank that
+    /// yields or sleeps between them).
     gap: Cell<u32>,
+    /// When `progress_at_gap` last ran.
+    gap_since: Cell<Option<Instant>>,
     flush_round: u64,
     closed: bool,
     /// The close flush is done: peers send nothing more, and may be gone
@@ -353,7 +362,17 @@ impl<W: RmaWire> RmaTransport<W> {
     /// The progress call `progress_due` found due (out of line).
     #[inline(never)]
     fn progress_at_gap(&self) {
-        self.gap.set((self.gap.get() * 2).min(self.period));
+        let now = Instant::now();
+        let slow = self
+            .gap_since
+            .replace(Some(now))
+            .is_some_and(|t| now.duration_since(t) > GAP_TIME);
+        let g = self.gap.get();
+        self.gap.set(if slow {
+            (g / 2).max(1)
+        } else {
+            (g * 2).min(self.period)
+        });
         self.progress();
     }
 
