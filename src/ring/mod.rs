@@ -286,6 +286,14 @@ impl RingRx {
         }
     }
 
+    /// Whether the ring is in service (a ring taken out of service by a
+    /// bad stamp is never read again; its [`watch`](Self::watch) never
+    /// fires).
+    #[inline]
+    pub fn in_service(&self) -> bool {
+        !self.dead
+    }
+
     /// Take the fragment at the head if it has landed, validating its
     /// trailer against the job (`world` ranks). `Ok(None)` even where a
     /// watch or a load of the stamp said "landed" a moment before: the

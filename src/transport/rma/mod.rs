@@ -68,6 +68,19 @@ const BYE_CLOSED: u8 = 1;
 /// The goodbye byte of an endpoint dropped without `close`.
 const BYE_LEFT: u8 = 2;
 
+/// Where the poll looks for one peer's next fragment: the byte of its
+/// stamp word in the rings area and the value that says it landed (what
+/// [`RingRx::watch`](crate::ring::RingRx::watch) computes, kept by
+/// `RmaTransport::rewatch` in step with the reader, so that the empty poll
+/// is one load per ring).
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    at: usize,
+    want: u64,
+    /// The ring is in service (else the watch never fires).
+    live: bool,
+}
+
 /// The ring protocol over a one-sided-write wire `W`. See the module docs.
 #[derive(Debug)]
 pub struct RmaTransport<W: RmaWire> {
@@ -89,6 +102,8 @@ pub struct RmaTransport<W: RmaWire> {
     /// The connected peers' numbers (what poll, flush, check and close
     /// visit), in the order they connected.
     active: Vec<usize>,
+    /// Per connected peer (`active[i]`): the poll's watch of its ring.
+    watch: Vec<Watch>,
     peer_of_rank: Vec<u32>,
     /// Where the poll's round resumes in `active`.
     next: usize,
@@ -231,8 +246,33 @@ impl<W: RmaWire> RmaTransport<W> {
         if let Err(e) = self.wire.connect(k, rank.0, &remote, desc, &i.stream) {
             return self.unreach(k, format!("connecting the wire: {e}"));
         }
-        self.peers[k] = Slot::Up(Box::new(Peer::new(rank, self.geometry, remote, i.stream)));
+        let peer = Peer::new(rank, self.geometry, remote, i.stream);
+        self.activate(k, peer);
+    }
+
+    /// Peer `k` is connected: poll it from now on.
+    fn activate(&mut self, k: usize, peer: Peer) {
+        self.peers[k] = Slot::Up(Box::new(peer));
         self.active.push(k);
+        self.watch.push(self.watch_of(k));
+    }
+
+    /// Peer `k`'s watch as its reader stands.
+    fn watch_of(&self, k: usize) -> Watch {
+        let g = self.geometry;
+        let rx = &self.p(k).rx;
+        let slot = g.slot_of(rx.head()) as usize;
+        Watch {
+            at: self.ring_off(k) + (slot + 1) * g.slot_bytes as usize - 8,
+            want: rx.head() + 1,
+            live: rx.in_service(),
+        }
+    }
+
+    /// Reset the watch of `active[i]` after its reader's head or service
+    /// changed.
+    fn rewatch(&mut self, i: usize) {
+        self.watch[i] = self.watch_of(self.active[i]);
     }
 
     /// The close barrier released this rank: its goodbye will say so.
@@ -304,18 +344,21 @@ impl<W: RmaWire> RmaTransport<W> {
         self.progress();
     }
 
+    /// Whether the next fragment of `active[i]` landed.
     #[inline]
-    fn landed(&self, k: usize) -> bool {
-        let p = self.p(k);
-        let slot = self.geometry.slot_of(p.rx.head());
-        if self.notify && !p.landed[slot as usize].get() {
-            return false;
+    fn landed(&self, i: usize) -> bool {
+        if self.notify {
+            let p = self.p(self.active[i]);
+            if !p.landed[self.geometry.slot_of(p.rx.head()) as usize].get() {
+                return false;
+            }
         }
-        let ring = self.rings.ring(self.ring_off(k), self.geometry);
-        // SYNC POINT ring-stamp (acquire side), in `RingWatch::ready`: in
-        // order, the stamp landing last proves the payload landed; in safe
-        // mode the notification did. A ring out of service never fires.
-        p.rx.watch(&ring).ready()
+        let w = self.watch[i];
+        // SYNC POINT ring-stamp (acquire side), as in `RingWatch::ready`:
+        // in order, the stamp landing last proves the payload landed; in
+        // safe mode the notification did. A ring out of service never
+        // fires.
+        w.live && self.rings.word(w.at).load(Ordering::Acquire) == w.want
     }
 
     /// Post fragment `pos` (payload at the start of its mirror slot).
@@ -475,6 +518,7 @@ impl<W: RmaWire> RmaTransport<W> {
         if p.rx.head() != head {
             p.landed[g.slot_of(head) as usize].set(false);
         }
+        self.rewatch(i);
         let n = self.active.len();
         self.next = if i + 1 == n { 0 } else { i + 1 };
         let taken = match got {
@@ -553,8 +597,8 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         let n = self.active.len();
         let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
-            let k = self.active[i];
-            if self.landed(k) {
+            if self.landed(i) {
+                let k = self.active[i];
                 if let Some(r) = self.take(k, i) {
                     // Busy: progress again at the next poll.
                     self.gap.set(1);
@@ -570,7 +614,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         self.wire.may_sleep();
         self.progress_due();
         // A link handed over: the next poll installs it.
-        self.lazy_arrived() || self.active.iter().any(|&k| self.landed(k))
+        self.lazy_arrived() || (0..self.active.len()).any(|i| self.landed(i))
     }
 
     fn release(&mut self, token: &ReleaseToken) {
@@ -668,7 +712,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             let k = self.active[i];
             let ring = self.rings.ring(self.ring_off(k), self.geometry);
             let p = self.peers[k].up_mut().expect("a connected peer");
-            p.rx.check(&ring)?;
+            let checked = p.rx.check(&ring);
+            self.rewatch(i);
+            checked?;
         }
         for i in 0..self.active.len() {
             let k = self.active[i];

@@ -51,6 +51,7 @@ impl<W: RmaWire> RmaTransport<W> {
             peers: ranks.iter().map(|_| Slot::Idle).collect(),
             ranks,
             active: Vec::with_capacity(n),
+            watch: Vec::with_capacity(n),
             peer_of_rank,
             next: 0,
             lazy: None,
@@ -109,8 +110,7 @@ impl<W: RmaWire> RmaTransport<W> {
             let (area, desc) = theirs.split_at(PeerArea::BYTES);
             let remote = PeerArea::decode(area.try_into().expect("checked length"));
             t.wire.connect(k, rank.0, &remote, desc, &side)?;
-            t.peers[k] = Slot::Up(Box::new(Peer::new(rank, geometry, remote, side)));
-            t.active.push(k);
+            t.activate(k, Peer::new(rank, geometry, remote, side));
         }
         t.wire.ready(geometry.slots)?;
         t.notify = !t.wire.places_in_order();
