@@ -195,14 +195,16 @@ impl Connector {
     /// dial returned is in the channel or about to be (the close flush
     /// waits for it).
     pub(crate) fn settling(&self) -> bool {
-        // SYNC POINT lazy-link (acquire side), as in `arrived`.
+        // SYNC POINT lazy-settle (acquire side): pairs with the accepting
+        // thread's count.
         self.pairs.settling.load(Ordering::Acquire) > 0 || self.arrived()
     }
 
     /// Whether peer `k`'s connection was accepted here (handed over, or
     /// about to be).
     pub(crate) fn accepted(&self, k: usize) -> bool {
-        self.pairs.states[k].load(Ordering::Acquire) == ACCEPTING
+        // Relaxed: as in `dial`.
+        self.pairs.states[k].load(Ordering::Relaxed) == ACCEPTING
     }
 
     /// The links handed over so far.
@@ -228,8 +230,10 @@ impl Connector {
     /// out, or failed to authenticate or answer.
     pub(crate) fn dial(&self, k: usize) -> Result<Dialed, ConnectError> {
         let state = &self.pairs.states[k];
+        // Relaxed: the pair's state word decides who connects (its
+        // read-modify-writes are totally ordered); no data rides on it.
         if state
-            .compare_exchange(IDLE, DIALING, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(IDLE, DIALING, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
             // The peer's connection is being (or was) accepted.
@@ -238,13 +242,13 @@ impl Connector {
         let r = self.dial_once(k);
         match r {
             Ok(Some(link)) => {
-                state.store(DONE, Ordering::Release);
+                state.store(DONE, Ordering::Relaxed);
                 Ok(link)
             }
             // Refused by the tie-break: the peer's own dial wins.
             Ok(None) => Ok(Dialed::Crossed),
             // The accepting thread took the pair over meanwhile.
-            Err(_) if state.load(Ordering::Acquire) != DIALING => Ok(Dialed::Crossed),
+            Err(_) if state.load(Ordering::Relaxed) != DIALING => Ok(Dialed::Crossed),
             Err(e) => Err(e),
         }
     }
@@ -395,15 +399,20 @@ impl Answer {
         let mut r = s;
         let theirs = read_desc(&mut r).map_err(io)?;
         let state = &self.pairs.states[k];
-        let take = match state.load(Ordering::Acquire) {
-            IDLE => state
-                .compare_exchange(IDLE, ACCEPTING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok(),
-            // Both dial: the lower rank's connection wins.
-            DIALING if h.rank < job.me.0 => state
-                .compare_exchange(DIALING, ACCEPTING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok(),
-            _ => false,
+        // Relaxed: as in `Connector::dial`, the state word only decides.
+        // Decided on the value the exchange finds (the rank may start its
+        // dial between a look and the exchange).
+        let mut cur = state.load(Ordering::Relaxed);
+        let take = loop {
+            // Idle, or both dial and the lower rank's connection wins.
+            let ours = cur == IDLE || (cur == DIALING && h.rank < job.me.0);
+            if !ours {
+                break false;
+            }
+            match state.compare_exchange(cur, ACCEPTING, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break true,
+                Err(now) => cur = now,
+            }
         };
         if !take {
             let mut w = s;
@@ -411,11 +420,13 @@ impl Answer {
             let _ = w.write_all(&[REFUSE]);
             return Ok(());
         }
-        // Counted before the dialer can have its answer, until the link
-        // is in the channel (see `Connector::settling`).
+        // SYNC POINT lazy-settle (release side): counted before the dialer
+        // can have its answer, until the link is in the channel (see
+        // `Connector::settling`).
         self.pairs.settling.fetch_add(1, Ordering::AcqRel);
         let r = self.answer(s, k, theirs);
-        // SYNC POINT lazy-link (release side), after the flag's.
+        // SYNC POINT lazy-settle (release side): the link (if any) is in
+        // the channel and flagged before the count drops.
         self.pairs.settling.fetch_sub(1, Ordering::AcqRel);
         r
     }
@@ -560,7 +571,7 @@ mod tests {
         // Rank 2 is in the middle of its own dial when rank 1's arrives:
         // rank 2 (higher) accepts it, and rank 1 gets the link.
         let (a, b) = pair();
-        b.pairs.states[0].store(DIALING, Ordering::Release);
+        b.pairs.states[0].store(DIALING, Ordering::Relaxed);
         let (sa, _) = match a.dial(0).unwrap() {
             Dialed::Link(s, t) => (s, t),
             Dialed::Crossed => panic!("the lower rank's dial must win"),
@@ -571,7 +582,7 @@ mod tests {
         // Rank 1 is in the middle of its dial when rank 2's arrives: rank
         // 1 (lower) refuses it, and rank 2's dial says the pair crossed.
         let (a, b) = pair();
-        a.pairs.states[0].store(DIALING, Ordering::Release);
+        a.pairs.states[0].store(DIALING, Ordering::Relaxed);
         assert!(matches!(b.dial(0).unwrap(), Dialed::Crossed));
         assert!(
             a.wait(Duration::from_millis(300)).is_none(),

@@ -33,11 +33,11 @@
 //!   a closed endpoint sends) tells a peer that left from one that died.
 //!   A wire whose data travels on those connections reads them itself and
 //!   reports the same as [`Event::Ended`] ([`RmaWire::carries_ends`]).
-//! - Set-up ([`setup`]): every peer up front (the full mesh, `eager`), or
-//!   each peer on first use ([`connect`], `lazy`, on wires that
+//! - Set-up (`setup.rs`): every peer up front (the full mesh, `eager`), or
+//!   each peer on first use (`connect.rs`, `lazy`, on wires that
 //!   [connect late](RmaWire::late_peers)). Only connected peers are
 //!   polled, flushed at close and told goodbye; a peer never connected
-//!   has nothing in flight, and its slot is one word ([`peer`]).
+//!   has nothing in flight, and its slot is one word (`peer.rs`).
 
 #![allow(unsafe_code)]
 

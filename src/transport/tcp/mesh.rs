@@ -1,3 +1,7 @@
+//! The full mesh at start (`FASTMSG_CONNECT=eager`; libfabric and verbs
+//! always; the lazy set-up, `crate::transport::rma::connect`, uses only
+//! `judge_peer` from here).
+//!
 //! Connection set-up by rank order (IWARP §3.1–3.2): between every pair
 //! of network peers the lower rank listens and the higher rank connects,
 //! and the connecting side speaks first (the authentication HELLO of

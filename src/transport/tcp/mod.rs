@@ -6,7 +6,9 @@
 //! It is the one ring transport ([`RmaTransport`]: rings, credits, the
 //! close flush, peers' ends) over the TCP wire ([`TcpWire`]), which
 //! emulates one-sided writes with *write records* on one authenticated
-//! connection per peer ([`mesh`]): a rank that polls or waits reads its
+//! connection per peer, made on first use (`start_lazy`, the default)
+//! or as a full mesh at start ([`mesh`], `start`): a rank that polls or
+//! waits reads its
 //! own sockets and places the records (payload, then the trailer's stamp
 //! with Release), so the poll reads memory as on an RDMA ring; the
 //! software NIC thread ([`nic`]) places them instead while the rank
