@@ -324,3 +324,43 @@ fn jobs_killed_in_their_first_300_ms_leave_nothing_behind() {
     assert!(status.success(), "the next job with the id: {err}");
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn cleaning_up_a_job_leaves_a_longer_job_id_of_the_same_user_alone() {
+    let dir = private_dir("edge-longer-id");
+    let job = format!("j{}", std::process::id());
+    let longer = format!("{job}-b");
+    // What job `<job>-b` has in the directory: its segment on host `h`,
+    // its rendezvous file. (Job `<job>` on a host named `b-h` would have
+    // had the segment's name with the old `-` after the id.)
+    let theirs = [
+        format!("{}h", job_file_prefix(&longer)),
+        format!("{}h.root", job_file_prefix(&longer)),
+    ];
+    for f in &theirs {
+        std::fs::write(dir.join(f), b"another job's").unwrap();
+    }
+    let mut child = fmrun(
+        &["-n", "2", "--job", &job],
+        &[
+            ("EDGE_MODE", "quick"),
+            ("FASTMSG_SHM_DIR", dir.to_str().unwrap()),
+            ("FASTMSG_TIMEOUT", "20"),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let status = wait_timeout(&mut child, Duration::from_secs(30));
+    let ours = files_with_prefix(&dir, &job_file_prefix(&job));
+    let kept: Vec<bool> = theirs.iter().map(|f| dir.join(f).exists()).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(status.code(), Some(0), "the job itself");
+    assert!(ours.is_empty(), "the job's own files left behind: {ours:?}");
+    assert_eq!(
+        kept,
+        [true, true],
+        "job {longer}'s files removed by job {job}'s clean-up"
+    );
+}

@@ -162,3 +162,29 @@ fn a_peer_gone_before_anyone_connected_to_it_is_reported_within_a_second() {
     );
     assert!(took < &Duration::from_secs(1), "reported after {took:?}");
 }
+
+/// A put is no message: the termination round does not wait for it. A
+/// pair first connected by a put just before close must still be flushed
+/// at close on both ends (the receiver takes in the link handed over, or
+/// being accepted, before its close flush), so every close returns.
+#[test]
+fn a_put_as_first_contact_just_before_close_ends_cleanly() {
+    threads::run(4, tcp, |mut b| {
+        let win = b.window("w", 4096);
+        let ep = b.start()?;
+        let me = ep.rank().0;
+        if me >= 2 {
+            // 2 -> 3 and 3 -> 2 at once: also the crossing dial.
+            let peer = Rank(5 - me);
+            ep.put(win, peer, 64, &[me as u8; 256])?;
+            ep.put_u64(win, peer, 8, 0xc0de)?;
+        }
+        let held = ep.network_connections();
+        ep.close()?;
+        if me >= 2 {
+            assert_eq!(held, ranks(&[0, 5 - me]), "rank {me}");
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}

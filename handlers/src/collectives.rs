@@ -296,10 +296,29 @@ impl Collectives {
     /// Broadcast `data` from `root` (binomial tree): on return every
     /// member's `data` equals the root's.
     ///
+    /// # Members passing different arguments
+    /// A length, element type or root that differs between members is
+    /// found by the member that receives the data (each message carries
+    /// the call's signature and, in groups over 128 members, the full
+    /// root); that member fails, and aborts the instance on every other
+    /// member. A member whose part ended before — the root, which only
+    /// sends, or any member whose subtree agreed — cannot learn it within
+    /// this call without a confirming round that would double the
+    /// broadcast's latency; it returns `Ok` with the root's data (never a
+    /// wrong value), and its next collective call on these collectives
+    /// fails with [`CollError::Poisoned`] naming the mismatch (as does
+    /// every call after it, on every member: they no longer agree about
+    /// which collective comes next). A `Request` from
+    /// [`ibcast`](Self::ibcast) not yet waited for when the abort comes
+    /// reports the mismatch itself.
+    ///
     /// # Errors
-    /// [`CollError::LengthMismatch`] if members pass different lengths;
-    /// [`CollError::BadArgument`] if `root` is not a member; send and
-    /// progress failures.
+    /// [`CollError::LengthMismatch`] if members pass different lengths,
+    /// [`CollError::ArgsMismatch`] other element types or roots,
+    /// [`CollError::Aborted`] if another member found the mismatch first,
+    /// [`CollError::Poisoned`] after an earlier collective failed (see
+    /// above); [`CollError::BadArgument`] if `root` is not a member; send
+    /// and progress failures.
     pub fn bcast<T: Element>(
         &self,
         ep: &mut Endpoint,
@@ -336,6 +355,13 @@ impl Collectives {
     /// Reduce `data` with `op` to `root` (binomial tree, fixed combine
     /// order): on return the root's `data` holds `x[0] ⊕ … ⊕ x[n-1]`;
     /// other members' `data` is unchanged.
+    ///
+    /// Members passing different lengths, element types, operators (as
+    /// told apart by [`Reduce::id`]) or roots: the member that combines
+    /// (or receives) a mismatched part fails and aborts the instance
+    /// everywhere; a member whose part was handed over before returns `Ok`
+    /// with its own data unchanged and learns it at its next collective
+    /// call, as for [`bcast`](Self::bcast).
     ///
     /// # Errors
     /// [`CollError::OpUndefined`] (e.g. AND on floats); as

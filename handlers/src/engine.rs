@@ -20,12 +20,17 @@
 //! message of the wrong length. An instance that fails here *aborts* it
 //! everywhere: it sends every other member an abort message ([`Kind::Abort`],
 //! the error in words), which fails the instance there too — whether it
-//! runs, has not started yet (kept in the early buffer) or, on a rank that
-//! finished its part of a rooted collective, has ended (the rank learns it
-//! at its next collective). No member waits for ever on one that gave up.
+//! runs, has ended with a result its request has not handed over yet, has
+//! not started yet (kept in the early buffer) or, on a rank that finished
+//! its part of a rooted collective and returned `Ok`, has ended: that rank
+//! learns it at its next collective call ([`CollError::Poisoned`], naming
+//! the failure). No member waits for ever on one that gave up.
 //! A failed or aborted instance poisons the engine: the members disagree
 //! about which collective comes next, so later calls fail at once
-//! ([`CollError::Poisoned`]). One-sided collectives take an instance
+//! ([`CollError::Poisoned`]), and the later instances running here (started
+//! before the abort came) fail too, since poisoned members never call
+//! them. (Members of *other* groups learn only through their own groups'
+//! aborts, or when the poisoned rank ends.) One-sided collectives take an instance
 //! number too, as a placeholder that no message may match, so a member
 //! calling a message collective against them fails instead of hanging.
 //!
@@ -38,7 +43,7 @@ use crate::config::CollConfig;
 use crate::error::CollError;
 use crate::group::{tag_of, Group};
 use crate::machine::{Io, Machine, Output};
-use crate::sig::Sig;
+use crate::sig::{root_tail, split_root, Sig};
 use crate::wire::{Header, Kind, HEADER};
 use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
 use std::cell::{OnceCell, RefCell};
@@ -72,6 +77,10 @@ struct Live {
     detached: bool,
     /// This rank's call signature.
     sig: Sig,
+    /// The root's full member index, where messages carry it (rooted
+    /// collectives in groups of more than 128 members, see
+    /// [`crate::sig`]).
+    root: Option<u32>,
 }
 
 pub(crate) struct GroupState {
@@ -122,6 +131,30 @@ struct Tables {
 const FAILED_KEPT: usize = 64;
 
 impl Tables {
+    /// Instance `seq` of group `tag` failed with `e` (here, or on a member
+    /// that aborted it): poison the engine — later calls fail at once —
+    /// and fail the later instances running here, which wait for members
+    /// that, poisoned too, will never call them.
+    fn poison(&mut self, tag: u32, seq: u32, e: &CollError) {
+        let why = self.poisoned.get_or_insert_with(|| e.to_string()).clone();
+        let Some(gs) = self.group_mut(tag) else {
+            return;
+        };
+        let mut newly = Vec::new();
+        for l in &mut gs.live {
+            if before(seq, l.seq) && matches!(l.state, State::Running) {
+                l.state = State::Failed(CollError::Poisoned(why.clone()));
+                newly.push(l.seq);
+            }
+        }
+        // Nobody waits for a dropped request's failure.
+        gs.live
+            .retain(|l| !(l.detached && matches!(l.state, State::Failed(_))));
+        for s in newly {
+            self.note_failed(tag, s);
+        }
+    }
+
     fn note_failed(&mut self, tag: u32, seq: u32) {
         if self.failed.len() == FAILED_KEPT {
             self.failed.pop_front();
@@ -153,10 +186,71 @@ fn aborted(group: u32, seq: u32, by: Rank, data: &[u8]) -> CollError {
     }
 }
 
+/// This rank's side of an instance, which every message of it must match.
+#[derive(Clone, Copy)]
+struct Call {
+    kind: Kind,
+    sig: Sig,
+    /// The root's full member index, where messages carry it.
+    root: Option<u32>,
+}
+
+impl Live {
+    fn call(&self) -> Call {
+        Call {
+            kind: self.machine.kind(),
+            sig: self.sig,
+            root: self.root,
+        }
+    }
+}
+
+/// Check a message from `src` (header `h`, payload `data`) of a group of
+/// `n` members against this rank's call: the same collective, signature
+/// and root. Returns the payload without the root it carries, if any.
+fn check_message<'d>(
+    ours: Call,
+    n: u32,
+    src: Rank,
+    h: &Header,
+    data: &'d [u8],
+) -> Result<&'d [u8], CollError> {
+    if ours.kind as u8 != h.kind {
+        return Err(CollError::Mismatch {
+            group: h.group,
+            seq: h.seq,
+            ours: ours.kind.name(),
+            theirs: Kind::name_of(h.kind),
+            src,
+        });
+    }
+    let Some((payload, root)) = split_root(h.kind, n, data) else {
+        return Err(CollError::ShortMessage {
+            src,
+            len: HEADER + data.len(),
+            need: HEADER + 4,
+        });
+    };
+    if ours.sig.0 != h.sig || ours.root != root {
+        return Err(CollError::ArgsMismatch {
+            group: h.group,
+            seq: h.seq,
+            ours: ours.sig.describe_root(h.kind, ours.root),
+            theirs: Sig(h.sig).describe_root(h.kind, root),
+            src,
+        });
+    }
+    Ok(payload)
+}
+
 /// Whether a signature is a one-sided call's placeholder.
 fn one_sided(sig: u16) -> bool {
     (sig >> 14) as u8 == crate::sig::ONE_SIDED
 }
+
+/// The `step` of an abort message whose sender's engine is poisoned: the
+/// receiver poisons its own (the sender will call no later collective).
+const ABORT_POISONED: u16 = 1;
 
 /// Whether instance `a` comes before `b` (wrapping).
 fn before(a: u32, b: u32) -> bool {
@@ -273,9 +367,9 @@ impl Engine {
                 };
                 call.failed = Some(Box::new(e.duplicate()));
                 let (group, sig) = (Rc::clone(&gs.group), call.sig);
-                t.poisoned.get_or_insert_with(|| e.to_string());
+                t.poison(h.group, h.seq, &e);
                 t.note_failed(h.group, h.seq);
-                self.abort_peers(ctx, &group, h.seq, sig, &e);
+                self.abort_peers(ctx, &group, h.seq, sig, &e, true);
                 return Err(e);
             }
             if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
@@ -286,42 +380,30 @@ impl Engine {
                     // failure was reported already.
                     return Ok(());
                 }
-                let r = if kind as u8 != h.kind {
-                    Err(CollError::Mismatch {
-                        group: h.group,
-                        seq: h.seq,
-                        ours: kind.name(),
-                        theirs: Kind::name_of(h.kind),
-                        src,
-                    })
-                } else if live.sig.0 != h.sig {
-                    Err(CollError::ArgsMismatch {
-                        group: h.group,
-                        seq: h.seq,
-                        ours: live.sig.describe(kind as u8),
-                        theirs: Sig(h.sig).describe(h.kind),
-                        src,
-                    })
-                } else if !matches!(live.state, State::Running) {
-                    Err(CollError::Unexpected {
+                let n = group.n();
+                let r = match check_message(live.call(), n, src, &h, data) {
+                    Err(e) => Err(e),
+                    Ok(_) if !matches!(live.state, State::Running) => Err(CollError::Unexpected {
                         group: h.group,
                         seq: h.seq,
                         kind: kind.name(),
                         src,
                         step: h.step,
                         why: "the instance has already finished",
-                    })
-                } else {
-                    let io = Io {
-                        ctx,
-                        handler,
-                        group,
-                        seq: h.seq,
-                        kind,
-                        sig: live.sig,
-                        base: 0,
-                    };
-                    live.machine.on_message(&io, from, h.step, data)
+                    }),
+                    Ok(payload) => {
+                        let io = Io {
+                            ctx,
+                            handler,
+                            group,
+                            seq: h.seq,
+                            kind,
+                            sig: live.sig,
+                            base: 0,
+                            tail: live.root.map(u32::to_le_bytes),
+                        };
+                        live.machine.on_message(&io, from, h.step, payload)
+                    }
                 };
                 match r {
                     Ok(()) => {
@@ -334,31 +416,48 @@ impl Engine {
                         return Ok(());
                     }
                     Err(e) => {
-                        if matches!(live.state, State::Running) {
-                            live.state = State::Failed(e.duplicate());
-                            let (group, sig) = (Rc::clone(&gs.group), live.sig);
-                            if one_sided(sig.0) || one_sided(h.sig) {
-                                t.poisoned.get_or_insert_with(|| e.to_string());
-                            }
-                            t.note_failed(h.group, h.seq);
-                            self.abort_peers(ctx, &group, h.seq, sig, &e);
+                        // Running, or ended with a result not handed over
+                        // yet (a rooted collective's part): failed now.
+                        // Where a member may have ended its part with Ok
+                        // (rooted) or the epochs may disagree (one-sided),
+                        // the engine is poisoned.
+                        live.state = State::Failed(e.duplicate());
+                        let (group, sig) = (Rc::clone(&gs.group), live.sig);
+                        if one_sided(sig.0)
+                            || one_sided(h.sig)
+                            || Kind::is_rooted(kind as u8)
+                            || Kind::is_rooted(h.kind)
+                        {
+                            t.poison(h.group, h.seq, &e);
                         }
+                        t.note_failed(h.group, h.seq);
+                        let poisoned = t.poisoned.is_some();
+                        self.abort_peers(ctx, &group, h.seq, sig, &e, poisoned);
                         return Err(e);
                     }
                 }
             }
             if before(h.seq, gs.next_seq) {
+                let group = Rc::clone(&gs.group);
                 if t.failed.contains(&(h.group, h.seq)) {
                     return Ok(());
                 }
-                return Err(CollError::Unexpected {
+                // It ended here with Ok and its result was handed over:
+                // the sender disagrees (a rooted collective called with
+                // other arguments, whose part here ended first). Its
+                // members are told, and this rank's next call reports it.
+                let e = CollError::Unexpected {
                     group: h.group,
                     seq: h.seq,
                     kind: Kind::name_of(h.kind),
                     src,
                     step: h.step,
-                    why: "the instance has already finished",
-                });
+                    why: "the instance had already finished here (do the members pass the same arguments?)",
+                };
+                t.note_failed(h.group, h.seq);
+                t.poison(h.group, h.seq, &e);
+                self.abort_peers(ctx, &group, h.seq, Sig(h.sig), &e, true);
+                return Ok(());
             }
         }
         // Not started here yet: keep it, within bounds.
@@ -392,32 +491,46 @@ impl Engine {
     }
 
     /// An abort from `src` for instance `h.seq` of `h.group` (its header
-    /// carries the sender's signature): fail the instance if it runs; if
-    /// it has ended here (a rooted collective this rank finished its part
-    /// of, with a right result), nothing to do. A one-sided call on either
-    /// side poisons the engine. False if the instance has not started
-    /// here: the abort is kept as an early message, and fails the instance
-    /// when it starts.
+    /// carries the sender's signature, and in its step whether the
+    /// sender's engine is poisoned): fail the instance if it runs or its
+    /// result was not handed over yet. The engine is poisoned if the
+    /// sender's is, if a one-sided or rooted call is involved, or if the
+    /// instance had ended here with `Ok` (a rooted collective this rank
+    /// finished its part of): this rank's next call then reports it. False
+    /// if the instance has not started here: the abort is kept as an early
+    /// message, and fails the instance when it starts.
     fn on_abort(&self, t: &mut Tables, src: Rank, h: Header, data: &[u8]) -> bool {
         let err = aborted(h.group, h.seq, src, data);
+        let known_failed = t.failed.contains(&(h.group, h.seq));
         let Some(gs) = t.group_mut(h.group) else {
             return false;
         };
-        let mut poison = one_sided(h.sig);
+        let mut poison = one_sided(h.sig) || h.step == ABORT_POISONED;
+        let mut failed_here = false;
         if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
             poison = true;
             call.failed.get_or_insert_with(|| Box::new(err.duplicate()));
         } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
-            poison |= one_sided(live.sig.0);
-            if matches!(live.state, State::Running) {
+            poison |= one_sided(live.sig.0) || Kind::is_rooted(live.machine.kind() as u8);
+            // Running, or ended with a result nobody collected yet (a
+            // request): its wait reports the abort.
+            if !matches!(live.state, State::Failed(_)) {
                 live.state = State::Failed(err.duplicate());
-                t.note_failed(h.group, h.seq);
+                failed_here = true;
             }
         } else if !before(h.seq, gs.next_seq) {
             return false;
+        } else if !known_failed {
+            // It ended here with Ok and its result was handed over (a
+            // rooted collective: this rank's part ended before a member
+            // found the mismatch).
+            poison = true;
+        }
+        if failed_here {
+            t.note_failed(h.group, h.seq);
         }
         if poison {
-            t.poisoned.get_or_insert_with(|| err.to_string());
+            t.poison(h.group, h.seq, &err);
         }
         true
     }
@@ -425,7 +538,15 @@ impl Engine {
     /// Tell every other member of `group` that instance `seq` failed here
     /// with `e` (best effort: a member that cannot be reached has failed
     /// itself, which its peers learn from the endpoint).
-    pub(crate) fn abort_peers(&self, ctx: &Ctx, group: &Group, seq: u32, sig: Sig, e: &CollError) {
+    pub(crate) fn abort_peers(
+        &self,
+        ctx: &Ctx,
+        group: &Group,
+        seq: u32,
+        sig: Sig,
+        e: &CollError,
+        poisoned: bool,
+    ) {
         let mut why = e.to_string();
         if why.len() > MAX_WHY {
             let mut cut = MAX_WHY;
@@ -437,7 +558,7 @@ impl Engine {
         let h = Header {
             group: group.tag,
             seq,
-            step: 0,
+            step: if poisoned { ABORT_POISONED } else { 0 },
             kind: Kind::Abort as u8,
             sig: sig.0,
         }
@@ -478,12 +599,15 @@ impl Engine {
         .expect("a group handed out by this engine");
         let seq = gs.next_seq;
         gs.next_seq = seq.wrapping_add(1);
+        let n = gs.group.n();
+        let root = machine.root().filter(|_| n > 128);
         let mut live = Live {
             seq,
             machine,
             state: State::Running,
             detached: false,
             sig,
+            root,
         };
         let kind = live.machine.kind();
         let io = Io {
@@ -494,16 +618,18 @@ impl Engine {
             kind,
             sig,
             base: 0,
+            tail: root_tail(n, root),
         };
         if let Err(e) = live.machine.start(&io) {
             let group = Rc::clone(&gs.group);
-            self.abort_peers(ctx, &group, seq, sig, &e);
+            self.abort_peers(ctx, &group, seq, sig, &e, false);
             return Err(e);
         }
         // Feed the messages that arrived before this call, in order. A bad
-        // one fails the instance (its `wait` reports it), not the start.
+        // one fails the instance (its `wait` reports it), not the start;
+        // it poisons the engine as in `dispatch` and `on_abort`.
         let mut result = Ok(());
-        let mut poison = one_sided(sig.0);
+        let mut poison = one_sided(sig.0) || Kind::is_rooted(kind as u8);
         if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
@@ -515,29 +641,24 @@ impl Engine {
                 if result.is_err() {
                     continue;
                 }
-                poison |= one_sided(e.sig);
+                let h = Header {
+                    group: e.group,
+                    seq,
+                    step: e.step,
+                    kind: e.kind,
+                    sig: e.sig,
+                };
+                poison |= one_sided(e.sig) || Kind::is_rooted(e.kind);
                 result = if e.kind == Kind::Abort as u8 {
+                    poison |= e.step == ABORT_POISONED;
                     Err(aborted(group.tag, seq, e.src, &e.data))
-                } else if e.kind != kind as u8 {
-                    Err(CollError::Mismatch {
-                        group: group.tag,
-                        seq,
-                        ours: kind.name(),
-                        theirs: Kind::name_of(e.kind),
-                        src: e.src,
-                    })
-                } else if e.sig != sig.0 {
-                    Err(CollError::ArgsMismatch {
-                        group: group.tag,
-                        seq,
-                        ours: sig.describe(kind as u8),
-                        theirs: Sig(e.sig).describe(e.kind),
-                        src: e.src,
-                    })
                 } else {
-                    match gs.group.index(e.src) {
-                        Some(from) => live.machine.on_message(&io, from, e.step, &e.data),
-                        None => Err(io.unexpected(0, e.step, "sender not a member")),
+                    match check_message(live.call(), n, e.src, &h, &e.data) {
+                        Err(e) => Err(e),
+                        Ok(payload) => match gs.group.index(e.src) {
+                            Some(from) => live.machine.on_message(&io, from, e.step, payload),
+                            None => Err(io.unexpected(0, e.step, "sender not a member")),
+                        },
                     }
                 };
             }
@@ -549,7 +670,8 @@ impl Engine {
                     tables.poisoned.get_or_insert_with(|| e.to_string());
                 }
                 if !matches!(e, CollError::Aborted { .. }) {
-                    self.abort_peers(ctx, &gs.group, seq, sig, &e);
+                    let poisoned = tables.poisoned.is_some();
+                    self.abort_peers(ctx, &gs.group, seq, sig, &e, poisoned);
                 }
                 live.state = State::Failed(e);
                 tables.failed.push_back((group.tag, seq));
@@ -695,7 +817,7 @@ impl Engine {
                 tables.note_failed(0, seq);
                 drop(t);
                 if !matches!(e, CollError::Aborted { .. }) {
-                    self.abort_peers(ctx, &group, seq, sig, &e);
+                    self.abort_peers(ctx, &group, seq, sig, &e, true);
                 }
                 Err(e)
             }
@@ -759,7 +881,7 @@ impl Engine {
             (Some(e), _) => Err(*e),
             (None, Ok(())) => return Ok(()),
             (None, Err(e)) => {
-                self.abort_peers(ctx, &self.world(), seq, call.sig, &e);
+                self.abort_peers(ctx, &self.world(), seq, call.sig, &e, true);
                 Err(e)
             }
         };

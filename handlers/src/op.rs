@@ -68,6 +68,16 @@ pub trait Reduce<T: Element>: 'static {
     /// [`CollError::ArgsMismatch`]): the built-in operators are 1 to 6,
     /// every custom operator 7 unless it says otherwise (only 0 to 7 are
     /// told apart).
+    ///
+    /// The check cannot tell two custom operators apart: they share id 7,
+    /// and a closure has no name that is stable across processes (its
+    /// type's name is the enclosing function's, and its `TypeId` differs
+    /// between builds). Members that pass different custom operators with
+    /// the same element type and length get the operators' combination in
+    /// an unspecified mix, not an error: pass the same operator on every
+    /// member, or give operators that may be confused ids of their own
+    /// (0, or 7 for the one custom operator a program uses; an id below 7
+    /// is compared equal to the built-in operator with that id).
     fn id(&self) -> u8 {
         7
     }
@@ -159,6 +169,10 @@ pub struct Custom<F> {
 
 /// A user-defined associative operator, `f(a, b) = a ⊕ b` with `a` from
 /// lower ranks. Declared non-commutative: results follow rank order.
+///
+/// Every member must pass the same operator: the check that members
+/// passed the same arguments does not tell two custom operators apart
+/// (see [`Reduce::id`]).
 ///
 /// ```
 /// use fastmsg_handlers::{custom, Reduce};

@@ -47,6 +47,12 @@ impl Kind {
         }
     }
 
+    /// Whether collective `raw` has a root (a member may then finish its
+    /// part before another finds a mismatch: see `crate::engine`).
+    pub(crate) fn is_rooted(raw: u8) -> bool {
+        raw == Kind::Bcast as u8 || raw == Kind::Reduce as u8
+    }
+
     pub(crate) fn name_of(raw: u8) -> &'static str {
         match raw {
             1 => "barrier",

@@ -34,13 +34,16 @@ pub fn sanitize_job_id(job: &str) -> String {
 
 /// The start of every file fastmsg makes for `job` in the segment
 /// directory (the shared segment, the one-host rendezvous address):
-/// `fastmsg-<euid>-<job>-` with `job` made file-name safe as [`JobInfo`]
+/// `fastmsg-<euid>-<job>@` with `job` made file-name safe as [`JobInfo`]
 /// makes it. `fmrun` removes the files with this prefix when its job ends.
+/// The `@`, which a file-name safe job id never holds, ends the id: no
+/// job's prefix starts another's (`a` and `a-b`; with a `-` there, job
+/// `a` would own the files of job `a-b` on host `b-…`, `a-b`'s on host `…`).
 pub fn job_file_prefix(job: &str) -> String {
     // SAFETY: geteuid cannot fail and touches no memory.
     #[allow(unsafe_code)]
     let euid = unsafe { libc::geteuid() };
-    format!("fastmsg-{euid}-{}-", sanitize_job_id(job))
+    format!("fastmsg-{euid}-{}@", sanitize_job_id(job))
 }
 
 /// Whether this build speaks PMIx (feature `pmix`): started by a PMIx

@@ -111,6 +111,9 @@ struct Pairs {
     states: Vec<AtomicU32>,
     /// A link waits in the channel.
     arrived: AtomicBool,
+    /// Links accepted (the dialer may have its answer) and not yet in the
+    /// channel.
+    settling: AtomicU32,
 }
 
 /// The lazy connector of one rank. See the module docs.
@@ -148,6 +151,7 @@ impl Connector {
         let pairs = Arc::new(Pairs {
             states: peers.iter().map(|_| AtomicU32::new(IDLE)).collect(),
             arrived: AtomicBool::new(false),
+            settling: AtomicU32::new(0),
         });
         let (tx, links) = std::sync::mpsc::channel();
         // SAFETY: plain eventfd creation; the result is checked.
@@ -185,6 +189,20 @@ impl Connector {
         // SYNC POINT lazy-link (acquire side): pairs with the accepting
         // thread's Release store after it sent the link.
         self.pairs.arrived.load(Ordering::Acquire)
+    }
+
+    /// Whether a link is accepted or waits to be installed: a peer whose
+    /// dial returned is in the channel or about to be (the close flush
+    /// waits for it).
+    pub(crate) fn settling(&self) -> bool {
+        // SYNC POINT lazy-link (acquire side), as in `arrived`.
+        self.pairs.settling.load(Ordering::Acquire) > 0 || self.arrived()
+    }
+
+    /// Whether peer `k`'s connection was accepted here (handed over, or
+    /// about to be).
+    pub(crate) fn accepted(&self, k: usize) -> bool {
+        self.pairs.states[k].load(Ordering::Acquire) == ACCEPTING
     }
 
     /// The links handed over so far.
@@ -387,15 +405,28 @@ impl Answer {
                 .is_ok(),
             _ => false,
         };
-        let mut w = s;
         if !take {
+            let mut w = s;
             // The pair's other connection wins: say so and close.
             let _ = w.write_all(&[REFUSE]);
             return Ok(());
         }
+        // Counted before the dialer can have its answer, until the link
+        // is in the channel (see `Connector::settling`).
+        self.pairs.settling.fetch_add(1, Ordering::AcqRel);
+        let r = self.answer(s, k, theirs);
+        // SYNC POINT lazy-link (release side), after the flag's.
+        self.pairs.settling.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    /// Answer the accepted dial of peer `k` and hand the link over.
+    fn answer(&self, s: &TcpStream, k: usize, theirs: Vec<u8>) -> Result<(), HandshakeError> {
+        let io = |e: std::io::Error| HandshakeError::Io(e.to_string());
         let mut b = vec![ACCEPT];
         b.extend_from_slice(&(self.mine[k].len() as u32).to_le_bytes());
         b.extend_from_slice(&self.mine[k]);
+        let mut w = s;
         w.write_all(&b).map_err(io)?;
         s.set_read_timeout(None).map_err(io)?;
         let stream = s.try_clone().map_err(io)?;

@@ -18,14 +18,18 @@
 //!   only once the wire reported that write landed ([`Event::Landed`]).
 //! - Progress: the poll calls the wire's progress at once after an
 //!   arrival, then at doubling gaps while nothing comes, up to
-//!   [`RmaWire::progress_period`] polls; credit waits call it before
-//!   re-reading the credit word.
+//!   [`RmaWire::progress_period`] polls; credit waits call it when the
+//!   credit word already landed gives no credit. Between, the empty poll
+//!   is one load per connected ring (a watch: the stamp word the next
+//!   fragment sets, and its value, kept in step with the reader).
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
-//!   Where the wire [gathers](RmaWire::gathers), a whole message and a
-//!   put go from the caller's pieces with the trailer in one write, and
-//!   the mirror serves only frames reserved for streaming.
+//!   Where the wire [gathers](RmaWire::gathers), a whole message, a put
+//!   and every full fragment of a streamed message but its last
+//!   (`Transport::try_send_fragment`) go from the caller's bytes with the
+//!   trailer in one write; the mirror serves only frames reserved for
+//!   streaming (a message's first partial and last fragments).
 //! - Failures: a failed write names its peer; each peer's set-up TCP
 //!   connection stays open, and its end (with or without the goodbye byte
 //!   a closed endpoint sends) tells a peer that left from one that died.
@@ -387,6 +391,29 @@ impl<W: RmaWire> RmaTransport<W> {
         }
     }
 
+    /// Write flush round `round` to peer `k`'s flush word (`quiesce`).
+    fn send_flush(&mut self, k: usize, round: u64) {
+        let local = self.flush_src_off(k);
+        // SAFETY: peer k's flush source word in staging is ours; the
+        // previous round's write from it completed (fenced, or ordered
+        // and answered by the peer's flush of that round).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                round.to_le_bytes().as_ptr(),
+                self.staging.base().add(local),
+                8,
+            )
+        };
+        let at = self.p(k).remote.flush;
+        // SYNC POINT ring-flush (release side): the flush word goes
+        // after every earlier write to this peer, and the wire places
+        // writes in order (or, in safe mode, issues it only after their
+        // completions), so the peer that reads the round sees them all.
+        if let Err(why) = self.wire.write(k, local, 8, at, None) {
+            self.fail(k, why);
+        }
+    }
+
     fn fail(&mut self, k: usize, why: String) {
         self.p_mut(k).gone = true;
         self.failed.borrow_mut().push((k, why));
@@ -417,10 +444,10 @@ impl<W: RmaWire> RmaTransport<W> {
             idle,
             ..
         } = self;
-        let (mine, others) = split_at_peer(peers, k);
         // SYNC POINT credit-return (acquire side): the peer's write of its
         // released count.
         let word = || rings.word(credit_at).load(Ordering::Acquire);
+        let (mine, others) = split_at_peer(peers, k);
         // Read the sockets only when the count already landed does not
         // give credit (each read is a system call).
         let short = !mine.tx.has_credit(word());
@@ -778,33 +805,22 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 self.fail(k, why);
             }
         }
-        for i in 0..self.active.len() {
-            let k = self.active[i];
-            if self.p(k).gone {
-                continue;
-            }
-            let local = self.flush_src_off(k);
-            // SAFETY: peer k's flush source word in staging is ours; the
-            // previous round's write from it completed (fenced, or ordered
-            // and answered by the peer's flush of that round).
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    round.to_le_bytes().as_ptr(),
-                    self.staging.base().add(local),
-                    8,
-                )
-            };
-            let at = self.p(k).remote.flush;
-            // SYNC POINT ring-flush (release side): the flush word goes
-            // after every earlier write to this peer, and the wire places
-            // writes in order (or, in safe mode, issues it only after their
-            // completions), so the peer that reads the round sees them all.
-            if let Err(why) = self.wire.write(k, local, 8, at, None) {
-                self.fail(k, why);
-            }
+        // Links handed over but not installed yet are peers too (a peer
+        // that connected to us just before its close, e.g. by a put).
+        if self.lazy_arrived() {
+            self.install_arrived();
         }
+        let mut flushed = 0;
         let start = Instant::now();
         loop {
+            // Peers connected since (lazy set-up) get this round's word too.
+            while flushed < self.active.len() {
+                let k = self.active[flushed];
+                flushed += 1;
+                if !self.p(k).gone {
+                    self.send_flush(k, round);
+                }
+            }
             self.progress();
             let waiting = self.active.iter().copied().find(|&k| {
                 // SYNC POINT ring-flush (acquire side): the peer's flush
@@ -812,7 +828,31 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 !self.p(k).gone
                     && self.rings.word(self.flush_off(k)).load(Ordering::Acquire) < round
             });
+            // A connection being accepted: the peer dialed us before its
+            // close (its dial returned), so it counts on our flush.
+            let settling = self.lazy.as_ref().is_some_and(Connector::settling);
+            if settling && self.lazy_arrived() {
+                self.install_arrived();
+            }
             let Some(k) = waiting else {
+                if settling {
+                    if start.elapsed() > timeout {
+                        // The peer whose accepted link never came in.
+                        let k = (0..self.peers.len())
+                            .find(|&k| {
+                                matches!(self.peers[k], Slot::Idle)
+                                    && self.lazy.as_ref().is_some_and(|l| l.accepted(k))
+                            })
+                            .unwrap_or(0);
+                        return Err(ExtractError::Network(NetError::Io {
+                            rank: self.ranks[k],
+                            op: "flush at close",
+                            msg: format!("its connection still being accepted after {timeout:?}"),
+                        }));
+                    }
+                    std::thread::yield_now();
+                    continue;
+                }
                 self.quiet = true;
                 return Ok(());
             };
