@@ -350,7 +350,7 @@ impl Transport for AnyTransport {
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
         dispatch!(self, t => t.poll())
     }
-    #[inline]
+    #[inline(always)]
     fn has_arrivals(&self) -> bool {
         dispatch!(self, t => t.has_arrivals())
     }

@@ -21,7 +21,9 @@
 //!   [`RmaWire::progress_period`] polls; credit waits call it when the
 //!   credit word already landed gives no credit. Between, the empty poll
 //!   is one load per connected ring (a watch: the stamp word the next
-//!   fragment sets, and its value, kept in step with the reader).
+//!   fragment sets, and its value, kept in step with the reader); in safe
+//!   mode one load: the count of landed reports not yet taken (no ring is
+//!   looked at while it is zero).
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
@@ -113,6 +115,9 @@ pub struct RmaTransport<W: RmaWire> {
     next: usize,
     /// Lazy set-up: the connector (dials, and links handed over).
     lazy: Option<Connector>,
+    /// Safe mode: how many slots' `landed` flags are set (reports not yet
+    /// taken); while 0 no ring can be ready.
+    reports: Cell<usize>,
     /// Failures reported by the wire and not yet by `check_peers`.
     failed: RefCell<Vec<(usize, String)>>,
     /// Lazy connections that failed, not yet reported by `check_peers`.
@@ -316,7 +321,9 @@ impl<W: RmaWire> RmaTransport<W> {
         self.rings.word(self.credit_off(k))
     }
 
-    /// Call the wire's progress and take in what it found.
+    /// Call the wire's progress and take in what it found (out of line:
+    /// the empty poll's fast path stays small).
+    #[inline(never)]
     fn progress(&self) {
         self.idle.set(0);
         self.wire.progress();
@@ -325,7 +332,7 @@ impl<W: RmaWire> RmaTransport<W> {
                 let slot = self.geometry.slot_of(pos) as usize;
                 let p = self.peers.get(peer).and_then(Slot::up);
                 if let Some(c) = p.and_then(|p| p.landed.get(slot)) {
-                    c.set(true);
+                    mark(c, &self.reports);
                 }
                 self.gap.set(1);
             }
@@ -337,15 +344,37 @@ impl<W: RmaWire> RmaTransport<W> {
     /// The empty poll's progress: at once after an arrival, then at
     /// doubling gaps up to the wire's period while nothing comes (on a
     /// manual-progress provider each call is a system call).
-    #[inline]
+    #[inline(always)]
     fn progress_due(&self) {
         let n = self.idle.get() + 1;
         if n < self.gap.get() {
             self.idle.set(n);
             return;
         }
+        self.progress_at_gap();
+    }
+
+    /// The progress call `progress_due` found due (out of line).
+    #[inline(never)]
+    fn progress_at_gap(&self) {
         self.gap.set((self.gap.get() * 2).min(self.period));
         self.progress();
+    }
+
+    /// Whether some connected peer's ring holds a fragment to take. In
+    /// safe mode one load while no landed report waits; the rings are then
+    /// looked at out of line (the empty poll's code stays small).
+    #[inline(always)]
+    fn any_ready(&self) -> bool {
+        if self.notify {
+            return self.reports.get() != 0 && self.scan_reported();
+        }
+        (0..self.active.len()).any(|i| self.landed(i))
+    }
+
+    #[inline(never)]
+    fn scan_reported(&self) -> bool {
+        (0..self.active.len()).any(|i| self.landed(i))
     }
 
     /// Whether the next fragment of `active[i]` landed.
@@ -442,6 +471,7 @@ impl<W: RmaWire> RmaTransport<W> {
             failed,
             ended,
             idle,
+            reports,
             ..
         } = self;
         // SYNC POINT credit-return (acquire side): the peer's write of its
@@ -465,7 +495,7 @@ impl<W: RmaWire> RmaTransport<W> {
                             others(peer).and_then(|p| p.landed.get(slot))
                         };
                         if let Some(c) = l {
-                            c.set(true);
+                            mark(c, reports);
                         }
                     }
                     Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
@@ -519,8 +549,9 @@ impl<W: RmaWire> RmaTransport<W> {
         let p = self.peers[k].up_mut().expect("a connected peer");
         let head = p.rx.head();
         let got = p.rx.try_take(&ring, world);
-        if p.rx.head() != head {
-            p.landed[g.slot_of(head) as usize].set(false);
+        if p.rx.head() != head && p.landed[g.slot_of(head) as usize].replace(false) {
+            // The report of the slot just taken is used.
+            self.reports.set(self.reports.get() - 1);
         }
         self.rewatch(i);
         let n = self.active.len();
@@ -598,6 +629,10 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         if self.lazy_arrived() {
             self.install_arrived();
         }
+        if self.notify && self.reports.get() == 0 {
+            // Safe mode: no ring is ready before its write was reported.
+            return None;
+        }
         let n = self.active.len();
         let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
@@ -614,11 +649,12 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         None
     }
 
+    #[inline(always)]
     fn has_arrivals(&self) -> bool {
         self.wire.may_sleep();
         self.progress_due();
         // A link handed over: the next poll installs it.
-        self.lazy_arrived() || (0..self.active.len()).any(|i| self.landed(i))
+        self.lazy_arrived() || self.any_ready()
     }
 
     fn release(&mut self, token: &ReleaseToken) {
@@ -902,4 +938,13 @@ fn split_at_peer<'a>(
         }
     };
     (mine, others)
+}
+
+/// A landed report for the slot whose flag is `c`: set it, counting it in
+/// `reports` if it was not set already.
+#[inline]
+fn mark(c: &Cell<bool>, reports: &Cell<usize>) {
+    if !c.replace(true) {
+        reports.set(reports.get() + 1);
+    }
 }

@@ -60,6 +60,7 @@ impl<W: RmaWire> RmaTransport<W> {
             ended: RefCell::new(Vec::new()),
             idle: Cell::new(0),
             gap: Cell::new(1),
+            reports: Cell::new(0),
             flush_round: 0,
             closed: false,
             quiet: false,
