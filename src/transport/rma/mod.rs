@@ -18,16 +18,20 @@
 //!   only once the wire reported that write landed ([`Event::Landed`]).
 //! - Progress: the poll calls the wire's progress at once after an
 //!   arrival, then at doubling gaps while nothing comes, up to
-//!   [`RmaWire::progress_period`] polls; credit waits call it before
-//!   re-reading the credit word. In safe mode an empty poll between
-//!   progress calls is one load: the count of landed reports not yet
-//!   taken (no ring is looked at while it is zero).
+//!   [`RmaWire::progress_period`] polls; credit waits call it when the
+//!   credit word already landed gives no credit. Between, the empty poll
+//!   is one load per connected ring (a watch: the stamp word the next
+//!   fragment sets, and its value, kept in step with the reader); in safe
+//!   mode one load: the count of landed reports not yet taken (no ring is
+//!   looked at while it is zero).
 //! - Credits: piggybacked on trailers, or an 8-byte write to the peer's
 //!   credit word. One-sided `put` / `put_u64` are synchronous writes into
 //!   the peer's window area.
-//!   Where the wire [gathers](RmaWire::gathers), a whole message and a
-//!   put go from the caller's pieces with the trailer in one write, and
-//!   the mirror serves only frames reserved for streaming.
+//!   Where the wire [gathers](RmaWire::gathers), a whole message, a put
+//!   and every full fragment of a streamed message but its last
+//!   (`Transport::try_send_fragment`) go from the caller's bytes with the
+//!   trailer in one write; the mirror serves only frames reserved for
+//!   streaming (a message's first partial and last fragments).
 //! - Failures: a failed write names its peer; each peer's set-up TCP
 //!   connection stays open, and its end (with or without the goodbye byte
 //!   a closed endpoint sends) tells a peer that left from one that died.
