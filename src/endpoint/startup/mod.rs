@@ -121,35 +121,7 @@ pub(super) fn start(
         } else {
             mesh::connect(&plan.listener, &mesh_job, &plan.peers)?
         };
-        if lazy {
-            let lazy_job = LazyJob {
-                me: job.rank,
-                size: job.size,
-                job: job.job.clone(),
-                secret: plan.secret.clone(),
-                params: mesh_job.params,
-                timeout: config.timeout,
-            };
-            let tcp = crate::transport::tcp::start_lazy(
-                job.rank,
-                job.size,
-                plan.geometry,
-                plan.peers.clone(),
-                plan.listener,
-                lazy_job,
-                targets,
-            )
-            .map_err(|source| crate::error::ConnectError::Io {
-                op: "set up the network transport (rings, NIC and accepting threads) of",
-                peer: format!("rank {}", mesh_job.me),
-                source,
-            })?;
-            net_peers = tcp.peers();
-            if let Some(probe) = tcp.link_probe() {
-                probes.push(Box::new(probe));
-            }
-            transports.push(AnyTransport::Tcp(tcp));
-        } else if config.net.mode == NetMode::Ofi {
+        if config.net.mode == NetMode::Ofi {
             #[cfg(feature = "ofi")]
             {
                 // The endpoint listens where peers reached us.
@@ -190,13 +162,36 @@ pub(super) fn start(
                 transports.push(AnyTransport::Verbs(v));
             }
         } else {
-            let tcp =
+            let tcp = if lazy {
+                let lazy_job = LazyJob {
+                    me: job.rank,
+                    size: job.size,
+                    job: job.job.clone(),
+                    secret: plan.secret.clone(),
+                    params: mesh_job.params,
+                    timeout: config.timeout,
+                };
+                crate::transport::tcp::start_lazy(
+                    job.rank,
+                    job.size,
+                    plan.geometry,
+                    plan.peers.clone(),
+                    plan.listener,
+                    lazy_job,
+                    targets,
+                )
+            } else {
                 crate::transport::tcp::start(job.rank, job.size, plan.geometry, links, targets)
-                    .map_err(|source| crate::error::ConnectError::Io {
-                        op: "set up the network transport (rings, NIC thread) of",
-                        peer: format!("rank {}", job.rank),
-                        source,
-                    })?;
+            }
+            .map_err(|source| crate::error::ConnectError::Io {
+                op: if lazy {
+                    "set up the network transport (rings, NIC and accepting threads) of"
+                } else {
+                    "set up the network transport (rings, NIC thread) of"
+                },
+                peer: format!("rank {}", job.rank),
+                source,
+            })?;
             net_peers = tcp.peers();
             if let Some(probe) = tcp.link_probe() {
                 probes.push(Box::new(probe));
