@@ -6,11 +6,11 @@
 //! before anyone connected to it is reported, typed and at once; `eager`
 //! still connects the full mesh.
 
+mod common;
+
 use fastmsg::error::{ExtractError, NetError};
 use fastmsg::threads;
 use fastmsg::{Config, ConnectMode, NetMode, Rank};
-use std::cell::Cell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 fn tcp(c: &mut Config) {
@@ -26,14 +26,7 @@ fn ranks(v: &[u32]) -> Vec<Rank> {
 #[test]
 fn six_ranks_where_only_1_and_2_talk_hold_no_other_connection() {
     let got = threads::run(6, tcp, |mut b| {
-        let n = Rc::new(Cell::new(0u32));
-        let c = n.clone();
-        let h = b.register_fn("count", move |_ctx, p| {
-            if p.is_last() {
-                c.set(c.get() + 1);
-            }
-            Ok(())
-        });
+        let (h, n) = common::counting_handler(&mut b);
         let mut ep = b.start()?;
         let me = ep.rank().0;
         if me == 1 || me == 2 {
@@ -61,14 +54,7 @@ fn every_pair_dialing_at_once_connects_once_and_delivers_everything() {
     // Every rank sends to every other at once from the start: most pairs
     // are dialed from both ends at the same time (the tie-break).
     let got = threads::run(6, tcp, |mut b| {
-        let n = Rc::new(Cell::new(0u32));
-        let c = n.clone();
-        let h = b.register_fn("count", move |_ctx, p| {
-            if p.is_last() {
-                c.set(c.get() + 1);
-            }
-            Ok(())
-        });
+        let (h, n) = common::counting_handler(&mut b);
         let mut ep = b.start()?;
         let me = ep.rank().0;
         for round in 0..20usize {

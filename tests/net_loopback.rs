@@ -105,14 +105,7 @@ fn puts_land_in_the_window(net: Net) {
 /// (rank 1's data to rank 2 versus rank 0's release to rank 2).
 fn close_delivers_everything(net: Net) {
     let got = threads::run(3, net, |mut b| {
-        let n = std::rc::Rc::new(std::cell::Cell::new(0u32));
-        let c = n.clone();
-        let h = b.register_fn("count", move |_ctx, p| {
-            if p.is_last() {
-                c.set(c.get() + 1);
-            }
-            Ok(())
-        });
+        let (h, n) = common::counting_handler(&mut b);
         let mut ep = b.start()?;
         let me = ep.rank().0;
         let data = vec![me as u8; 100_000];

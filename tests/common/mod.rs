@@ -110,3 +110,19 @@ impl Checker {
         self.seen == self.len
     }
 }
+
+/// Register a handler named "count" that counts whole messages (their last
+/// piece); returns its id and the count the test waits on.
+pub fn counting_handler(
+    b: &mut fastmsg::EndpointBuilder,
+) -> (fastmsg::HandlerId, std::rc::Rc<std::cell::Cell<u32>>) {
+    let n = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let c = n.clone();
+    let h = b.register_fn("count", move |_ctx, p| {
+        if p.is_last() {
+            c.set(c.get() + 1);
+        }
+        Ok(())
+    });
+    (h, n)
+}
