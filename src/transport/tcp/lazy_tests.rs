@@ -6,7 +6,6 @@
 
 use super::*;
 use crate::error::{ExtractError, NetError};
-use crate::frame::{FragFlags, FragHeader};
 use crate::transport::rma::connect::LazyJob;
 use crate::transport::Transport;
 use std::net::{SocketAddr, TcpListener};
@@ -40,15 +39,7 @@ fn lazy(me: u32, listener: TcpListener, peers: Vec<(Rank, SocketAddr)>) -> TcpTr
     .unwrap()
 }
 
-fn header(src: u32, len: u32) -> FragHeader {
-    FragHeader {
-        src,
-        handler: 0,
-        len,
-        flags: (FragFlags::FIRST | FragFlags::LAST).0,
-        total: u64::from(len),
-    }
-}
+use super::tests::header;
 
 /// Ranks 0 and 1 as lazy transports; rank 2's address has no listener.
 fn two_and_a_ghost() -> (TcpTransport, TcpTransport) {

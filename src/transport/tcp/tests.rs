@@ -77,7 +77,8 @@ fn trio() -> Trio {
     }
 }
 
-fn header(src: u32, len: u32) -> FragHeader {
+/// A whole message's header (first and last fragment), for handler 0.
+pub(super) fn header(src: u32, len: u32) -> FragHeader {
     FragHeader {
         src,
         handler: 0,
