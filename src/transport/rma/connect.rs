@@ -343,7 +343,7 @@ impl Drop for Connector {
 }
 
 /// Send a length-prefixed description.
-fn send_desc(w: &mut impl Write, desc: &[u8]) -> std::io::Result<()> {
+pub(super) fn send_desc(w: &mut impl Write, desc: &[u8]) -> std::io::Result<()> {
     let mut b = Vec::with_capacity(4 + desc.len());
     b.extend_from_slice(&(desc.len() as u32).to_le_bytes());
     b.extend_from_slice(desc);
@@ -351,7 +351,7 @@ fn send_desc(w: &mut impl Write, desc: &[u8]) -> std::io::Result<()> {
 }
 
 /// Read a length-prefixed description (at most [`MAX_DESC`] bytes).
-fn read_desc(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_desc(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
     let mut l = [0u8; 4];
     r.read_exact(&mut l)?;
     let l = u32::from_le_bytes(l) as usize;

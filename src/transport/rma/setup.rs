@@ -185,21 +185,6 @@ impl<W: RmaWire> RmaTransport<W> {
 /// Send our offsets and wire description, length-prefixed; receive the
 /// peer's.
 fn exchange(side: &mut TcpStream, offsets: &[u8], wire: &[u8]) -> std::io::Result<Vec<u8>> {
-    const MAX: usize = 4096;
-    let len = (offsets.len() + wire.len()) as u32;
-    side.write_all(&len.to_le_bytes())?;
-    side.write_all(offsets)?;
-    side.write_all(wire)?;
-    let mut l = [0u8; 4];
-    side.read_exact(&mut l)?;
-    let l = u32::from_le_bytes(l) as usize;
-    if l > MAX {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("peer sent a {l}-byte description (at most {MAX})"),
-        ));
-    }
-    let mut b = vec![0u8; l];
-    side.read_exact(&mut b)?;
-    Ok(b)
+    super::connect::send_desc(side, &[offsets, wire].concat())?;
+    super::connect::read_desc(side)
 }
