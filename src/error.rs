@@ -117,6 +117,22 @@ pub enum ProtocolError {
         /// Stamp found.
         stamp: u64,
     },
+    /// A control message announces more bytes than any of its kind can
+    /// hold: refused at its first fragment, before anything is buffered
+    /// for it; the rest of it is dropped.
+    #[error(
+        "control message ({op}) from rank {src} announces {len} bytes, but one holds at most {max}"
+    )]
+    ControlTooLong {
+        /// Sender.
+        src: u32,
+        /// The control operation.
+        op: &'static str,
+        /// Bytes announced.
+        len: u64,
+        /// The most that operation's message holds.
+        max: u64,
+    },
     /// A system (control) message had an unexpected shape.
     #[error("control message from rank {src} is malformed: {what}")]
     BadControl {
@@ -436,6 +452,18 @@ pub enum StartError {
         id: u32,
         /// What was wrong.
         why: &'static str,
+    },
+    /// The handler names take more than the start-up exchange carries:
+    /// their table (each name with a 4-byte length, plus 4 bytes) passes
+    /// `max` bytes (1 MiB).
+    #[error("the {handlers} handler names take {bytes} bytes in the start-up exchange, more than its {max}: register fewer handlers or shorter names")]
+    HandlerTableTooLarge {
+        /// Handlers registered.
+        handlers: u32,
+        /// Bytes of their table.
+        bytes: u64,
+        /// The most a table may take.
+        max: u64,
     },
     /// Handler tables differ between ranks.
     #[error("handler tables differ: handler {index} is {ours:?} on rank {our_rank} but {theirs:?} on rank {their_rank}; every rank must register the same handlers in the same order")]

@@ -7,6 +7,9 @@
 //! decoded once when its first fragment arrives (`super::stream`) and
 //! encoded once when it is sent (`super::net::OutStream`).
 
+use super::handler::MAX_TABLE_BYTES;
+use super::termination::REPORT_BYTES;
+
 /// What a control message asks for (see `super::control` and
 /// `super::termination`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +60,41 @@ impl ControlOp {
     #[inline]
     pub(crate) fn from_wire(code: u32) -> Option<ControlOp> {
         ControlOp::ALL.into_iter().find(|op| op.wire() == code)
+    }
+
+    /// What the operation is, for error messages.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            ControlOp::Table => "handler table",
+            ControlOp::Verdict => "table verdict",
+            ControlOp::Report => "round report",
+            ControlOp::Release => "round release",
+            ControlOp::Probe => "round probe",
+            ControlOp::Stragglers => "straggler list",
+            ControlOp::Mismatch => "round mismatch",
+        }
+    }
+
+    /// The longest payload a rank that follows the protocol sends for this
+    /// operation in a job of `size` ranks: a first fragment announcing more
+    /// is refused before anything is buffered for it (`super::stream`).
+    /// Each bound is the largest encoding its encoder makes:
+    /// - a handler table at most [`MAX_TABLE_BYTES`] (checked at `start`);
+    /// - a verdict: tag, index, rank, and two names with their lengths,
+    ///   each name from a table, so shorter than one;
+    /// - a report [`REPORT_BYTES`]; a probe round and wave, a release its
+    ///   round, a mismatch round and two ranks (u32 each);
+    /// - a straggler list at most every rank (u32 each).
+    pub(crate) const fn max_len(self, size: u32) -> u64 {
+        match self {
+            ControlOp::Table => MAX_TABLE_BYTES as u64,
+            ControlOp::Verdict => 1 + 4 + 4 + 2 * (4 + MAX_TABLE_BYTES as u64),
+            ControlOp::Report => REPORT_BYTES as u64,
+            ControlOp::Release => 4,
+            ControlOp::Probe => 8,
+            ControlOp::Stragglers => 4 * size as u64,
+            ControlOp::Mismatch => 12,
+        }
     }
 
     /// Sent by rank 0 alone: from another rank it could end a start or a

@@ -37,7 +37,8 @@
 //!
 //! Bad input from a peer (a continuation without a first fragment, a first
 //! fragment inside an open message, an unknown handler, lengths that do
-//! not add up) is a [`ProtocolError`] naming the source; the fragment is
+//! not add up, a control message announcing more than its operation ever
+//! carries — refused at its first fragment, before anything is buffered) is a [`ProtocolError`] naming the source; the fragment is
 //! handed back for release, and a message cut short by it ends, aborted,
 //! so its handler never waits for ever.
 
@@ -96,7 +97,9 @@ impl Streams {
     pub(crate) fn new(size: u32, piecewise: Vec<bool>) -> Self {
         Streams {
             piecewise,
-            by_src: (0..size).map(|r| SourceStream::new(Rank(r))).collect(),
+            by_src: (0..size)
+                .map(|r| SourceStream::new(Rank(r), size))
+                .collect(),
         }
     }
 
@@ -279,6 +282,8 @@ impl MsgState {
 #[derive(Debug)]
 pub(crate) struct SourceStream {
     src: Rank,
+    /// Ranks in the job (bounds a control message's length).
+    world: u32,
     frags: VecDeque<RxFragment>,
     /// Bytes of `frags.front()` already read by an async handler.
     front_read: usize,
@@ -300,9 +305,10 @@ pub(crate) struct Read {
 }
 
 impl SourceStream {
-    fn new(src: Rank) -> Self {
+    fn new(src: Rank, world: u32) -> Self {
         SourceStream {
             src,
+            world,
             frags: VecDeque::new(),
             front_read: 0,
             msgs: VecDeque::new(),
@@ -413,7 +419,15 @@ impl SourceStream {
             let what = "unknown control operation";
             return rejected(frag, ProtocolError::BadControl { src, what });
         };
-        let mut buf = Vec::with_capacity(h.total.min(1 << 20) as usize);
+        // Refused before anything is buffered: a peer (or a corrupt
+        // header) announcing gigabytes gets no reservation.
+        let max = op.max_len(self.world);
+        if h.total > max {
+            self.inbound = end_or_discard(last);
+            let (src, op, len) = (self.src.0, op.name(), h.total);
+            return rejected(frag, ProtocolError::ControlTooLong { src, op, len, max });
+        }
+        let mut buf = Vec::with_capacity(h.total as usize);
         buf.extend_from_slice(frag.bytes());
         if last {
             return self.control_done(frag, op, h.total, buf);

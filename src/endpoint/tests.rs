@@ -129,6 +129,29 @@ fn forged_source_is_a_typed_error() {
 }
 
 #[test]
+fn forged_control_message_of_4_gib_is_refused_at_its_first_fragment() {
+    // A round report (26 bytes at most) announcing 4 GiB: the receiver
+    // must refuse it at once, naming sender, operation and size, and drop
+    // its rest, not reassemble up to what the peer announced.
+    let mut first = whole(1, crate::endpoint::control_op::ControlOp::Report.wire(), 0);
+    first.header.flags = (FragFlags::FIRST | FragFlags::SYSTEM).0;
+    first.header.total = 1 << 32;
+    let mut rest = first;
+    rest.header.flags = (FragFlags::LAST | FragFlags::SYSTEM).0;
+    expect_rejected(vec![first, rest], |e| {
+        matches!(
+            e,
+            ProtocolError::ControlTooLong {
+                src: 1,
+                op: "round report",
+                len,
+                max: 26
+            } if *len == 1 << 32
+        )
+    });
+}
+
+#[test]
 fn unknown_flags_and_broken_sequences_are_typed_errors() {
     let mut flags = whole(1, 0, 0);
     flags.header.flags |= 0x80;
@@ -265,6 +288,32 @@ fn shorter_handler_table_is_named_too() {
         "{e}"
     );
     assert!(e.to_string().contains("\"extra\""), "{e}");
+}
+
+#[test]
+fn a_handler_table_past_what_rank_0_accepts_is_refused_at_start() {
+    // Rank 0 refuses to buffer a table longer than MAX_TABLE_BYTES from a
+    // peer; a rank whose own table is longer learns it from `start`.
+    let r = threads::run(
+        1,
+        |_| {},
+        |mut b| {
+            b.register_fn(&"n".repeat(1 << 20), |_c, _p| Ok(()));
+            b.start().map(|_| ()).map_err(Error::from)
+        },
+    );
+    let e = r.unwrap_err().error;
+    assert!(
+        matches!(
+            e,
+            Error::Start(StartError::HandlerTableTooLarge {
+                handlers: 1,
+                bytes,
+                max,
+            }) if bytes == (1 << 20) + 8 && max == 1 << 20
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -188,6 +188,20 @@ impl Registry {
         }
     }
 
+    /// Reject a table whose encoding passes [`MAX_TABLE_BYTES`] (no peer
+    /// would accept it).
+    pub(crate) fn check_table_size(&self) -> Result<(), StartError> {
+        let bytes = 4 + self.names.iter().map(|n| 4 + n.len()).sum::<usize>();
+        if bytes > MAX_TABLE_BYTES {
+            return Err(StartError::HandlerTableTooLarge {
+                handlers: self.len(),
+                bytes: bytes as u64,
+                max: MAX_TABLE_BYTES as u64,
+            });
+        }
+        Ok(())
+    }
+
     /// Reject a name registered twice.
     pub(crate) fn check_unique(&self) -> Result<(), StartError> {
         let mut seen = std::collections::HashMap::new();
@@ -203,6 +217,12 @@ impl Registry {
         Ok(())
     }
 }
+
+/// The longest encoded handler table ([`encode_table`]) a rank may send:
+/// 1 MiB, e.g. ten thousand handlers with names of a hundred bytes. `start`
+/// refuses a longer one ([`StartError::HandlerTableTooLarge`]); rank 0
+/// refuses to buffer a longer one from a peer (`ControlOp::max_len`).
+pub(crate) const MAX_TABLE_BYTES: usize = 1 << 20;
 
 /// Encode a name table for the start-up comparison: the count, then each
 /// name as its length and its UTF-8 bytes (u32 little-endian lengths).

@@ -45,6 +45,7 @@ pub(super) fn start(
     config.validate()?;
     super::report::print_if_verbose(&config);
     registry.check_unique()?;
+    registry.check_table_size()?;
     registry.check_defined()?;
     let mut job = config.job.clone();
     if config.net.mode == NetMode::Verbs {

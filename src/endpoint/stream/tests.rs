@@ -2,6 +2,7 @@
 //! it: feed a fragment, perform the returned action by hand, report back.
 
 use super::*;
+use crate::endpoint::handler::MAX_TABLE_BYTES;
 use crate::frame::FragHeader;
 
 const SRC: u32 = 3;
@@ -439,6 +440,92 @@ fn bad_control_messages_are_typed_errors() {
         ok(&mut s, frag(FN, b"z", F | L, 1)),
         Action::Piece(..)
     ));
+}
+
+#[test]
+fn a_control_message_announcing_more_than_its_kind_holds_is_refused_at_once() {
+    let mut s = streams();
+    // A forged first fragment announcing 4 GiB for a round report (26
+    // bytes): refused before anything is buffered, naming sender, op and
+    // size; its rest is dropped.
+    let op = ControlOp::Report.wire();
+    assert_eq!(
+        rejected(&mut s, frag(op, b"ab", F | SYS, 1 << 32)),
+        ProtocolError::ControlTooLong {
+            src: SRC,
+            op: "round report",
+            len: 1 << 32,
+            max: 26
+        }
+    );
+    assert!(
+        matches!(stream(&mut s).inbound, Inbound::Discarding),
+        "nothing is reassembled for it"
+    );
+    assert!(matches!(
+        ok(&mut s, frag(op, b"cd", SYS, 1 << 32)),
+        Action::Release(_)
+    ));
+    assert!(matches!(
+        ok(&mut s, frag(op, b"ef", L | SYS, 1 << 32)),
+        Action::Release(_)
+    ));
+    // A handler table past its bound, as one whole forged fragment.
+    let table = ControlOp::Table.wire();
+    let too_long = MAX_TABLE_BYTES as u64 + 1;
+    assert!(matches!(
+        rejected(&mut s, frag(table, b"x", F | L | SYS, too_long)),
+        ProtocolError::ControlTooLong { op: "handler table", len, .. } if len == too_long
+    ));
+    // A straggler list longer than the job (4 ranks: 16 bytes).
+    let list = ControlOp::Stragglers.wire();
+    assert_eq!(
+        rejected(&mut s, frag(list, b"", F | SYS, 20)),
+        ProtocolError::ControlTooLong {
+            src: SRC,
+            op: "straggler list",
+            len: 20,
+            max: 16
+        }
+    );
+    assert!(matches!(
+        ok(&mut s, frag(list, b"", L | SYS, 20)),
+        Action::Release(_)
+    ));
+    // The stream goes on: at their bounds both are accepted.
+    assert!(matches!(
+        ok(&mut s, frag(list, &[0; 16], F | L | SYS, 16)),
+        Action::Control { .. }
+    ));
+    assert!(matches!(
+        ok(&mut s, frag(FN, b"z", F | L, 1)),
+        Action::Piece(..)
+    ));
+}
+
+#[test]
+fn every_control_encoding_fits_its_bound() {
+    use crate::endpoint::control::CloseCounts;
+    use crate::endpoint::termination::{encode_probe, Report, RoundKind};
+    let report = Report {
+        round: u32::MAX,
+        wave: u32::MAX,
+        kind: RoundKind::Close,
+        busy: true,
+        counts: CloseCounts {
+            sent: u64::MAX,
+            received: u64::MAX,
+        },
+    };
+    assert_eq!(report.encode().len() as u64, ControlOp::Report.max_len(1));
+    assert_eq!(
+        encode_probe(u32::MAX, u32::MAX).len() as u64,
+        ControlOp::Probe.max_len(1)
+    );
+    // The largest table `start` lets through.
+    let names = vec!["n".repeat(MAX_TABLE_BYTES - 8)];
+    let table = crate::endpoint::handler::encode_table(&names);
+    assert_eq!(table.len() as u64, ControlOp::Table.max_len(1));
 }
 
 #[test]
