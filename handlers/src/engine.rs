@@ -307,7 +307,12 @@ impl Engine {
                     // failure was reported already.
                     return Ok(());
                 }
-                let r = match check_message(live.call(), group.n(), src, &h, data) {
+                let ours = Call {
+                    kind,
+                    sig: live.sig,
+                    root: live.root,
+                };
+                let r = match check_message(ours, group.n(), src, &h, data) {
                     Err(e) => Err(e),
                     Ok(_) if !matches!(live.state, State::Running) => Err(CollError::Unexpected {
                         group: h.group,
@@ -599,7 +604,7 @@ impl Engine {
         let seq = gs.next_seq;
         gs.next_seq = seq.wrapping_add(1);
         let n = gs.group.n();
-        let root = machine.root().filter(|_| n > 128);
+        let root = if n > 128 { machine.root() } else { None };
         let mut live = Live {
             seq,
             machine,

@@ -94,11 +94,15 @@ impl<'a> Io<'a> {
             sig: self.sig.0,
         }
         .emit();
-        let to = self.group.rank(to);
-        match &self.tail {
-            None => self.ctx.send(to, self.handler, &[&h, payload])?,
-            Some(t) => self.ctx.send(to, self.handler, &[&h, payload, t])?,
-        }
+        let with_tail;
+        let parts: &[&[u8]] = match &self.tail {
+            None => &[&h, payload],
+            Some(t) => {
+                with_tail = [&h[..], payload, &t[..]];
+                &with_tail
+            }
+        };
+        self.ctx.send(self.group.rank(to), self.handler, parts)?;
         Ok(())
     }
 
