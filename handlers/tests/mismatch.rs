@@ -135,6 +135,18 @@ fn call(coll: &Collectives, ep: &mut fastmsg::Endpoint, case: &str) -> Result<bo
             coll.reduce(ep, &mut x, Op::Sum, Rank(root))?;
             Ok(me != 1 && me != 129 && x == before)
         }
+        // A broadcast on the sub-group of the first and the odd rank (the
+        // odd one's buffer shorter); the ranks between take no part.
+        "sub-bcast" => {
+            let last = ep.size() - 1;
+            if me != 0 && !odd {
+                return Ok(true);
+            }
+            let sub = coll.subgroup(&[Rank(0), Rank(last)])?;
+            let mut x = vec![me as f64; if odd { 1 } else { 3 }];
+            sub.bcast(ep, &mut x, Rank(0))?;
+            Ok(x == [0.0; 3])
+        }
         c => panic!("unknown case {c}"),
     }
 }
@@ -147,7 +159,8 @@ fn mismatch_case() {
         return;
     };
     let n: u32 = std::env::var("MISMATCH_RANKS").unwrap().parse().unwrap();
-    let rooted = case.starts_with("bcast") || case.starts_with("reduce");
+    let rooted =
+        case.starts_with("bcast") || case.starts_with("reduce") || case.starts_with("sub-bcast");
     // "<case>+next": a barrier follows, and a rank whose call returned Ok
     // (rightly) must learn of the mismatch there.
     let (case, next) = match case.strip_suffix("+next") {
@@ -326,4 +339,13 @@ fn a_rank_done_before_a_rooted_mismatch_learns_it_at_its_next_call() {
 fn roots_that_differ_by_128_are_a_mismatch() {
     let _serial = common::serial();
     run_cases_on(&[130], &["bcast-root", "reduce-root"]);
+}
+
+/// A rooted mismatch in a sub-group poisons its members; their next world
+/// call, refused, aborts that call on the ranks outside the sub-group too:
+/// every rank's next barrier fails, none waits for ever.
+#[test]
+fn a_rooted_mismatch_in_a_subgroup_fails_the_next_world_call_everywhere() {
+    let _serial = common::serial();
+    run_cases(&["sub-bcast+next"]);
 }
