@@ -229,39 +229,12 @@ impl Connector {
             job_hash: auth::job_hash(&self.job.job),
             params: self.job.params,
         };
-        let mut pause = Duration::from_millis(5);
-        let s = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let s = TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10)))
-                .map_err(|source| ConnectError::Io {
-                    op: "connect (on first use) to",
-                    peer: who(),
-                    source,
-                })?;
-            let attempt = (Instant::now() + auth::HANDSHAKE_TIMEOUT).min(deadline);
-            match auth::client(&s, &self.job.secret, &hello, attempt) {
-                Ok(server) if server == rank.0 => break s,
-                Ok(server) => {
-                    return Err(ConnectError::Handshake {
-                        peer: who(),
-                        source: HandshakeError::WrongPeer {
-                            what: format!("rank {server}, not rank {rank}"),
-                        },
-                    })
-                }
-                // Turned away by a full gate: retry, as at start-up.
-                Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                Err(source) => {
-                    return Err(ConnectError::Handshake {
-                        peer: who(),
-                        source,
-                    })
-                }
-            }
+        // The peer's start-up listener listened: refused means it is gone.
+        let listening = auth::Listening::Already {
+            op: "connect (on first use) to",
         };
+        let secret = &self.job.secret;
+        let s = auth::client_to_rank(addr, rank.0, secret, &hello, deadline, listening, who)?;
         let io = |source| ConnectError::Io {
             op: "exchange ring areas (on first use) with",
             peer: who(),
