@@ -148,6 +148,12 @@ pub mod mutant {
         /// `Links::fail` / `Links::leave`: the alert count is bumped before
         /// the link's state is stored.
         LinkAlertFirst,
+        /// `Readiness::mark_placed` / `take_placed`: Relaxed, not
+        /// Release / Acquire.
+        ReadyPlacedRelaxed,
+        /// `Readiness::drain_readable`: the sockets are drained before
+        /// their bits are cleared.
+        ReadyDrainBeforeClear,
     }
 
     #[cfg(loom)]
