@@ -37,8 +37,9 @@ def functions(binary):
             addr[cur] = int(m.group(1), 16)
             continue
         if cur and "\t" in line:
-            ins = line.split("\t", 1)[1].strip()
+            ins = line.split("\t", 1)[1].split("#", 1)[0].strip()
             ins = re.sub(r"<[^>]*>", "", ins)
+            ins = re.sub(r"-?0x[0-9a-f]+\(%rip\)", "RIP", ins)
             ins = re.sub(r"\b(0x)?[0-9a-f]{5,}\b", "ADDR", ins)
             funcs[cur].append(ins)
     return funcs, addr
