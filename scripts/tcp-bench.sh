@@ -7,14 +7,9 @@
 # - the empty poll (ns): examples/net_overhead, shm 4 ranks against shm
 #   1 queue + 3 TCP rings (target: within 2x);
 # - with root (network namespaces): the same pingpong across two
-#   namespaces joined by a veth pair (examples/netns-pingpong.sh);
-# - with CALLGRIND=1 (valgrind installed), once per build after the rounds:
-#   the empty poll's instructions, noise-free: net_overhead under callgrind
-#   at 100k and 300k iterations, (Ir(300k) - Ir(100k)) / 200k = the
-#   instructions of one empty extract in each of its five layouts, summed
-#   (the shm layouts are the same code in both builds).
+#   namespaces joined by a veth pair (examples/netns-pingpong.sh).
 #
-#   [CALLGRIND=1] scripts/tcp-bench.sh BASE_DIR NEW_DIR [ROUNDS]    (default 3)
+#   scripts/tcp-bench.sh BASE_DIR NEW_DIR [ROUNDS]    (default 3)
 #
 # Each DIR is a checkout with release builds (cargo build --release
 # --workspace --bins --examples). A round runs Open MPI, then base and new
@@ -79,19 +74,6 @@ for r in $(seq 1 "$ROUNDS"); do
     side base "$BASE" "$r"
     side new "$NEW" "$r"
 done
-
-if [ "${CALLGRIND:-0}" = 1 ]; then
-    ir() { # dir iters -> total instructions of the polling runs
-        valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out" \
-            "$1/target/release/examples/net_overhead" --iters "$2" --runs 1 >/dev/null 2>"$OUT/cg.err"
-        awk '/^summary:/ {print $2}' "$OUT/cg.out"
-    }
-    for side in base new; do
-        d=$BASE; [ $side = new ] && d=$NEW
-        lo=$(ir "$d" 100000); hi=$(ir "$d" 300000)
-        echo "callgrind $side: $(( (hi - lo) / 200000 )) instructions per round of the five layouts' empty extracts"
-    done
-fi
 
 python3 - "$OUT" "$ROUNDS" <<'EOF'
 import math, statistics, sys

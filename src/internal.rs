@@ -64,11 +64,6 @@ pub mod lazy_pairs {
     pub use crate::lazy_pairs::*;
 }
 
-/// The TCP wire's readiness word (see `crate::ready`).
-pub mod ready {
-    pub use crate::ready::*;
-}
-
 /// The one-sided window word protocol (see `crate::window`).
 pub mod window {
     pub use crate::window::*;
@@ -355,7 +350,7 @@ pub mod tcp {
         /// (once per memory).
         ///
         /// # Panics
-        /// If run twice, or if the epoll set cannot be made.
+        /// If run twice.
         #[allow(unsafe_code)] // the window view over the region, below
         pub fn run(&self, peers: &[BorrowedFd<'_>], wake: BorrowedFd<'_>) {
             let fds: Vec<_> = peers.iter().map(AsRawFd::as_raw_fd).collect();
@@ -368,10 +363,6 @@ pub mod tcp {
                 window: view,
                 bell: None,
             };
-            let ep = nic::epoll_new(wake.as_raw_fd()).expect("an epoll set");
-            for (k, &fd) in fds.iter().enumerate() {
-                nic::epoll_add(ep.as_raw_fd(), k, fd).expect("a socket in the epoll set");
-            }
             let shared = Shared::new(
                 self.geometry,
                 Arc::clone(&self.rings),
@@ -379,13 +370,12 @@ pub mod tcp {
                 &ranks,
                 &fds,
                 targets,
-                ep.as_raw_fd(),
             );
             // No rank reads these sockets: the thread owns them at once.
             shared.owner.store(nic::NIC, Ordering::Relaxed);
             let shared = Arc::new(shared);
             assert!(self.shared.set(Arc::clone(&shared)).is_ok(), "run once");
-            nic::run(shared, wake.as_raw_fd(), ep.as_raw_fd());
+            nic::run(shared, wake.as_raw_fd());
         }
 
         /// The region holding the rings, then the credit and flush words.

@@ -25,10 +25,9 @@
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
 //! netio        | authenticated TCP connections: auth, gate, connect/retry
 //! queue ring   | the lock-free shm queues; the network rings
-//! frame wake flow watch window link lazy_pairs ready copy | fragment
-//!              | header, doorbells, credit lines, the watchdog, RMA windows,
-//!              | network link words, lazy-connection words, the TCP
-//!              | readiness word, copy strategies
+//! frame wake flow watch window link lazy_pairs copy | fragment header,
+//!              | doorbells, credit lines, the watchdog, RMA windows, network
+//!              | link words, lazy-connection words, copy strategies
 //! log          | diagnostics (tracing)
 //! settings     | the FASTMSG_* table; the only reader of those variables
 //! error        | typed errors of every layer
@@ -80,8 +79,6 @@ pub mod log;
 pub(crate) mod netio;
 #[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
 pub(crate) mod queue;
-#[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
-pub(crate) mod ready;
 #[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
 pub(crate) mod ring;
 #[cfg(not(loom))]

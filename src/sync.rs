@@ -170,12 +170,6 @@ pub mod mutant {
         /// `LazyPairs::take`: the flag is lowered by a plain store, not an
         /// Acquire swap (the code before the loom model).
         HandoverPlainLower,
-        /// `Readiness::mark_placed` / `take_placed`: Relaxed, not
-        /// Release / Acquire.
-        ReadyPlacedRelaxed,
-        /// `Readiness::drain_readable`: the sockets are drained before
-        /// their bits are cleared.
-        ReadyDrainBeforeClear,
     }
 
     #[cfg(loom)]

@@ -19,10 +19,7 @@
 //! - Progress: the poll calls the wire's progress at once after an
 //!   arrival, then at doubling gaps while nothing comes, up to
 //!   [`RmaWire::progress_period`] polls; credit waits call it when the
-//!   credit word already landed gives no credit. A wire with a readiness
-//!   word ([`RmaWire::readiness`], TCP) replaces the gaps: the empty poll
-//!   loads that word alone while it is zero and the last scan of the
-//!   rings found nothing. Between, the empty poll
+//!   credit word already landed gives no credit. Between, the empty poll
 //!   is one load per connected ring (a watch: the stamp word the next
 //!   fragment sets, and its value, kept in step with the reader); in safe
 //!   mode one load: the count of landed reports not yet taken (no ring is
@@ -147,10 +144,6 @@ pub struct RmaTransport<W: RmaWire> {
     gap: Cell<u32>,
     /// When `progress_at_gap` last ran.
     gap_since: Cell<Option<Instant>>,
-    /// With a readiness word: the rings may hold a fragment not taken
-    /// (set when the word said one was placed, cleared by a scan that
-    /// found none).
-    rescan: Cell<bool>,
     flush_round: u64,
     closed: bool,
     /// The close flush is done: peers send nothing more, and may be gone
@@ -362,39 +355,11 @@ impl<W: RmaWire> RmaTransport<W> {
         });
     }
 
-    /// The empty poll's progress, and whether the rings are to be looked
-    /// at. With a readiness word: progress when a peer's bit is set, and
-    /// the rings while one may hold a fragment (see `rescan`). Otherwise
-    /// progress at once after an arrival, then at doubling gaps up to the
-    /// wire's period while nothing comes (on a manual-progress provider
-    /// each call is a system call), and the rings always.
+    /// The empty poll's progress: at once after an arrival, then at
+    /// doubling gaps up to the wire's period while nothing comes (on a
+    /// manual-progress provider each call is a system call).
     #[inline(always)]
-    fn progress_due(&self) -> bool {
-        if let Some(r) = self.wire.readiness() {
-            let w = r.get();
-            if w != 0 {
-                self.told(r, w);
-            }
-            return self.rescan.get();
-        }
-        self.progress_gap();
-        true
-    }
-
-    /// The readiness word `w` is not zero: progress if a peer's bit is
-    /// set; clear the placed bit before the rings are looked at.
-    #[inline(never)]
-    fn told(&self, r: &crate::ready::Readiness, w: u64) {
-        if w & !crate::ready::PLACED != 0 {
-            self.progress();
-        }
-        r.take_placed();
-        self.rescan.set(true);
-    }
-
-    /// `progress_due` without a readiness word.
-    #[inline(always)]
-    fn progress_gap(&self) {
+    fn progress_due(&self) {
         let n = self.idle.get() + 1;
         if n < self.gap.get() {
             self.idle.set(n);
@@ -684,15 +649,12 @@ impl<W: RmaWire> RmaTransport<W> {
 
 impl<W: RmaWire> Transport for RmaTransport<W> {
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
-        let look = self.progress_due();
+        self.progress_due();
         if self.lazy_looked.get() {
-            // `has_arrivals` just looked (one look per extract), and found
-            // a ring ready: `look` holds.
+            // `has_arrivals` just looked (one look per extract).
             self.lazy_looked.set(false);
         } else if self.lazy_arrived() {
             self.install_arrived();
-        } else if !look {
-            return None;
         }
         if self.notify && self.reports.get() == 0 {
             // Safe mode: no ring is ready before its write was reported.
@@ -711,19 +673,18 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             }
             i = if i + 1 == n { 0 } else { i + 1 };
         }
-        self.rescan.set(false);
         None
     }
 
     #[inline(always)]
     fn has_arrivals(&self) -> bool {
         self.wire.may_sleep();
-        let look = self.progress_due();
+        self.progress_due();
         // A link handed over: the next poll installs it.
         if self.lazy_arrived() {
             return true;
         }
-        let ready = look && self.any_ready();
+        let ready = self.any_ready();
         if ready {
             self.lazy_looked.set(true);
         }

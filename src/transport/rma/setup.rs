@@ -61,7 +61,6 @@ impl<W: RmaWire> RmaTransport<W> {
             ended: RefCell::new(Vec::new()),
             idle: Cell::new(0),
             gap: Cell::new(1),
-            rescan: Cell::new(true),
             gap_since: Cell::new(None),
             reports: Cell::new(0),
             flush_round: 0,

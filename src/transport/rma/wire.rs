@@ -209,16 +209,6 @@ pub trait RmaWire {
     /// [`progress`](Self::progress): 1 where progress is cheap or needed
     /// for anything to land; more where it is a system call.
     fn progress_period(&self) -> u32;
-    /// A readiness word ([`crate::ready`]) that a thread of the wire sets
-    /// when something is to be read or was placed: the empty poll loads
-    /// it instead of calling [`progress`](Self::progress) at gaps, calls
-    /// progress when a peer's bit is set and looks at the rings only when
-    /// [`PLACED`](crate::ready::PLACED) was (TCP: the NIC thread watches
-    /// the sockets).
-    #[inline(always)]
-    fn readiness(&self) -> Option<&crate::ready::Readiness> {
-        None
-    }
     /// Whether anything lands without [`progress`](Self::progress) (an
     /// adapter placing writes itself); if not, credit waits call it.
     fn lands_by_itself(&self) -> bool;

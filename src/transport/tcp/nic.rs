@@ -14,18 +14,15 @@
 //! Which of the two reads is a matter of speed only ([`Shared::owner`]):
 //! - the rank drains its own sockets when it polls, waits for credit or
 //!   closes: no thread wake-up on a message's path;
-//! - the NIC thread watches every socket (edge-triggered epoll, so an
-//!   arrival wakes it once) and, while the rank owns them, only tells the
-//!   rank: it sets the peer's bit of the readiness word
-//!   ([`crate::ready`]) and rings the doorbell, so that the rank's empty
-//!   poll is one load, not a system call. It reads the sockets itself
-//!   (placing what arrives and ringing the doorbell) when the rank hands
-//!   them over — as it goes to sleep on its doorbell
-//!   (`TcpWire::may_sleep`) — or when a bit it set stayed set for
-//!   [`STALL`] (a rank computing, or blocked in a send to a peer that is
-//!   blocked sending to it: its credits and its peers' data still land,
-//!   and a peer's death is still seen within a second). The rank takes
-//!   the sockets back at its next progress.
+//! - the NIC thread sleeps in `poll(2)` on its wake descriptor alone while
+//!   the rank owns the sockets, and polls them too (placing what arrives
+//!   and ringing the doorbell) when the rank hands them over — as it goes
+//!   to sleep on its doorbell (`TcpWire::may_sleep`) — or when the rank's
+//!   progress count stood still for [`STALL`] (a rank computing, or
+//!   blocked in a send to a peer that is blocked sending to it: its
+//!   credits and its peers' data still land, and a peer's death is still
+//!   seen within a second). The rank takes the sockets back at its next
+//!   progress.
 //!
 //! Every record is validated against the memory the peer may write (its
 //! own ring and words on us, our window area); a record that breaks the
@@ -42,7 +39,6 @@ use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::link::Links;
-use crate::ready::{Readiness, PLACED};
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::transport::rma::wire::PeerArea;
@@ -54,8 +50,8 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a readiness bit must stay set (the rank not polling) before
-/// the NIC thread reads the sockets itself.
+/// How long the rank's progress count must stand still before the NIC
+/// thread reads the sockets itself.
 pub(crate) const STALL: Duration = Duration::from_millis(5);
 
 /// [`Shared::owner`]: the rank reads the sockets.
@@ -88,12 +84,10 @@ pub(crate) struct Shared {
     /// Who reads the sockets now ([`RANK`] or [`NIC`]): a hint for speed
     /// (the mutexes keep them apart), see the module docs.
     pub(crate) owner: AtomicU32,
-    /// What the NIC thread tells the polling rank (see [`crate::ready`]).
-    pub(crate) ready: Readiness,
-    /// The NIC thread's epoll set (owned by the wire, closed after the
-    /// thread is joined): [`Shared::attach`] adds late sockets to it.
-    epoll: RawFd,
-    /// Connections attached so far ([`Shared::attach`]).
+    /// Bumped by every progress call of the rank.
+    pub(crate) beat: AtomicU64,
+    /// Connections attached so far ([`Shared::attach`]): the NIC thread
+    /// adds their sockets to its poll set when the count moves.
     pub(crate) attached: AtomicU32,
 }
 
@@ -118,9 +112,7 @@ impl Shared {
     /// The state of peers `ranks` (peer `k` is `ranks[k]`, its socket
     /// `fds[k]`, its area `areas[k]`) writing `rings` and `targets`. A
     /// negative descriptor is a peer not connected yet (lazy set-up): it is
-    /// read once [`attach`](Self::attach)ed. `epoll` is the NIC thread's
-    /// epoll set ([`epoll_add`] adds each socket to it).
-    #[allow(clippy::too_many_arguments)]
+    /// read once [`attach`](Self::attach)ed.
     pub(crate) fn new(
         geometry: RingGeometry,
         rings: Arc<RingRegion>,
@@ -128,7 +120,6 @@ impl Shared {
         ranks: &[Rank],
         fds: &[RawFd],
         targets: NicTargets,
-        epoll: RawFd,
     ) -> Shared {
         let conns = fds
             .iter()
@@ -158,27 +149,23 @@ impl Shared {
             targets,
             conns,
             owner: AtomicU32::new(RANK),
-            ready: Readiness::new(),
-            epoll,
+            beat: AtomicU64::new(0),
             attached: AtomicU32::new(fds.iter().filter(|&&fd| fd >= 0).count() as u32),
         }
     }
 
     /// Start reading peer `k`'s socket `fd` (a connection set up after the
     /// start, see `crate::transport::rma::connect`).
-    pub(crate) fn attach(&self, k: usize, fd: RawFd) -> io::Result<()> {
+    pub(crate) fn attach(&self, k: usize, fd: RawFd) {
         {
             let mut c = self.conns[k].lock().unwrap_or_else(|p| p.into_inner());
             c.fd = fd;
             c.live = true;
             c.buf = vec![0; BUF];
         }
-        // A count only (the thread's end test): the descriptor reaches the
-        // thread through the epoll set, its state under the lock.
-        self.attached.fetch_add(1, Ordering::Relaxed);
-        // Data that came before is reported at once (epoll looks when a
-        // socket is added).
-        epoll_add(self.epoll, k, fd)
+        // SYNC POINT nic-attach (release side): the NIC thread that sees the
+        // count reads the descriptor under the connection's lock.
+        self.attached.fetch_add(1, Ordering::Release);
     }
 
     /// Byte offset of peer `k`'s ring in the region.
@@ -497,7 +484,6 @@ impl Conn {
                 let ring = sh.rings.ring(sh.ring_offset(self.k), sh.geometry);
                 // Trailer last, stamp with Release.
                 publish_trailer(&ring, slot, &t);
-                sh.ready.mark_placed();
                 sh.ring_bell();
                 Want::Header
             }
@@ -523,123 +509,78 @@ impl Conn {
 /// hand-over adds 1).
 pub(crate) const STOP: u64 = 1 << 32;
 
-/// The epoll tag of the wake descriptor (peers are tagged by number).
-const WAKE: u64 = u64::MAX;
-
-/// A new epoll set for the NIC thread holding its wake descriptor
-/// `wake_fd` (sockets join through [`epoll_add`]).
-pub(crate) fn epoll_new(wake_fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: plain epoll creation; the result is checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
-    let mut e = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: WAKE,
-    };
-    // SAFETY: adding our eventfd to our epoll set.
-    if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, wake_fd, &mut e) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(ep)
-}
-
-/// Add peer `k`'s socket `fd` to the NIC thread's epoll set `ep`,
-/// edge-triggered: one event per arrival, whoever reads it.
-pub(crate) fn epoll_add(ep: RawFd, k: usize, fd: RawFd) -> io::Result<()> {
-    let mut e = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
-        u64: k as u64,
-    };
-    // SAFETY: adding a socket the wire owns to the NIC's epoll set.
-    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut e) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The NIC thread's body: until `wake_fd` says [`STOP`] or no link is
-/// left, tell the rank what arrives on the sockets in the epoll set `ep`,
-/// and place it while the rank does not read them itself (see the module
-/// docs).
-pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd, ep: RawFd) {
+/// The NIC thread's body: until `wake_fd` says [`STOP`] or no link is left, place what arrives while the rank does not
+/// read its sockets itself (see the module docs).
+pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
     let n = sh.conns.len();
-    let mut ended = vec![false; n];
-    let stall = STALL.as_millis() as libc::c_int;
-    const MAX: usize = 32;
-    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; MAX];
-    // Read peer `k`'s socket (the thread owns the sockets).
-    let service = |ended: &mut [bool], k: usize| {
-        if !ended[k] && !sh.service(k, true) {
-            ended[k] = true;
-        }
-    };
+    let mut pfds: Vec<libc::pollfd> = std::iter::once(wake_fd)
+        .chain(
+            sh.conns
+                .iter()
+                .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).fd),
+        )
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut beat = sh.beat.load(Ordering::Relaxed);
+    let mut attached = sh.attached.load(Ordering::Relaxed);
     loop {
-        // A bit still set when the wait begins may stay set (the rank not
-        // polling): wake after STALL to look.
-        let pending = sh.ready.get() & !PLACED != 0;
-        let timeout = if pending { stall } else { -1 };
-        // SAFETY: `ev` holds MAX events; this thread never spins (it
-        // blocks, or wakes every STALL while a bit is set).
-        let r = unsafe { libc::epoll_wait(ep, ev.as_mut_ptr(), MAX as i32, timeout) };
-        if r < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
+        // SYNC POINT nic-attach (acquire side): a connection attached since
+        // the last look joins the poll set.
+        let now_attached = sh.attached.load(Ordering::Acquire);
+        if now_attached != attached {
+            attached = now_attached;
+            for (k, c) in sh.conns.iter().enumerate() {
+                let c = c.lock().unwrap_or_else(|p| p.into_inner());
+                if c.live && pfds[k + 1].fd < 0 {
+                    pfds[k + 1].fd = c.fd;
+                }
             }
-            return;
         }
         // SYNC POINT tcp-handoff (acquire side): pairs with the rank's
         // Release store of the owner (`TcpWire::may_sleep`, `progress`).
         let mine = sh.owner.load(Ordering::Acquire) == NIC;
-        for e in &ev[..r as usize] {
-            if e.u64 == WAKE {
-                let mut v = [0u8; 8];
-                // SAFETY: reading the 8-byte counter of our eventfd.
-                unsafe { libc::read(wake_fd, v.as_mut_ptr() as *mut libc::c_void, 8) };
-                if u64::from_ne_bytes(v) >= STOP {
-                    return;
-                }
-                // A hand-over: read what the rank was told of and left.
-                let bits = sh.ready.get();
-                if mine {
-                    for k in (0..n).filter(|&k| Readiness::names(bits, k)) {
-                        service(&mut ended, k);
-                    }
-                }
-                continue;
-            }
-            let k = e.u64 as usize;
-            if k >= n {
-                continue;
-            }
-            // Tell the rank (it takes the sockets back, reads what is left
-            // and takes the links' news at its next progress), read for it
-            // if it does not read them now, and wake it if it sleeps.
-            sh.ready.mark_readable(k);
-            if mine {
-                service(&mut ended, k);
-            }
-            sh.ring_bell();
-        }
-        if r == 0 {
-            // A bit stayed set for a whole STALL: the rank stands still.
-            let bits = sh.ready.get() & !PLACED;
-            if bits != 0 {
-                // SYNC POINT tcp-handoff (release side): no data rides on it.
-                sh.owner.store(NIC, Ordering::Release);
-                for k in (0..n).filter(|&k| Readiness::names(bits, k)) {
-                    service(&mut ended, k);
-                }
-            }
-        }
-        // Every connection ended (one never attached is still to come).
-        let attached = sh.attached.load(Ordering::Relaxed) as usize;
-        if attached == n && ended.iter().all(|&e| e) {
+        let watched = if mine { pfds.len() } else { 1 };
+        let stall = STALL.as_millis() as libc::c_int;
+        // SAFETY: `pfds` is a valid array of pollfds, `watched` at most its
+        // length; this thread never spins (it blocks, or wakes every STALL).
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), watched as libc::nfds_t, stall) };
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return;
         }
+        if pfds[0].revents != 0 {
+            pfds[0].revents = 0;
+            let mut v = [0u8; 8];
+            // SAFETY: reading the 8-byte counter of our eventfd.
+            unsafe { libc::read(wake_fd, v.as_mut_ptr() as *mut libc::c_void, 8) };
+            if u64::from_ne_bytes(v) >= STOP {
+                return;
+            }
+        }
+        if mine {
+            for k in 0..n {
+                let p = &mut pfds[k + 1];
+                if p.fd >= 0 && p.revents != 0 {
+                    p.revents = 0;
+                    if !sh.service(k, true) {
+                        p.fd = -1;
+                    }
+                }
+            }
+            // Every connection ended (one never attached is still to come).
+            if attached as usize == n && pfds[1..].iter().all(|p| p.fd < 0) {
+                return;
+            }
+        }
+        // The rank stood still for a whole STALL: read its sockets.
+        let now = sh.beat.load(Ordering::Relaxed);
+        if r == 0 && now == beat {
+            // SYNC POINT tcp-handoff (release side): no data rides on it.
+            sh.owner.store(NIC, Ordering::Release);
+        }
+        beat = now;
     }
 }
