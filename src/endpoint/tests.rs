@@ -234,6 +234,88 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Bytes kept for an async handler that has not taken them are bounded
+/// by the sender's credits, not by what the sender sends: a handler that
+/// never returns holds its message and those queued behind it, and the
+/// sender's further sends wait at the sender (parked).
+#[test]
+fn what_a_stuck_async_handler_holds_is_bounded_by_the_senders_credits() {
+    const CREDITS: u32 = 4;
+    const SENT: usize = 40;
+    const LEN: usize = 100;
+    // Rank 0 has looked; rank 1 has looked (neither leaves before the
+    // other is done with it: leaving without `close` is a failure).
+    let (looked0, looked1) = (
+        crate::sync::AtomicBool::new(false),
+        crate::sync::AtomicBool::new(false),
+    );
+    threads::run(
+        2,
+        |c| c.shm.credits = CREDITS,
+        |mut b| {
+            let h = b.register("stuck", |_c, _m| async {
+                // Never resumed: nothing it waits for will come.
+                std::future::pending::<()>().await;
+                Ok(())
+            });
+            let mut ep = b.start()?;
+            if ep.rank() == Rank(1) {
+                // Through `Ctx`: what finds no credit parks (an
+                // `Endpoint::send` would wait for the credit).
+                let ctx = ep.ctx();
+                for _ in 0..SENT {
+                    ctx.send(Rank(0), h, &[&[1u8; LEN]])?;
+                }
+                // Progress (parked sends go as credit comes back) until
+                // rank 0 has looked.
+                // SYNC POINT test-done (acquire side).
+                while !looked0.load(crate::sync::Ordering::Acquire) {
+                    ep.extract(usize::MAX)?;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let parked = ctx.parked_bytes();
+                // SYNC POINT test-done (release side).
+                looked1.store(true, crate::sync::Ordering::Release);
+                assert_eq!(
+                    parked,
+                    (SENT - CREDITS as usize) * LEN,
+                    "what the credits do not cover waits here"
+                );
+                return Ok(());
+            }
+            let core = ep.core.clone();
+            let held = || core.streams.borrow().get(Rank(1)).unwrap().held();
+            // Take in until the credits' worth is here, then a while
+            // longer: nothing more may arrive (bounded: 10 s at most).
+            let t0 = std::time::Instant::now();
+            let mut full = None;
+            while t0.elapsed() < std::time::Duration::from_secs(10) {
+                ep.extract(usize::MAX)?;
+                let now = std::time::Instant::now();
+                if held().0 >= CREDITS as usize
+                    && *full.get_or_insert(now) + std::time::Duration::from_millis(300) < now
+                {
+                    break;
+                }
+            }
+            let got = held();
+            // SYNC POINT test-done (release side).
+            looked0.store(true, crate::sync::Ordering::Release);
+            assert_eq!(
+                got,
+                (CREDITS as usize, CREDITS as u64 * LEN as u64),
+                "kept: the stuck message and those behind it, one credit each"
+            );
+            // SYNC POINT test-done (acquire side).
+            while !looked1.load(crate::sync::Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn different_handler_tables_name_the_first_difference() {
     let r = threads::run(
