@@ -1,19 +1,23 @@
-//! Barrier and allreduce latency of `fastmsg-handlers`, by algorithm.
+//! Barrier and allreduce latency of `fastmsg-handlers`, by algorithm, and
+//! (`--rooted`) of a broadcast followed by a reduce.
 //!
-//! `fmrun -n N target/release/examples/collectives [--json] [--iters 10000] [--runs 3]`
+//! `fmrun -n N target/release/examples/collectives [--json] [--iters 10000] [--runs 3] [--rooted 1,128]`
 //!
 //! The seeds' method (and the Open MPI anchor's, `mpi_bench coll`): each
 //! measurement is `iters` back-to-back operations after 100 warm-up ones;
 //! a rank's figure is its average time per operation; the run's figure is
 //! the largest over ranks; the median over `runs` runs is reported.
 //! Allreduce is SUM over 1 f64 (8 bytes) and over 128 f64 (1 KiB).
+//! `--rooted K,…` adds, for each K, a binomial broadcast of K f64 from
+//! rank 0 followed by a SUM reduce of them to rank 0 (op `bcast+reduce`:
+//! one operation is the pair, which the root cannot run ahead of).
 //! `--json` prints one object per line: `op`, `algo`, `ranks`, `bytes`,
 //! `iters`, `latency_us`, `runs_us`, `wait`. Across hosts (`fmrun --size
 //! --rank-offset --root …` on each) the flat SMP algorithms, which need
 //! every rank on one host, are left out.
 
 use clap::Parser;
-use fastmsg::{Endpoint, EndpointBuilder};
+use fastmsg::{Endpoint, EndpointBuilder, Rank};
 use fastmsg_examples::{median, Clock};
 use fastmsg_handlers::{
     AllreduceAlgo, BarrierAlgo, CollConfig, Collectives, Op, SMP_ALLREDUCE_MAX_BYTES,
@@ -45,6 +49,10 @@ struct Args {
     /// Allreduce sizes in f64 elements (comma-separated).
     #[arg(long, default_value = "1,128")]
     elems: String,
+    /// Broadcast-then-reduce sizes in f64 elements (comma-separated; none
+    /// by default).
+    #[arg(long, default_value = "")]
+    rooted: String,
 }
 
 fn list<T: std::str::FromStr<Err = String> + Copy>(s: &str, all: &[T]) -> Result<Vec<T>, String> {
@@ -196,6 +204,46 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             report(&args, rank0, "allreduce", &name, n, bytes, &mut runs);
         }
+    }
+    let rooted: Vec<usize> = args
+        .rooted
+        .split(',')
+        .filter(|w| !w.is_empty())
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    for k in rooted {
+        let mut runs = Vec::new();
+        let input = vec![1.0f64; k];
+        let mut data = input.clone();
+        for _ in 0..args.runs {
+            coll.barrier_with(&mut ep, BarrierAlgo::Dissemination)?;
+            for _ in 0..args.warmup.max(1) {
+                data.copy_from_slice(&input);
+                coll.bcast(&mut ep, &mut data, Rank(0))?;
+                coll.reduce(&mut ep, &mut data, Op::Sum, Rank(0))?;
+            }
+            let want = if rank0 { f64::from(n) } else { 1.0 };
+            if data.iter().any(|&x| x != want) {
+                return Err(format!("bcast+reduce gave {} instead of {want}", data[0]).into());
+            }
+            let t0 = clock.now();
+            for _ in 0..args.iters {
+                data.copy_from_slice(&input);
+                coll.bcast(&mut ep, &mut data, Rank(0))?;
+                coll.reduce(&mut ep, &mut data, Op::Sum, Rank(0))?;
+            }
+            let mine = clock.ns(clock.now() - t0) / 1e3 / args.iters as f64;
+            runs.push(max_over_ranks(&coll, &mut ep, mine)?);
+        }
+        report(
+            &args,
+            rank0,
+            "bcast+reduce",
+            "binomial",
+            n,
+            8 * k,
+            &mut runs,
+        );
     }
     ep.close()?;
     Ok(())

@@ -6,7 +6,10 @@
 //! Latency: rank 0 sends `size` bytes to a handler on rank 1, whose handler
 //! replies with `size` bytes from inside the handler; one-way = RTT / 2.
 //! Per-iteration RTTs give p50/p99; `one_way_ns_mean` is the median over
-//! runs of each run's mean (the method of the MPI anchor).
+//! runs of each run's mean (the method of the MPI anchor). Where the clock
+//! is coarse (`clock_step_ns`, see `Clock`), p50 can only take values on
+//! its grid; `one_way_ns_p50_grouped` reads the median between the grid
+//! points from how the samples fill them (`grouped_median`).
 //! Bandwidth and message rate: rank 0 streams windows of 64 messages, rank
 //! 1 acknowledges each 64th; MB/s = 1e6 bytes/s, `msg_rate_m_s` = 1e6
 //! messages/s; windows per run as the MPI anchor (1000 up to 4 KiB, 200 up
@@ -15,7 +18,7 @@
 
 use clap::Parser;
 use fastmsg::{EndpointBuilder, Rank};
-use fastmsg_examples::{median, percentile, Clock};
+use fastmsg_examples::{grouped_median, median, percentile, Clock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -222,6 +225,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "# fastmsg pingpong, 2 ranks, {} handlers; one-way latency = RTT/2; bandwidth with {WINDOW} messages in flight",
             args.handler
         );
+        println!("# clock step {:.2} ns", clock.step_ns());
         println!(
             "{:>9} {:>9} {:>12} {:>12} {:>12} {:>12} {:>10}",
             "size", "iters", "p50_ns", "p99_ns", "mean_ns", "MB/s", "Mmsg/s"
@@ -264,6 +268,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         let p50 = percentile(&mut samples, 50.0);
+        // A sample is half a round trip: half a clock step wide.
+        let p50_grouped = grouped_median(&mut samples, clock.step_ns() / 2.0);
         let p99 = percentile(&mut samples, 99.0);
         let mean = median(&mut means);
         // Bandwidth and message rate.
@@ -298,10 +304,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
             };
             println!(
-                "{{\"size\":{size},\"iters\":{iters},\"one_way_ns_p50\":{},\"one_way_ns_p99\":{},\"one_way_ns_mean\":{},\"bandwidth_mb_s\":{bw:.1},\"msg_rate_m_s\":{rate:.3}}}",
+                "{{\"size\":{size},\"iters\":{iters},\"one_way_ns_p50\":{},\"one_way_ns_p99\":{},\"one_way_ns_mean\":{},\"one_way_ns_p50_grouped\":{},\"clock_step_ns\":{:.2},\"bandwidth_mb_s\":{bw:.1},\"msg_rate_m_s\":{rate:.3}}}",
                 j(p50),
                 j(p99),
-                j(mean)
+                j(mean),
+                j(p50_grouped),
+                clock.step_ns()
             );
         } else {
             println!(

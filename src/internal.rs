@@ -11,7 +11,8 @@
 //! The lock-free core, as it is (loom models, benches, fuzz targets):
 //! `queue` (the shm receive queue and free list), `ring` (the network
 //! rings), `flow` (credits), `wake` (doorbells), `frame` (the fragment
-//! header), `link` (a network transport's link words), `window` (the
+//! header), `link` (a network transport's link words), `lazy_pairs` (the lazy
+//! connector's state words and hand-over flag), `window` (the
 //! one-sided window word protocol), and under loom `mutant` (the seeded mutants of `crate::sync`).
 //!
 //! Decoders and engine pieces, by the bytes they decode (not under loom):
@@ -56,6 +57,11 @@ pub mod frame {
 /// The TCP NIC's link words (see `crate::link`).
 pub mod link {
     pub use crate::link::*;
+}
+
+/// The lazy connector's shared words (see `crate::lazy_pairs`).
+pub mod lazy_pairs {
+    pub use crate::lazy_pairs::*;
 }
 
 /// The one-sided window word protocol (see `crate::window`).

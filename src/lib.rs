@@ -25,9 +25,9 @@
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
 //! netio        | authenticated TCP connections: auth, gate, connect/retry
 //! queue ring   | the lock-free shm queues; the network rings
-//! frame wake flow watch window link copy | fragment header, doorbells,
-//!              | credit lines, the watchdog, RMA windows, network link
-//!              | words, copy strategies
+//! frame wake flow watch window link lazy_pairs copy | fragment header,
+//!              | doorbells, credit lines, the watchdog, RMA windows, network
+//!              | link words, lazy-connection words, copy strategies
 //! log          | diagnostics (tracing)
 //! settings     | the FASTMSG_* table; the only reader of those variables
 //! error        | typed errors of every layer
@@ -71,6 +71,7 @@ pub mod id;
 #[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod lazy_pairs;
 pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;

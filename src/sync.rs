@@ -96,7 +96,8 @@ impl<T> UnsafeCell<T> {
 
 /// Seeded mutants: the loom suite's proof that each model can fail.
 ///
-/// A handful of spots in the queue, ring, credit, doorbell, window and link code ask
+/// A handful of spots in the queue, ring, credit, doorbell, window, link and
+/// lazy-pair code ask
 /// [`on`](mutant::on) whether one named bug should be planted there (an
 /// ordering weakened, a fence or a check left out). Outside `--cfg loom`
 /// `on` is a `const fn` returning `false` and [`weaken`](mutant::weaken)
@@ -148,6 +149,27 @@ pub mod mutant {
         /// `Links::fail` / `Links::leave`: the alert count is bumped before
         /// the link's state is stored.
         LinkAlertFirst,
+        /// `LazyPairs::accept`: decides on a look, then stores (no
+        /// compare-exchange).
+        PairAcceptLooksThenStores,
+        /// `LazyPairs::accept`: the tie-break inverted at the lower rank's
+        /// end (it takes the higher rank's dial while dialing itself).
+        PairTieBreakInvertedAtLower,
+        /// `LazyPairs::accept`: the tie-break inverted at the higher rank's
+        /// end (it refuses the lower rank's dial while dialing itself).
+        PairTieBreakInvertedAtHigher,
+        /// `LazyPairs::settle`: counted after the answer, not before.
+        SettleCountedLate,
+        /// `LazyPairs::settle`: the count drops Relaxed, not AcqRel.
+        SettleRelaxed,
+        /// `LazyPairs::hand_over`: the flag is raised Relaxed, not Release.
+        HandoverRelaxed,
+        /// `LazyPairs::hand_over`: the flag is raised by a plain store, not
+        /// a read-modify-write.
+        HandoverPlainRaise,
+        /// `LazyPairs::take`: the flag is lowered by a plain store, not an
+        /// Acquire swap (the code before the loom model).
+        HandoverPlainLower,
     }
 
     #[cfg(loom)]

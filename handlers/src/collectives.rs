@@ -70,7 +70,12 @@ impl Collectives {
         let name = format!("fastmsg-coll/{}", cfg.name);
         let eng = Engine::new(me, size, window, cfg);
         let e = Rc::clone(&eng);
-        let max = eng.cfg.max_message_bytes.saturating_add(HEADER);
+        // A rooted collective's messages in a group of more than 128 members
+        // carry the root after the payload (`crate::sig`).
+        let max = eng
+            .cfg
+            .max_message_bytes
+            .saturating_add(HEADER + crate::sig::ROOT_TAIL);
         let id = b.register_whole(&name, max, move |ctx, src, bytes| {
             e.on_message(ctx, src, bytes)
                 .map_err(|err| Box::new(err) as _)
@@ -246,7 +251,7 @@ impl Collectives {
                     why: "one-sided barriers run on the world group only".into(),
                 });
             }
-            self.eng.check_poisoned()?;
+            self.eng.refuse_one_sided(&ep.ctx())?;
             if algo == BarrierAlgo::AllToAll {
                 return self.eng.all_to_all_barrier(ep);
             }
@@ -296,10 +301,33 @@ impl Collectives {
     /// Broadcast `data` from `root` (binomial tree): on return every
     /// member's `data` equals the root's.
     ///
+    /// # Members passing different arguments
+    /// A length, element type or root that differs between members is
+    /// found by a member that receives a message from one that disagrees
+    /// (each message carries the call's signature and, in groups of more
+    /// than 128 members, the full root); that member fails, and aborts the
+    /// instance on every other member. A member whose part ended before —
+    /// the root, which only sends, or a member whose own path from the root
+    /// agreed — cannot learn it within this call without a confirming round
+    /// that would double the broadcast's latency: it returns `Ok` with the
+    /// root's data (never a wrong value). The collectives are then poisoned
+    /// on every member: its next call fails with [`CollError::Poisoned`]
+    /// naming the mismatch — unless that call ends before the news arrives,
+    /// which only one needing no message from the others can (a broadcast
+    /// it is the root of, a reduce it is a leaf of); then the call after
+    /// it — and so does every later call. A [`Request`] from
+    /// [`ibcast`](Self::ibcast) not yet waited for when the news comes
+    /// reports the mismatch itself. Members whose roots make no member send
+    /// (each names another as the root: two members naming each other) are
+    /// not told, and wait: no message passes that could tell them.
+    ///
     /// # Errors
-    /// [`CollError::LengthMismatch`] if members pass different lengths;
-    /// [`CollError::BadArgument`] if `root` is not a member; send and
-    /// progress failures.
+    /// [`CollError::LengthMismatch`] if members pass different lengths,
+    /// [`CollError::ArgsMismatch`] other element types or roots,
+    /// [`CollError::Aborted`] if another member found the mismatch first,
+    /// [`CollError::Poisoned`] after an earlier collective failed (see
+    /// above); [`CollError::BadArgument`] if `root` is not a member; send
+    /// and progress failures.
     pub fn bcast<T: Element>(
         &self,
         ep: &mut Endpoint,
@@ -336,6 +364,16 @@ impl Collectives {
     /// Reduce `data` with `op` to `root` (binomial tree, fixed combine
     /// order): on return the root's `data` holds `x[0] ⊕ … ⊕ x[n-1]`;
     /// other members' `data` is unchanged.
+    ///
+    /// Members passing different lengths, element types, operators (as
+    /// told apart by [`Reduce::id`]) or roots: the member that receives a
+    /// part from one that disagrees fails and aborts the instance
+    /// everywhere; a member whose part was handed over before returns `Ok`
+    /// with its own data unchanged, and learns it at its next collective
+    /// call, as for [`bcast`](Self::bcast). Where no part passes between
+    /// members that disagree (roots that leave a member waiting for
+    /// children that send to another parent), nobody is told, and they
+    /// wait.
     ///
     /// # Errors
     /// [`CollError::OpUndefined`] (e.g. AND on floats); as
@@ -450,7 +488,7 @@ impl Collectives {
                     why: "one-sided allreduces run on the world group only".into(),
                 });
             }
-            self.eng.check_poisoned()?;
+            self.eng.refuse_one_sided(&ep.ctx())?;
             return match algo {
                 AllreduceAlgo::Smp => self.eng.smp_allreduce(ep, data, &op),
                 AllreduceAlgo::AllToAll => self.eng.all_to_all_allreduce(ep, data, &op),

@@ -14,18 +14,35 @@
 //! instance, in arrival order, when the program starts it (NIC-REDUCE §III.A
 //! and B: unexpected messages, several instances outstanding).
 //!
-//! Every message carries its call's signature ([`crate::sig`]); a message
-//! of another collective or with other arguments fails the instance
-//! ([`CollError::Mismatch`], [`CollError::ArgsMismatch`]), as does a
-//! message of the wrong length. An instance that fails here *aborts* it
-//! everywhere: it sends every other member an abort message ([`Kind::Abort`],
-//! the error in words), which fails the instance there too — whether it
-//! runs, has not started yet (kept in the early buffer) or, on a rank that
-//! finished its part of a rooted collective, has ended (the rank learns it
-//! at its next collective). No member waits for ever on one that gave up.
-//! A failed or aborted instance poisons the engine: the members disagree
-//! about which collective comes next, so later calls fail at once
-//! ([`CollError::Poisoned`]). One-sided collectives take an instance
+//! Every message carries its call's signature ([`crate::sig`]; in groups
+//! of more than 128 members a rooted collective's messages also carry the
+//! full root); a message of another collective or with other arguments
+//! fails the instance ([`CollError::Mismatch`], [`CollError::ArgsMismatch`]),
+//! as does a message of the wrong length, or one for an instance that has
+//! already ended here. An instance that fails here *aborts* it everywhere:
+//! it sends every other member an abort message ([`Kind::Abort`], the error
+//! in words), which fails the instance there too — whether it runs, has
+//! ended with a result its request has not handed over yet, or has not
+//! started yet (kept in the early buffer). No member waits for ever on one
+//! that gave up.
+//!
+//! Poisoning. A member may have *returned* `Ok` from the failed instance
+//! before anyone found the failure — a rooted collective whose part ended
+//! there — and a one-sided failure leaves the epochs in doubt. Such a
+//! failure (and an early-buffer overflow) poisons the engine: every
+//! instance still running here fails ([`CollError::Poisoned`]) and is
+//! aborted on its members, and every later call is *refused* — it fails
+//! at once with `Poisoned`, naming the first failure, after taking the
+//! instance number it would have taken and aborting that instance on every
+//! member (so a member that started it does not wait for this rank). Aborts
+//! from a poisoned rank say so (their `step` byte), and poison their
+//! receivers too; a rank that had returned `Ok` is poisoned when the abort
+//! of that instance reaches it. So after such a failure no member
+//! completes another collective, except a call that ends before the news
+//! reaches it (one that needs no message from the others: a broadcast's
+//! root, a reduce's leaf); the call after it fails. Non-rooted message
+//! collectives (barrier, allreduce, allgather) fail on every member within
+//! the call, and poison nothing. One-sided collectives take an instance
 //! number too, as a placeholder that no message may match, so a member
 //! calling a message collective against them fails instead of hanging.
 //!
@@ -34,11 +51,12 @@
 //! `wait_until`); machines only send through `Ctx`, which never runs
 //! handlers.
 
+use crate::abort::{abort_text, aborted, cause, ABORT_FAILED, ABORT_GAVE_UP, ABORT_POISONED};
 use crate::config::CollConfig;
 use crate::error::CollError;
 use crate::group::{tag_of, Group};
 use crate::machine::{Io, Machine, Output};
-use crate::sig::Sig;
+use crate::sig::{check_message, root_tail, Call, Sig};
 use crate::wire::{Header, Kind, HEADER};
 use fastmsg::{Ctx, Endpoint, HandlerId, Rank, WindowId};
 use std::cell::{OnceCell, RefCell};
@@ -72,6 +90,21 @@ struct Live {
     detached: bool,
     /// This rank's call signature.
     sig: Sig,
+    /// The root's full member index, where messages carry it (rooted
+    /// collectives in groups of more than 128 members, see
+    /// [`crate::sig`]).
+    root: Option<u32>,
+}
+
+impl Live {
+    /// This rank's side of the instance, which its messages must match.
+    fn call(&self) -> Call {
+        Call {
+            kind: self.machine.kind(),
+            sig: self.sig,
+            root: self.root,
+        }
+    }
 }
 
 pub(crate) struct GroupState {
@@ -137,19 +170,6 @@ impl Tables {
         } else {
             self.others.get_mut(&tag)
         }
-    }
-}
-
-/// The longest error text an abort message carries.
-const MAX_WHY: usize = 400;
-
-/// The error an abort message from `by` stands for.
-fn aborted(group: u32, seq: u32, by: Rank, data: &[u8]) -> CollError {
-    CollError::Aborted {
-        group,
-        seq,
-        by,
-        why: String::from_utf8_lossy(&data[..data.len().min(MAX_WHY)]).into_owned(),
     }
 }
 
@@ -231,9 +251,10 @@ impl Engine {
 
     fn dispatch(&self, ctx: &Ctx, src: Rank, h: Header, data: &[u8]) -> Result<(), CollError> {
         let mut t = self.t.borrow_mut();
+        let t = &mut *t;
         let handler = self.handler();
         if h.kind == Kind::Abort as u8 {
-            if self.on_abort(&mut t, src, h, data) {
+            if self.on_abort(ctx, t, src, h, data) {
                 return Ok(());
             }
         } else if let Some(gs) = t.group_mut(h.group) {
@@ -273,9 +294,9 @@ impl Engine {
                 };
                 call.failed = Some(Box::new(e.duplicate()));
                 let (group, sig) = (Rc::clone(&gs.group), call.sig);
-                t.poisoned.get_or_insert_with(|| e.to_string());
                 t.note_failed(h.group, h.seq);
-                self.abort_peers(ctx, &group, h.seq, sig, &e);
+                self.abort_peers(ctx, &group, h.seq, sig, &e, ABORT_POISONED);
+                self.poison(ctx, t, &e);
                 return Err(e);
             }
             if let Some(i) = gs.live.iter().position(|l| l.seq == h.seq) {
@@ -286,42 +307,34 @@ impl Engine {
                     // failure was reported already.
                     return Ok(());
                 }
-                let r = if kind as u8 != h.kind {
-                    Err(CollError::Mismatch {
-                        group: h.group,
-                        seq: h.seq,
-                        ours: kind.name(),
-                        theirs: Kind::name_of(h.kind),
-                        src,
-                    })
-                } else if live.sig.0 != h.sig {
-                    Err(CollError::ArgsMismatch {
-                        group: h.group,
-                        seq: h.seq,
-                        ours: live.sig.describe(kind as u8),
-                        theirs: Sig(h.sig).describe(h.kind),
-                        src,
-                    })
-                } else if !matches!(live.state, State::Running) {
-                    Err(CollError::Unexpected {
+                let ours = Call {
+                    kind,
+                    sig: live.sig,
+                    root: live.root,
+                };
+                let r = match check_message(ours, group.n(), src, &h, data) {
+                    Err(e) => Err(e),
+                    Ok(_) if !matches!(live.state, State::Running) => Err(CollError::Unexpected {
                         group: h.group,
                         seq: h.seq,
                         kind: kind.name(),
                         src,
                         step: h.step,
-                        why: "the instance has already finished",
-                    })
-                } else {
-                    let io = Io {
-                        ctx,
-                        handler,
-                        group,
-                        seq: h.seq,
-                        kind,
-                        sig: live.sig,
-                        base: 0,
-                    };
-                    live.machine.on_message(&io, from, h.step, data)
+                        why: "the instance had already finished here (do the members pass the same arguments?)",
+                    }),
+                    Ok(payload) => {
+                        let io = Io {
+                            ctx,
+                            handler,
+                            group,
+                            seq: h.seq,
+                            kind,
+                            sig: live.sig,
+                            base: 0,
+                            tail: live.root.map(u32::to_le_bytes),
+                        };
+                        live.machine.on_message(&io, from, h.step, payload)
+                    }
                 };
                 match r {
                     Ok(()) => {
@@ -334,32 +347,55 @@ impl Engine {
                         return Ok(());
                     }
                     Err(e) => {
-                        if matches!(live.state, State::Running) {
-                            live.state = State::Failed(e.duplicate());
-                            let (group, sig) = (Rc::clone(&gs.group), live.sig);
-                            if one_sided(sig.0) || one_sided(h.sig) {
-                                t.poisoned.get_or_insert_with(|| e.to_string());
-                            }
-                            t.note_failed(h.group, h.seq);
-                            self.abort_peers(ctx, &group, h.seq, sig, &e);
+                        // Running, or ended with a result not handed over
+                        // yet: failed now (its request reports it). Where
+                        // a member may have returned Ok (a rooted
+                        // collective on either side) or the epochs may
+                        // disagree (one-sided), the engine is poisoned.
+                        live.state = State::Failed(e.duplicate());
+                        let (group, sig) = (Rc::clone(&gs.group), live.sig);
+                        t.note_failed(h.group, h.seq);
+                        let poison = one_sided(sig.0)
+                            || one_sided(h.sig)
+                            || Kind::is_rooted(kind as u8)
+                            || Kind::is_rooted(h.kind);
+                        let step = if poison { ABORT_POISONED } else { ABORT_FAILED };
+                        self.abort_peers(ctx, &group, h.seq, sig, &e, step);
+                        if poison {
+                            self.poison(ctx, t, &e);
                         }
                         return Err(e);
                     }
                 }
             }
             if before(h.seq, gs.next_seq) {
-                if t.failed.contains(&(h.group, h.seq)) {
+                let group = Rc::clone(&gs.group);
+                if t.poisoned.is_some() || t.failed.contains(&(h.group, h.seq)) {
+                    // Its failure (or the engine's) was reported already.
                     return Ok(());
                 }
-                return Err(CollError::Unexpected {
+                // It ended here with Ok and its result was handed over:
+                // the sender disagrees (a rooted collective called with
+                // other arguments, whose part here ended first). Every
+                // member is told; this rank's next call reports it.
+                let e = CollError::Unexpected {
                     group: h.group,
                     seq: h.seq,
                     kind: Kind::name_of(h.kind),
                     src,
                     step: h.step,
-                    why: "the instance has already finished",
-                });
+                    why: "the instance had already finished here (do the members pass the same arguments?)",
+                };
+                t.note_failed(h.group, h.seq);
+                self.abort_peers(ctx, &group, h.seq, Sig(h.sig), &e, ABORT_POISONED);
+                self.poison(ctx, t, &e);
+                return Ok(());
             }
+        }
+        if t.poisoned.is_some() {
+            // This rank will refuse that instance (and abort it on every
+            // member): nothing to keep.
+            return Ok(());
         }
         // Not started here yet: keep it, within bounds.
         let cfg = &self.cfg;
@@ -375,7 +411,7 @@ impl Engine {
                 max_messages: cfg.max_early_messages,
                 max_bytes: cfg.max_early_bytes,
             };
-            t.poisoned.get_or_insert_with(|| e.to_string());
+            self.poison(ctx, t, &e);
             return Err(e);
         }
         t.early_bytes += data.len();
@@ -392,52 +428,147 @@ impl Engine {
     }
 
     /// An abort from `src` for instance `h.seq` of `h.group` (its header
-    /// carries the sender's signature): fail the instance if it runs; if
-    /// it has ended here (a rooted collective this rank finished its part
-    /// of, with a right result), nothing to do. A one-sided call on either
-    /// side poisons the engine. False if the instance has not started
-    /// here: the abort is kept as an early message, and fails the instance
-    /// when it starts.
-    fn on_abort(&self, t: &mut Tables, src: Rank, h: Header, data: &[u8]) -> bool {
-        let err = aborted(h.group, h.seq, src, data);
+    /// carries the sender's signature, and in its step whether the
+    /// sender's engine is poisoned): fail the instance if it runs or its
+    /// result was not handed over yet. The engine is poisoned if the
+    /// sender's is, if a one-sided or rooted call is involved, or if the
+    /// instance had ended here with `Ok` (a rooted collective this rank
+    /// finished its part of): this rank's next call then reports it. False
+    /// if the instance has not started here: the abort is kept as an early
+    /// message, and fails the instance when it starts.
+    fn on_abort(&self, ctx: &Ctx, t: &mut Tables, src: Rank, h: Header, data: &[u8]) -> bool {
+        let err = aborted(h.group, h.seq, src, h.step, data);
+        let known_failed = t.failed.contains(&(h.group, h.seq));
+        let poisoned = t.poisoned.is_some();
         let Some(gs) = t.group_mut(h.group) else {
-            return false;
+            return poisoned;
         };
-        let mut poison = one_sided(h.sig);
+        let mut poison = one_sided(h.sig) || h.step != ABORT_FAILED;
+        let mut failed_here = false;
         if let Some(call) = gs.one_sided.as_mut().filter(|c| c.seq == h.seq) {
             poison = true;
             call.failed.get_or_insert_with(|| Box::new(err.duplicate()));
         } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
-            poison |= one_sided(live.sig.0);
-            if matches!(live.state, State::Running) {
+            poison |= one_sided(live.sig.0) || Kind::is_rooted(live.machine.kind() as u8);
+            // Running, or ended with a result nobody collected yet (a
+            // request): its wait reports the abort.
+            if !matches!(live.state, State::Failed(_)) {
                 live.state = State::Failed(err.duplicate());
-                t.note_failed(h.group, h.seq);
+                failed_here = true;
             }
         } else if !before(h.seq, gs.next_seq) {
-            return false;
+            // Not started here: kept, to fail the instance when it starts
+            // (a poisoned engine refuses it anyway).
+            return poisoned;
+        } else if !known_failed {
+            // It ended here with Ok and its result was handed over (a
+            // rooted collective: this rank's part ended before a member
+            // found the mismatch).
+            poison = true;
+        }
+        if failed_here {
+            t.note_failed(h.group, h.seq);
         }
         if poison {
-            t.poisoned.get_or_insert_with(|| err.to_string());
+            self.poison(ctx, t, &err);
         }
         true
     }
 
-    /// Tell every other member of `group` that instance `seq` failed here
-    /// with `e` (best effort: a member that cannot be reached has failed
-    /// itself, which its peers learn from the endpoint).
-    pub(crate) fn abort_peers(&self, ctx: &Ctx, group: &Group, seq: u32, sig: Sig, e: &CollError) {
-        let mut why = e.to_string();
-        if why.len() > MAX_WHY {
-            let mut cut = MAX_WHY;
-            while !why.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            why.truncate(cut);
+    /// Poison the engine with `e` (the first cause is kept): every later
+    /// call is refused ([`Engine::refuse`]), and every instance still
+    /// running here — on any group, the one-sided call included — fails
+    /// now and is aborted on its members, who would otherwise wait for
+    /// this rank. The aborts say that this rank is poisoned, so their
+    /// receivers poison themselves too: after a failure that a member may
+    /// not have seen (a rooted collective whose part ended there with
+    /// `Ok`), no member completes another collective.
+    fn poison(&self, ctx: &Ctx, t: &mut Tables, e: &CollError) {
+        if t.poisoned.is_some() {
+            return;
         }
+        let why = cause(e);
+        t.poisoned = Some(why.clone());
+        // Kept for instances this rank will refuse: never fed now.
+        t.early.clear();
+        t.early_bytes = 0;
+        let mut abandoned = Vec::new();
+        for gs in t.world.iter_mut().chain(t.others.values_mut()) {
+            for l in &mut gs.live {
+                if matches!(l.state, State::Running) {
+                    l.state = State::Failed(CollError::Poisoned(why.clone()));
+                    abandoned.push((Rc::clone(&gs.group), l.seq, l.sig));
+                }
+            }
+            // Nobody waits for a dropped request's failure.
+            gs.live
+                .retain(|l| !(l.detached && matches!(l.state, State::Failed(_))));
+            if let Some(call) = gs.one_sided.as_mut().filter(|c| c.failed.is_none()) {
+                call.failed = Some(Box::new(CollError::Poisoned(why.clone())));
+                abandoned.push((Rc::clone(&gs.group), call.seq, call.sig));
+            }
+        }
+        let e = CollError::Poisoned(why);
+        for (group, seq, sig) in abandoned {
+            t.note_failed(group.tag, seq);
+            self.abort_peers(ctx, &group, seq, sig, &e, ABORT_GAVE_UP);
+        }
+    }
+
+    /// The call on `group` that a poisoned engine refuses: it takes the
+    /// instance number the call would have taken and aborts that instance
+    /// on every member (a member that started it would otherwise wait for
+    /// this rank); `None` if the engine is not poisoned.
+    #[inline]
+    fn refuse(&self, ctx: &Ctx, t: &mut Tables, tag: u32, sig: Sig) -> Option<CollError> {
+        t.poisoned.as_ref()?;
+        Some(self.refused(ctx, t, tag, sig))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, ctx: &Ctx, t: &mut Tables, tag: u32, sig: Sig) -> CollError {
+        let why = t.poisoned.clone().unwrap_or_default();
+        let gs = t.group_mut(tag).expect("a group handed out by this engine");
+        let seq = gs.next_seq;
+        gs.next_seq = seq.wrapping_add(1);
+        let group = Rc::clone(&gs.group);
+        t.note_failed(tag, seq);
+        let e = CollError::Poisoned(why);
+        self.abort_peers(ctx, &group, seq, sig, &e, ABORT_GAVE_UP);
+        e
+    }
+
+    /// Refuse a one-sided call on the world if the engine is poisoned
+    /// (see [`Engine::refuse`]).
+    pub(crate) fn refuse_one_sided(&self, ctx: &Ctx) -> Result<(), CollError> {
+        let mut t = self.t.borrow_mut();
+        let sig = Sig::new(crate::sig::ONE_SIDED, 0, 0, None);
+        match self.refuse(ctx, &mut t, 0, sig) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Tell every other member of `group` that instance `seq` failed here
+    /// with `e`, `step` saying whether this engine is poisoned by it or
+    /// gives the instance up ([`ABORT_FAILED`], [`ABORT_POISONED`],
+    /// [`ABORT_GAVE_UP`]). Best effort: a member that cannot be reached has
+    /// failed itself, which its peers learn from the endpoint.
+    pub(crate) fn abort_peers(
+        &self,
+        ctx: &Ctx,
+        group: &Group,
+        seq: u32,
+        sig: Sig,
+        e: &CollError,
+        step: u16,
+    ) {
+        let why = abort_text(e);
         let h = Header {
             group: group.tag,
             seq,
-            step: 0,
+            step,
             kind: Kind::Abort as u8,
             sig: sig.0,
         }
@@ -446,14 +577,6 @@ impl Engine {
             if r != self.me {
                 let _ = ctx.send(r, self.handler(), &[&h, why.as_bytes()]);
             }
-        }
-    }
-
-    /// Fail if an earlier failure made the engine unusable.
-    pub(crate) fn check_poisoned(&self) -> Result<(), CollError> {
-        match &self.t.borrow().poisoned {
-            Some(why) => Err(CollError::Poisoned(why.clone())),
-            None => Ok(()),
         }
     }
 
@@ -466,10 +589,12 @@ impl Engine {
         machine: Box<dyn Machine>,
         sig: Sig,
     ) -> Result<u32, CollError> {
-        self.check_poisoned()?;
         let handler = self.handler();
         let mut t = self.t.borrow_mut();
         let tables = &mut *t;
+        if let Some(e) = self.refuse(ctx, tables, group.tag, sig) {
+            return Err(e);
+        }
         let gs = if group.tag == 0 {
             tables.world.as_mut()
         } else {
@@ -478,12 +603,15 @@ impl Engine {
         .expect("a group handed out by this engine");
         let seq = gs.next_seq;
         gs.next_seq = seq.wrapping_add(1);
+        let n = gs.group.n();
+        let root = if n > 128 { machine.root() } else { None };
         let mut live = Live {
             seq,
             machine,
             state: State::Running,
             detached: false,
             sig,
+            root,
         };
         let kind = live.machine.kind();
         let io = Io {
@@ -494,16 +622,18 @@ impl Engine {
             kind,
             sig,
             base: 0,
+            tail: root_tail(n, root),
         };
         if let Err(e) = live.machine.start(&io) {
             let group = Rc::clone(&gs.group);
-            self.abort_peers(ctx, &group, seq, sig, &e);
+            self.abort_peers(ctx, &group, seq, sig, &e, ABORT_FAILED);
             return Err(e);
         }
         // Feed the messages that arrived before this call, in order. A bad
-        // one fails the instance (its `wait` reports it), not the start.
+        // one fails the instance (its `wait` reports it), not the start;
+        // it poisons the engine as in `dispatch` and `on_abort`.
         let mut result = Ok(());
-        let mut poison = one_sided(sig.0);
+        let mut poison = one_sided(sig.0) || Kind::is_rooted(kind as u8);
         if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
@@ -515,52 +645,53 @@ impl Engine {
                 if result.is_err() {
                     continue;
                 }
-                poison |= one_sided(e.sig);
+                let h = Header {
+                    group: e.group,
+                    seq,
+                    step: e.step,
+                    kind: e.kind,
+                    sig: e.sig,
+                };
+                poison |= one_sided(e.sig) || Kind::is_rooted(e.kind);
                 result = if e.kind == Kind::Abort as u8 {
-                    Err(aborted(group.tag, seq, e.src, &e.data))
-                } else if e.kind != kind as u8 {
-                    Err(CollError::Mismatch {
-                        group: group.tag,
-                        seq,
-                        ours: kind.name(),
-                        theirs: Kind::name_of(e.kind),
-                        src: e.src,
-                    })
-                } else if e.sig != sig.0 {
-                    Err(CollError::ArgsMismatch {
-                        group: group.tag,
-                        seq,
-                        ours: sig.describe(kind as u8),
-                        theirs: Sig(e.sig).describe(e.kind),
-                        src: e.src,
-                    })
+                    poison |= e.step != ABORT_FAILED;
+                    Err(aborted(group.tag, seq, e.src, e.step, &e.data))
                 } else {
-                    match gs.group.index(e.src) {
-                        Some(from) => live.machine.on_message(&io, from, e.step, &e.data),
-                        None => Err(io.unexpected(0, e.step, "sender not a member")),
+                    match check_message(live.call(), n, e.src, &h, &e.data) {
+                        Err(e) => Err(e),
+                        Ok(payload) => match gs.group.index(e.src) {
+                            Some(from) => live.machine.on_message(&io, from, e.step, payload),
+                            None => Err(io.unexpected(0, e.step, "sender not a member")),
+                        },
                     }
                 };
             }
             tables.early = kept;
         }
-        match result {
+        let failed = match result {
             Err(e) => {
-                if poison {
-                    tables.poisoned.get_or_insert_with(|| e.to_string());
+                if !matches!(e, CollError::Aborted { .. } | CollError::Poisoned(_)) {
+                    let step = if poison { ABORT_POISONED } else { ABORT_FAILED };
+                    self.abort_peers(ctx, &gs.group, seq, sig, &e, step);
                 }
-                if !matches!(e, CollError::Aborted { .. }) {
-                    self.abort_peers(ctx, &gs.group, seq, sig, &e);
-                }
+                let copy = e.duplicate();
                 live.state = State::Failed(e);
-                tables.failed.push_back((group.tag, seq));
-                if tables.failed.len() > FAILED_KEPT {
-                    tables.failed.pop_front();
-                }
+                Some(copy)
             }
-            Ok(()) if live.machine.is_done() => live.state = State::Done,
-            Ok(()) => {}
-        }
+            Ok(()) => {
+                if live.machine.is_done() {
+                    live.state = State::Done;
+                }
+                None
+            }
+        };
         gs.live.push(live);
+        if let Some(e) = failed {
+            tables.note_failed(group.tag, seq);
+            if poison {
+                self.poison(ctx, tables, &e);
+            }
+        }
         Ok(seq)
     }
 
@@ -638,9 +769,11 @@ impl Engine {
         kind: Kind,
         sig: Sig,
     ) -> Result<u32, CollError> {
-        self.check_poisoned()?;
         let mut t = self.t.borrow_mut();
         let tables = &mut *t;
+        if let Some(e) = self.refuse(ctx, tables, 0, sig) {
+            return Err(e);
+        }
         let gs = tables.world.as_mut().expect("world group");
         let seq = gs.next_seq;
         gs.next_seq = seq.wrapping_add(1);
@@ -657,7 +790,7 @@ impl Engine {
                 tables.early_bytes -= e.data.len();
                 failed.get_or_insert_with(|| {
                     if e.kind == Kind::Abort as u8 {
-                        aborted(0, seq, e.src, &e.data)
+                        aborted(0, seq, e.src, e.step, &e.data)
                     } else if e.kind != kind as u8 {
                         CollError::Mismatch {
                             group: 0,
@@ -691,12 +824,11 @@ impl Engine {
             }
             Some(e) => {
                 let group = Rc::clone(&gs.group);
-                tables.poisoned.get_or_insert_with(|| e.to_string());
                 tables.note_failed(0, seq);
-                drop(t);
-                if !matches!(e, CollError::Aborted { .. }) {
-                    self.abort_peers(ctx, &group, seq, sig, &e);
+                if !matches!(e, CollError::Aborted { .. } | CollError::Poisoned(_)) {
+                    self.abort_peers(ctx, &group, seq, sig, &e, ABORT_POISONED);
                 }
+                self.poison(ctx, tables, &e);
                 Err(e)
             }
         }
@@ -759,14 +891,14 @@ impl Engine {
             (Some(e), _) => Err(*e),
             (None, Ok(())) => return Ok(()),
             (None, Err(e)) => {
-                self.abort_peers(ctx, &self.world(), seq, call.sig, &e);
+                self.abort_peers(ctx, &self.world(), seq, call.sig, &e, ABORT_POISONED);
                 Err(e)
             }
         };
         if let Err(e) = &out {
             let mut t = self.t.borrow_mut();
-            t.poisoned.get_or_insert_with(|| e.to_string());
             t.note_failed(0, seq);
+            self.poison(ctx, &mut t, e);
         }
         out
     }

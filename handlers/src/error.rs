@@ -130,8 +130,12 @@ pub enum CollError {
         /// Byte limit.
         max_bytes: usize,
     },
-    /// The collective engine failed earlier (a dropped message); it cannot
-    /// be trusted to finish collectives any more.
+    /// The collectives failed earlier, here or on a member (a dropped
+    /// message, a one-sided failure, members that called a rooted
+    /// collective with different arguments): they cannot be trusted to
+    /// finish collectives any more, and every call fails with this, naming
+    /// the first failure. (A call refused with it is aborted on every member
+    /// of its group, so no member waits for this rank.)
     #[error("the collective engine failed earlier and is unusable: {0}")]
     Poisoned(String),
     /// This rank is not a member of the group.
@@ -267,6 +271,7 @@ impl CollError {
                 why: why.clone(),
             },
             CollError::Put(e) => CollError::Put(e.clone()),
+            CollError::Poisoned(why) => CollError::Poisoned(why.clone()),
             other => CollError::Poisoned(other.to_string()),
         }
     }

@@ -35,7 +35,41 @@
 //! to the other hosts. Only the flat SMP algorithms need every rank on one
 //! host. `tests/net_collectives.rs` runs every collective across two
 //! network namespaces.
+//!
+//! # Members that call with different arguments
+//!
+//! Every member must call the same collectives, in the same order, with
+//! the same root, operator, element type, length and algorithm. Where they
+//! do not, what each member gets (details: the engine's docs):
+//!
+//! - barrier, allreduce, allgather (message algorithms): a typed error
+//!   ([`CollError::Mismatch`], [`CollError::ArgsMismatch`],
+//!   [`CollError::LengthMismatch`], or [`CollError::Aborted`] where another
+//!   member found it first) on every member, within the call; later calls
+//!   work.
+//! - bcast, reduce: the members that meet the mismatch get such an error;
+//!   a member whose part ended before (the root of a broadcast, which only
+//!   sends; a member whose own subtree agreed) returns `Ok` with a right
+//!   result — the root's data, or its own buffer unchanged — never a wrong
+//!   one. It cannot learn of the mismatch within the call without a
+//!   confirming round, which would double the latency of every rooted
+//!   call. Instead the collectives are then *poisoned* on every member:
+//!   the next call fails with [`CollError::Poisoned`] naming the mismatch
+//!   (unless it ends before the news arrives, which only a call needing no
+//!   message from the others can — a broadcast's root, a reduce's leaf; then
+//!   the call after it), and so does every later call. A request not yet
+//!   waited for reports the mismatch itself.
+//! - One-sided algorithms: a typed error on every member, and poisoned.
+//! - Roots: compared in full (in groups of more than 128 members each
+//!   message of a rooted collective carries the root; a root that is not a
+//!   member is [`CollError::BadArgument`] at once). A mismatch is found
+//!   when a message passes between members that disagree; where members'
+//!   roots make no member send at all — each names another as the root,
+//!   e.g. two members naming each other — the call waits, as an MPI
+//!   broadcast would: nothing is sent that could tell them.
+//! - Custom operators: told apart only by [`Reduce::id`] (see there).
 
+mod abort;
 pub mod aggregate;
 mod collectives;
 mod config;

@@ -68,6 +68,20 @@ pub trait Reduce<T: Element>: 'static {
     /// [`CollError::ArgsMismatch`]): the built-in operators are 1 to 6,
     /// every custom operator 7 unless it says otherwise (only 0 to 7 are
     /// told apart).
+    ///
+    /// Only these 3 bits travel (in every message's header, and in the
+    /// one-sided algorithms' flag words, where no byte is free), so the
+    /// check cannot tell two custom operators apart: both are 7 (an id above
+    /// 7 counts as 7). Members that pass *different* custom operators with
+    /// the same element type and length are not told: each combine uses the
+    /// operator of the member doing it, and the result mixes both — a wrong
+    /// answer, not an error. Pass the same operator on every member. A
+    /// program with two custom operators that one member might pass where
+    /// another passes the other can give one of them id 0 (no built-in
+    /// uses it), which the check then tells apart from 7. (An id from the
+    /// closure's type would need more bits than the header has; a
+    /// closure's type name is its enclosing function's, the same for every
+    /// closure there.)
     fn id(&self) -> u8 {
         7
     }
@@ -159,6 +173,10 @@ pub struct Custom<F> {
 
 /// A user-defined associative operator, `f(a, b) = a ⊕ b` with `a` from
 /// lower ranks. Declared non-commutative: results follow rank order.
+///
+/// Every member must pass the same operator: the check that members
+/// passed the same arguments does not tell two custom operators apart
+/// (see [`Reduce::id`]: a mix of two is a wrong answer, not an error).
 ///
 /// ```
 /// use fastmsg_handlers::{custom, Reduce};

@@ -23,14 +23,22 @@
 //!  bit  6..0   root mod 128        (rooted collectives; else 0)
 //! ```
 //!
+//! In a group of more than 128 members, roots that differ by a multiple
+//! of 128 share the bits: there every message of a rooted collective
+//! carries the root's full member index in 4 more bytes after its payload
+//! ([`root_tail`]), which the receiver strips and compares. Smaller groups
+//! pay nothing (a root index is below the group size, so 7 bits hold it).
+//!
 //! Two custom operators are told apart only if they override
-//! [`Reduce::id`]; roots that differ by a multiple of 128 are not told
-//! apart by the bits (the tree shapes then differ, which the algorithms'
-//! own checks of who sends which step usually catch).
+//! [`Reduce::id`] (see its docs: the 3 bits leave one code for every
+//! custom operator; a closure has no name that is the same in every
+//! process).
 
 use crate::element::Element;
+use crate::error::CollError;
 use crate::op::Reduce;
-use crate::wire::Kind;
+use crate::wire::{Header, Kind, HEADER};
+use fastmsg::Rank;
 
 /// The algorithm bits of a one-sided collective's placeholder instance.
 pub(crate) const ONE_SIDED: u8 = 3;
@@ -89,6 +97,102 @@ fn fnv(s: &str) -> u32 {
     })
 }
 
+/// The bytes of the root a rooted collective's message carries after its
+/// payload in a group of more than 128 members.
+pub(crate) const ROOT_TAIL: usize = 4;
+
+/// Whether a collective of `kind` (raw) in a group of `n` members sends
+/// its root after every payload (see the module docs).
+#[inline]
+pub(crate) fn has_root_tail(kind: u8, n: u32) -> bool {
+    n > 128 && Kind::is_rooted(kind)
+}
+
+/// The bytes a rooted collective with root `root` (member index) sends
+/// after every payload in a group of `n` members, if any.
+#[inline]
+pub(crate) fn root_tail(n: u32, root: Option<u32>) -> Option<[u8; 4]> {
+    root.filter(|_| n > 128).map(u32::to_le_bytes)
+}
+
+/// Split a message of a collective of `kind` (raw) in a group of `n`
+/// members into its payload and the root it carries, if it carries one;
+/// `None` if it is too short to carry one.
+#[inline]
+pub(crate) fn split_root(kind: u8, n: u32, data: &[u8]) -> Option<(&[u8], Option<u32>)> {
+    if !has_root_tail(kind, n) {
+        return Some((data, None));
+    }
+    let cut = data.len().checked_sub(ROOT_TAIL)?;
+    let (payload, t) = data.split_at(cut);
+    Some((payload, Some(u32::from_le_bytes([t[0], t[1], t[2], t[3]]))))
+}
+
+/// This rank's side of an instance, which every message of it must match.
+#[derive(Clone, Copy)]
+pub(crate) struct Call {
+    pub(crate) kind: Kind,
+    pub(crate) sig: Sig,
+    /// The root's full member index, where messages carry it.
+    pub(crate) root: Option<u32>,
+}
+
+/// Check a message from `src` (header `h`, payload `data`) of a group of
+/// `n` members against this rank's call: the same collective, signature
+/// and root. Returns the payload without the root it carries, if any.
+#[inline]
+pub(crate) fn check_message<'d>(
+    ours: Call,
+    n: u32,
+    src: Rank,
+    h: &Header,
+    data: &'d [u8],
+) -> Result<&'d [u8], CollError> {
+    // The common case, in a few compares: a group of at most 128 members
+    // (no root after the payload), the same collective and signature.
+    if n <= 128 && ours.kind as u8 == h.kind && ours.sig.0 == h.sig {
+        return Ok(data);
+    }
+    check_message_slow(ours, n, src, h, data)
+}
+
+#[cold]
+#[inline(never)]
+fn check_message_slow<'d>(
+    ours: Call,
+    n: u32,
+    src: Rank,
+    h: &Header,
+    data: &'d [u8],
+) -> Result<&'d [u8], CollError> {
+    if ours.kind as u8 != h.kind {
+        return Err(CollError::Mismatch {
+            group: h.group,
+            seq: h.seq,
+            ours: ours.kind.name(),
+            theirs: Kind::name_of(h.kind),
+            src,
+        });
+    }
+    let Some((payload, root)) = split_root(h.kind, n, data) else {
+        return Err(CollError::ShortMessage {
+            src,
+            len: HEADER + data.len(),
+            need: HEADER + ROOT_TAIL,
+        });
+    };
+    if ours.sig.0 != h.sig || ours.root != root {
+        return Err(CollError::ArgsMismatch {
+            group: h.group,
+            seq: h.seq,
+            ours: ours.sig.describe_root(h.kind, ours.root),
+            theirs: Sig(h.sig).describe_root(h.kind, root),
+            src,
+        });
+    }
+    Ok(payload)
+}
+
 impl Sig {
     /// The signature of a call.
     pub(crate) fn new(algo: u8, ty: u8, op: u8, root: Option<u32>) -> Sig {
@@ -98,6 +202,12 @@ impl Sig {
 
     /// In words, for errors.
     pub(crate) fn describe(self, kind: u8) -> String {
+        self.describe_root(kind, None)
+    }
+
+    /// In words, for errors, with the full root (member index) where
+    /// known (groups of more than 128 members: the bits hold it mod 128).
+    pub(crate) fn describe_root(self, kind: u8, full_root: Option<u32>) -> String {
         let algo = (self.0 >> 14) as u8;
         let ty = ((self.0 >> 10) & 15) as u8;
         let op = ((self.0 >> 7) & 7) as u8;
@@ -111,11 +221,16 @@ impl Sig {
             _ => "the default algorithm",
         };
         let mut s = format!("{} by {algo}", Kind::name_of(kind));
-        if ty != 0 {
-            s += &format!(", {} on {}", op_name(op), type_name(ty));
+        match (ty, op) {
+            (0, _) => {}
+            (_, 0) => s += &format!(", {}", type_name(ty)),
+            _ => s += &format!(", {} on {}", op_name(op), type_name(ty)),
         }
         if kind == Kind::Bcast as u8 || kind == Kind::Reduce as u8 {
-            s += &format!(", root {root} (mod 128)");
+            match full_root {
+                Some(r) => s += &format!(", root member {r}"),
+                None => s += &format!(", root member {root} (mod 128)"),
+            }
         }
         s
     }
@@ -152,5 +267,27 @@ mod tests {
         assert!(a.describe(Kind::Allreduce as u8).contains("SUM on f64"));
         assert!(b.describe(Kind::Allreduce as u8).contains("MAX on f64"));
         assert_ne!(Sig::new(0, 0, 0, Some(1)), Sig::new(0, 0, 0, Some(2)));
+    }
+
+    #[test]
+    fn large_groups_carry_the_full_root() {
+        let bcast = Kind::Bcast as u8;
+        // Up to 128 members the bits hold every root: nothing is added.
+        assert_eq!(root_tail(128, Some(127)), None);
+        assert_eq!(split_root(bcast, 128, &[1, 2]), Some((&[1u8, 2][..], None)));
+        // Past 128, roots 1 and 129 share the bits, not the tail.
+        assert_eq!(Sig::new(0, 1, 0, Some(1)), Sig::new(0, 1, 0, Some(129)));
+        let mut msg = vec![7u8, 8];
+        msg.extend(root_tail(130, Some(129)).unwrap());
+        assert_eq!(
+            split_root(bcast, 130, &msg),
+            Some((&[7u8, 8][..], Some(129)))
+        );
+        assert_eq!(split_root(bcast, 130, &[1, 2, 3]), None);
+        // Other collectives carry none.
+        let ar = Kind::Allreduce as u8;
+        assert_eq!(split_root(ar, 130, &[1, 2]), Some((&[1u8, 2][..], None)));
+        let d = Sig::new(0, 1, 0, Some(1)).describe_root(bcast, Some(129));
+        assert!(d.contains("root member 129"), "{d}");
     }
 }

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! An [`Kind::Abort`] message says the instance failed on its sender; its
-//! payload is the error, in words.
+//! payload is the error, in words, and its step byte whether the sender's
+//! collectives are poisoned (see `crate::engine`).
 //!
 //! Header plus 16 bytes of payload fit a shared-memory queue slot inline
 //! (28 bytes), so a barrier or a 1–2 element reduction step is one cache
@@ -45,6 +46,12 @@ impl Kind {
             Kind::Allgather => "allgather",
             Kind::Abort => "an abort",
         }
+    }
+
+    /// Whether collective `raw` has a root (a member may then finish its
+    /// part before another finds a mismatch: see `crate::engine`).
+    pub(crate) fn is_rooted(raw: u8) -> bool {
+        raw == Kind::Bcast as u8 || raw == Kind::Reduce as u8
     }
 
     pub(crate) fn name_of(raw: u8) -> &'static str {

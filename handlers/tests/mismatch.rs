@@ -4,7 +4,7 @@
 //! alike): never `Ok` with different values on different ranks, never one
 //! rank's error while the others hang. For rooted collectives a rank may
 //! also finish with the right result (the root's data; its own buffer),
-//! never with a wrong one.
+//! never with a wrong one — and then its next collective call fails.
 //!
 //! Each case runs in a child process (this binary, re-executed on the
 //! `mismatch_case` test) so that a hang is a failure after a bounded time,
@@ -120,6 +120,33 @@ fn call(coll: &Collectives, ep: &mut fastmsg::Endpoint, case: &str) -> Result<bo
             // Only non-roots can be right: their buffer is unchanged.
             Ok(me != 0 && x == before)
         }
+        // Roots that differ by 128 (the signature's root bits): the odd
+        // rank names member 129, the others member 1.
+        "bcast-root" => {
+            let mut x = [f64::from(me); 2];
+            let root = if odd { 129 } else { 1 };
+            coll.bcast(ep, &mut x, Rank(root))?;
+            Ok(x == [f64::from(root); 2] && root == 1)
+        }
+        "reduce-root" => {
+            let mut x = [f64::from(me) + 1.0; 2];
+            let before = x;
+            let root = if odd { 129 } else { 1 };
+            coll.reduce(ep, &mut x, Op::Sum, Rank(root))?;
+            Ok(me != 1 && me != 129 && x == before)
+        }
+        // A broadcast on the sub-group of the first and the odd rank (the
+        // odd one's buffer shorter); the ranks between take no part.
+        "sub-bcast" => {
+            let last = ep.size() - 1;
+            if me != 0 && !odd {
+                return Ok(true);
+            }
+            let sub = coll.subgroup(&[Rank(0), Rank(last)])?;
+            let mut x = vec![me as f64; if odd { 1 } else { 3 }];
+            sub.bcast(ep, &mut x, Rank(0))?;
+            Ok(x == [0.0; 3])
+        }
         c => panic!("unknown case {c}"),
     }
 }
@@ -132,14 +159,37 @@ fn mismatch_case() {
         return;
     };
     let n: u32 = std::env::var("MISMATCH_RANKS").unwrap().parse().unwrap();
-    let rooted = case.starts_with("bcast") || case.starts_with("reduce");
+    let rooted =
+        case.starts_with("bcast") || case.starts_with("reduce") || case.starts_with("sub-bcast");
+    // "<case>+next": a barrier follows, and a rank whose call returned Ok
+    // (rightly) must learn of the mismatch there.
+    let (case, next) = match case.strip_suffix("+next") {
+        Some(c) => (c.to_owned(), true),
+        None => (case.clone(), false),
+    };
     let out = threads::run(
         n,
         |c| c.timeout = Duration::from_secs(20),
         |mut b| {
             let coll = Collectives::register(&mut b, CollConfig::default());
             let mut ep = b.start()?;
-            let outcome = judge(call(&coll, &mut ep, &case));
+            let mut outcome = judge(call(&coll, &mut ep, &case));
+            if next && matches!(outcome, Outcome::Right) {
+                outcome = match coll.barrier(&mut ep) {
+                    Err(e @ CollError::Poisoned(_)) => Outcome::Mismatch(e.to_string()),
+                    Ok(()) => Outcome::Wrong("Ok, then the next barrier Ok: never told".into()),
+                    Err(e) => Outcome::Wrong(format!("then the next barrier: {e:?}")),
+                };
+            } else if next {
+                // A rank that failed: its next call fails at once.
+                if let Err(e) = coll.barrier(&mut ep) {
+                    if !matches!(e, CollError::Poisoned(_)) {
+                        outcome = Outcome::Wrong(format!("then the next barrier: {e:?}"));
+                    }
+                } else {
+                    outcome = Outcome::Wrong("failed, then the next barrier Ok".into());
+                }
+            }
             // The job goes on to close in order, whatever the collective
             // gave: nothing is left hanging.
             ep.close()?;
@@ -150,17 +200,17 @@ fn mismatch_case() {
     for (r, o) in out.iter().enumerate() {
         match o {
             Outcome::Mismatch(_) => {}
-            Outcome::Right if rooted => {}
+            Outcome::Right if rooted && !next => {}
             other => panic!("{case} on {n} ranks: rank {r} gave {other:?} (all: {out:?})"),
         }
     }
     // Who must fail: the odd rank (its arguments differ), except in a
     // reduce, where it only hands its data over (and keeps it): there the
     // root, which combines, must.
-    let must = if case.starts_with("reduce") {
-        0
-    } else {
-        n as usize - 1
+    let must = match case.as_str() {
+        "reduce" => 0,
+        "reduce-root" => 1,
+        _ => n as usize - 1,
     };
     assert!(
         matches!(out[must], Outcome::Mismatch(_)),
@@ -173,9 +223,15 @@ fn mismatch_case() {
 /// Run every case on 2, 3 and 4 ranks, each in a child process bounded in
 /// time.
 fn run_cases(cases: &[&str]) {
+    run_cases_on(&[2, 3, 4], cases);
+}
+
+/// Run every case on each of `ranks`, each in a child process bounded in
+/// time.
+fn run_cases_on(ranks: &[u32], cases: &[&str]) {
     let exe = std::env::current_exe().unwrap();
     let mut failures = Vec::new();
-    for n in [2u32, 3, 4] {
+    for &n in ranks {
         for case in cases {
             let mut child = Command::new(&exe)
                 .args([
@@ -269,4 +325,27 @@ fn different_collectives_fail_every_rank_and_hang_none() {
 fn rooted_mismatches_give_errors_or_right_results() {
     let _serial = common::serial();
     run_cases(&["bcast", "reduce"]);
+}
+
+#[test]
+fn a_rank_done_before_a_rooted_mismatch_learns_it_at_its_next_call() {
+    let _serial = common::serial();
+    run_cases(&["bcast+next", "reduce+next"]);
+}
+
+/// Roots 1 and 129 share the signature's 7 root bits; 130 ranks (threads,
+/// mostly idle) make both members.
+#[test]
+fn roots_that_differ_by_128_are_a_mismatch() {
+    let _serial = common::serial();
+    run_cases_on(&[130], &["bcast-root", "reduce-root"]);
+}
+
+/// A rooted mismatch in a sub-group poisons its members; their next world
+/// call, refused, aborts that call on the ranks outside the sub-group too:
+/// every rank's next barrier fails, none waits for ever.
+#[test]
+fn a_rooted_mismatch_in_a_subgroup_fails_the_next_world_call_everywhere() {
+    let _serial = common::serial();
+    run_cases(&["sub-bcast+next"]);
 }

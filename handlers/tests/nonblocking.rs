@@ -167,15 +167,30 @@ fn mismatched_calls_and_lengths_are_typed_errors() {
                 other => panic!("wrong error: {other}"),
             }
         } else {
-            coll.ibcast(&ep, vec![7u64], Rank(1))
-                .unwrap()
-                .wait(&mut ep)
-                .unwrap();
-            let e = next_error(&mut ep);
-            assert!(
-                matches!(coll_error(&e), CollError::Unexpected { .. }),
-                "{e}"
-            );
+            // Rank 0's allreduce message came before the call (kept as
+            // early) and fails it at start, or it comes after this rank's
+            // part (the root's) ended with Ok: then its next call reports
+            // it, whether the message came before that call or during it.
+            match coll.ibcast(&ep, vec![7u64], Rank(1)).unwrap().wait(&mut ep) {
+                Err(CollError::Mismatch { ours, theirs, .. }) => {
+                    assert_eq!((ours, theirs), ("broadcast", "allreduce"))
+                }
+                Err(e) => panic!("wrong error: {e}"),
+                Ok(got) => {
+                    assert_eq!(got, [7]);
+                    let e = coll.barrier(&mut ep).unwrap_err();
+                    assert!(
+                        matches!(&e, CollError::Poisoned(why) if why.contains("already finished")),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        if me == Rank(0) {
+            // The rank that found the mismatch of a rooted collective
+            // goes no further either.
+            let e = coll.barrier(&mut ep).unwrap_err();
+            assert!(matches!(e, CollError::Poisoned(_)), "{e}");
         }
         ep.close()?;
         Ok(())

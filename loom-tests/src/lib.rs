@@ -3,7 +3,8 @@
 //! The models drive the very source files that ship —
 //! [`fastmsg::internal::queue`], [`fastmsg::internal::ring`],
 //! [`fastmsg::internal::flow`], [`fastmsg::internal::wake`],
-//! [`fastmsg::internal::window`], [`fastmsg::internal::link`] — compiled
+//! [`fastmsg::internal::window`], [`fastmsg::internal::link`],
+//! [`fastmsg::internal::lazy_pairs`] — compiled
 //! against loom's atomics, cells and locks through `fastmsg`'s `sync` shim;
 //! frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring slots in
 //! `ring_store::LoomRing`, a `RingStore`, and window bytes in
@@ -23,6 +24,7 @@
 //! | 5 doorbell | `doorbell` | sleeper, waker | no lost wake-up |
 //! | 6 window words | `window` | writer (peer or NIC), reader | a flag raised after a put makes the put's bytes visible; an acknowledgement lets the writer reuse them; two rounds |
 //! | 7 link words | `link` | NIC thread, application | every departure (failure, goodbye) reported once, never lost behind an alert count already seen; a flush round makes the records before it visible |
+//! | 8 lazy pairs | `lazy_pairs` | 2 ranks' dials + handshakes; 2 handshakes + a rank's poll | crossing dials leave exactly one connection per pair, the same at both ends, none missing; every handed-over link is installed once, and a link whose dial returned is settling until then |
 //!
 //! Each model module has the model passing on the real code and one test
 //! per seeded mutant (`fastmsg::internal::mutant`, see `src/sync.rs`) asserting that
@@ -50,6 +52,8 @@ mod credit;
 mod doorbell;
 #[cfg(all(loom, test))]
 mod free_list;
+#[cfg(all(loom, test))]
+mod lazy_pairs;
 #[cfg(all(loom, test))]
 mod link;
 #[cfg(all(loom, test))]

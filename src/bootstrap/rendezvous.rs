@@ -222,7 +222,8 @@ pub fn join(
         job_hash: auth::job_hash(job.job),
         params: [0, 0],
     };
-    let (_, mut s) = auth::client_retry(root, job.secret, &hello, deadline, peer)?;
+    let listening = auth::Listening::NotYet;
+    let (_, mut s) = auth::client_retry(root, job.secret, &hello, deadline, listening, peer)?;
     let io = |op: &'static str| {
         move |source| ConnectError::Io {
             op,

@@ -207,8 +207,25 @@ fn unbound(s: &TcpStream) -> Result<(), HandshakeError> {
     s.set_write_timeout(None).map_err(io)
 }
 
+/// Whether the listener a client dials is known to listen already: what
+/// [`client_retry`] makes of a refused connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listening {
+    /// Maybe not yet (start-up: the peer may not have bound it): a refused
+    /// or timed-out connection is retried until the deadline.
+    NotYet,
+    /// Yes (a peer's start-up listener, dialed on first use): a refused
+    /// connection means the peer is gone and fails at once, as a
+    /// [`ConnectError::Io`] whose operation is `op`.
+    Already {
+        /// The operation the error names.
+        op: &'static str,
+    },
+}
+
 /// Connect to `addr` and authenticate as `hello`, retrying — a refused
-/// or closed connection, a handshake cut short or timed out (a server busy
+/// or closed connection (only while the listener may not listen yet, see
+/// [`Listening`]), a handshake cut short or timed out (a server busy
 /// with other handshakes closes new connections at once, see
 /// [`super::gate`]) — until `deadline`, the job's start-up deadline. Each
 /// attempt has [`HANDSHAKE_TIMEOUT`] at most. A server that proves it does
@@ -216,24 +233,33 @@ fn unbound(s: &TcpStream) -> Result<(), HandshakeError> {
 ///
 /// # Errors
 /// [`ConnectError::Handshake`] for a refusal or, at the deadline, the last
-/// attempt's failure; [`ConnectError::Timeout`] if nothing listened.
+/// attempt's failure; [`ConnectError::Timeout`] if nothing listened;
+/// [`ConnectError::Io`] for a refused connection to a listener that was
+/// [`Listening::Already`].
 pub(crate) fn client_retry(
     addr: SocketAddr,
     secret: &[u8],
     hello: &Hello,
     deadline: Instant,
+    listening: Listening,
     who: impl Fn() -> String,
 ) -> Result<(u32, TcpStream), ConnectError> {
-    let mut pause = Duration::from_millis(10);
+    let (mut pause, max) = match listening {
+        Listening::NotYet => (Duration::from_millis(10), Duration::from_millis(200)),
+        Listening::Already { .. } => (Duration::from_millis(5), Duration::from_millis(200)),
+    };
     loop {
-        let s = super::connect::connect_retry(addr, deadline, &who)?;
+        let s = match listening {
+            Listening::NotYet => super::connect::connect_retry(addr, deadline, &who)?,
+            Listening::Already { op } => super::connect::connect_once(addr, deadline, op, &who)?,
+        };
         let attempt = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
         match client(&s, secret, hello, attempt) {
             Ok(rank) => return Ok((rank, s)),
             Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
                 drop(s);
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(200));
+                pause = (pause * 2).min(max);
             }
             Err(source) => {
                 return Err(ConnectError::Handshake {
@@ -243,6 +269,33 @@ pub(crate) fn client_retry(
             }
         }
     }
+}
+
+/// [`client_retry`] to the listener of rank `rank`: the server must prove
+/// it is that rank.
+///
+/// # Errors
+/// Those of [`client_retry`], and [`HandshakeError::WrongPeer`] (in a
+/// [`ConnectError::Handshake`]) when another rank answers.
+pub(crate) fn client_to_rank(
+    addr: SocketAddr,
+    rank: u32,
+    secret: &[u8],
+    hello: &Hello,
+    deadline: Instant,
+    listening: Listening,
+    who: impl Fn() -> String,
+) -> Result<TcpStream, ConnectError> {
+    let (server, stream) = client_retry(addr, secret, hello, deadline, listening, &who)?;
+    if server != rank {
+        return Err(ConnectError::Handshake {
+            peer: who(),
+            source: HandshakeError::WrongPeer {
+                what: format!("rank {server}, not rank {rank}"),
+            },
+        });
+    }
+    Ok(stream)
 }
 
 /// Server side: read the client's HELLO, prove we know the secret, check
@@ -397,5 +450,53 @@ mod tests {
             t.join().unwrap(),
             Err(HandshakeError::Mismatch { theirs: 16, .. })
         ));
+    }
+
+    /// A listener that is gone: refused at once when it listened already,
+    /// retried until the deadline when it may not listen yet.
+    fn gone() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    }
+
+    #[test]
+    fn a_refused_connection_fails_at_once_only_to_a_listener_that_listened() {
+        let at = gone();
+        let who = || "rank 7".to_string();
+        let by = Instant::now() + Duration::from_secs(30);
+        let start = Instant::now();
+        let already = Listening::Already { op: "dial" };
+        let e = client_retry(at, b"k", &hello(), by, already, who).unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(matches!(e, ConnectError::Io { op: "dial", .. }), "{e:?}");
+        assert!(e.to_string().contains("rank 7"), "{e}");
+
+        let by = Instant::now() + Duration::from_millis(300);
+        let e = client_retry(at, b"k", &hello(), by, Listening::NotYet, who).unwrap_err();
+        assert!(Instant::now() >= by, "retried until the deadline");
+        assert!(matches!(e, ConnectError::Timeout { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn another_rank_answering_is_a_wrong_peer() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            server(&s, b"k", 5, soon(), |_| Ok(()))
+        });
+        let e = client_to_rank(at, 4, b"k", &hello(), soon(), Listening::NotYet, || {
+            "rank 4".into()
+        })
+        .unwrap_err();
+        let ConnectError::Handshake { source, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(matches!(source, HandshakeError::WrongPeer { what } if what.contains("rank 5")));
+        assert!(t.join().unwrap().is_ok());
     }
 }

@@ -1,6 +1,7 @@
-//! Opening a TCP connection to a start-up listener that may not be
-//! listening yet: retry refused and timed-out attempts with a growing pause
-//! until the job's start-up deadline.
+//! Opening a TCP connection to a start-up listener: one that may not be
+//! listening yet (retry refused and timed-out attempts with a growing pause
+//! until the job's start-up deadline), or one that listened already (one
+//! attempt, bounded by the deadline).
 
 use crate::error::ConnectError;
 use std::net::{SocketAddr, TcpStream};
@@ -44,4 +45,25 @@ pub(crate) fn connect_retry(
             }
         }
     }
+}
+
+/// Connect once to a listener that listened already, the attempt bounded
+/// by `deadline` (at least 10 ms): a refused connection means it is gone.
+///
+/// # Errors
+/// [`ConnectError::Io`] with operation `op`, naming `who()`.
+pub(crate) fn connect_once(
+    addr: SocketAddr,
+    deadline: Instant,
+    op: &'static str,
+    who: impl Fn() -> String,
+) -> Result<TcpStream, ConnectError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10))).map_err(|source| {
+        ConnectError::Io {
+            op,
+            peer: who(),
+            source,
+        }
+    })
 }

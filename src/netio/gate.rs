@@ -245,7 +245,9 @@ mod tests {
             params: [0, 0],
         };
         let by = Instant::now() + Duration::from_secs(20);
-        let (rank, _s) = auth::client_retry(addr, b"k", &hello, by, || "server".into()).unwrap();
+        let not_yet = auth::Listening::NotYet;
+        let (rank, _s) =
+            auth::client_retry(addr, b"k", &hello, by, not_yet, || "server".into()).unwrap();
         assert_eq!(rank, 0);
         assert_eq!(server.join().unwrap(), Some(5));
     }

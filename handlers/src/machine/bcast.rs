@@ -81,4 +81,8 @@ impl<T: Element> Machine for Bcast<T> {
     fn take_output(&mut self) -> Output {
         Box::new(std::mem::take(&mut self.data))
     }
+
+    fn root(&self) -> Option<u32> {
+        Some(self.root)
+    }
 }

@@ -44,6 +44,11 @@ pub(crate) trait Machine {
     fn is_done(&self) -> bool;
     /// The result (called once, after `is_done`).
     fn take_output(&mut self) -> Output;
+    /// The root's member index, for a rooted collective (the signature
+    /// holds it mod 128 only; see [`crate::sig::root_tail`]).
+    fn root(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// What a machine needs to send: the context, the handler, its group and
@@ -58,6 +63,9 @@ pub(crate) struct Io<'a> {
     pub(crate) sig: Sig,
     /// Added to every step sent (a machine run as a phase of another).
     pub(crate) base: u16,
+    /// Sent after every payload: the full root of a rooted collective in
+    /// a group of more than 128 members ([`crate::sig::root_tail`]).
+    pub(crate) tail: Option<[u8; 4]>,
 }
 
 impl<'a> Io<'a> {
@@ -71,6 +79,7 @@ impl<'a> Io<'a> {
             kind: self.kind,
             sig: self.sig,
             base: self.base + base,
+            tail: self.tail,
         }
     }
 
@@ -85,8 +94,15 @@ impl<'a> Io<'a> {
             sig: self.sig.0,
         }
         .emit();
-        self.ctx
-            .send(self.group.rank(to), self.handler, &[&h, payload])?;
+        let with_tail;
+        let parts: &[&[u8]] = match &self.tail {
+            None => &[&h, payload],
+            Some(t) => {
+                with_tail = [&h[..], payload, &t[..]];
+                &with_tail
+            }
+        };
+        self.ctx.send(self.group.rank(to), self.handler, parts)?;
         Ok(())
     }
 

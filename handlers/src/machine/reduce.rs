@@ -32,6 +32,8 @@ pub(crate) struct ReduceMachine<T: Element, R: Reduce<T>> {
     /// This rank is the collective's root but not the tree's: wait for it.
     await_from: Option<u32>,
     is_root: bool,
+    /// The collective's root (member index).
+    root: u32,
     sent_up: bool,
     result: Option<Vec<T>>,
 }
@@ -53,6 +55,7 @@ impl<T: Element, R: Reduce<T>> ReduceMachine<T, R> {
             forward_to: (me == tree_root && me != root).then_some(root),
             await_from: (me == root && me != tree_root).then_some(tree_root),
             is_root: me == root,
+            root,
             sent_up: false,
             result: None,
         }
@@ -144,5 +147,9 @@ impl<T: Element, R: Reduce<T>> Machine for ReduceMachine<T, R> {
             Some(r) => r,
             None => std::mem::take(&mut self.data),
         })
+    }
+
+    fn root(&self) -> Option<u32> {
+        Some(self.root)
     }
 }

@@ -21,7 +21,9 @@
 //!   its accepting thread), so two ranks dialing each other cannot
 //!   deadlock.
 //! - **Both ends at once** (deterministic tie-break): each pair has one
-//!   state per end (idle, dialing, accepting, dialed). A connection arriving
+//!   state per end (idle, dialing, accepting, dialed; the words and their
+//!   rules are `crate::lazy_pairs`, which the loom model
+//!   `loom-tests/src/lazy_pairs.rs` checks). A connection arriving
 //!   from peer `p` is accepted if this end is idle, or if it is dialing
 //!   `p` itself and `p` is the lower rank; otherwise it is answered
 //!   "refused" and closed. So when both dial at once the lower rank's
@@ -35,9 +37,9 @@
 
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
+use crate::lazy_pairs::LazyPairs;
 use crate::netio::auth::{self, Hello, Purpose};
 use crate::netio::gate::Gate;
-use crate::sync::{AtomicBool, AtomicU32, Ordering};
 use crate::transport::shm::mapping::MapRef;
 use crate::transport::tcp::mesh;
 use crate::wake::Doorbell;
@@ -48,15 +50,6 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// A pair end's state: nobody has started.
-const IDLE: u32 = 0;
-/// This rank's thread is dialing the peer.
-const DIALING: u32 = 1;
-/// The accepting thread took the peer's connection.
-const ACCEPTING: u32 = 2;
-/// This rank's dial connected.
-const DONE: u32 = 3;
 
 /// The answer byte: the dial is accepted, the description follows.
 const ACCEPT: u8 = 1;
@@ -104,18 +97,6 @@ pub(crate) enum Dialed {
     Crossed,
 }
 
-/// What the rank and its accepting thread share.
-#[derive(Debug)]
-struct Pairs {
-    /// Per peer: this end's state (IDLE, DIALING, ACCEPTING).
-    states: Vec<AtomicU32>,
-    /// A link waits in the channel.
-    arrived: AtomicBool,
-    /// Links accepted (the dialer may have its answer) and not yet in the
-    /// channel.
-    settling: AtomicU32,
-}
-
 /// The lazy connector of one rank. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Connector {
@@ -124,7 +105,8 @@ pub(crate) struct Connector {
     peers: Vec<(Rank, SocketAddr)>,
     /// Per peer: this rank's area description for it.
     mine: Arc<Vec<Vec<u8>>>,
-    pairs: Arc<Pairs>,
+    /// The words the rank and its accepting thread share.
+    pairs: Arc<LazyPairs>,
     links: Receiver<Incoming>,
     /// The accepting thread's stop descriptor (an eventfd).
     stop: OwnedFd,
@@ -148,11 +130,7 @@ impl Connector {
         listener.set_nonblocking(true)?;
         let job = Arc::new(job);
         let mine = Arc::new(mine);
-        let pairs = Arc::new(Pairs {
-            states: peers.iter().map(|_| AtomicU32::new(IDLE)).collect(),
-            arrived: AtomicBool::new(false),
-            settling: AtomicU32::new(0),
-        });
+        let pairs = Arc::new(LazyPairs::new(job.me.0, peers.len()));
         let (tx, links) = std::sync::mpsc::channel();
         // SAFETY: plain eventfd creation; the result is checked.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
@@ -186,31 +164,25 @@ impl Connector {
     /// Whether a link waits to be installed (one load: the poll's check).
     #[inline]
     pub(crate) fn arrived(&self) -> bool {
-        // SYNC POINT lazy-link (acquire side): pairs with the accepting
-        // thread's Release store after it sent the link.
-        self.pairs.arrived.load(Ordering::Acquire)
+        self.pairs.arrived()
     }
 
     /// Whether a link is accepted or waits to be installed: a peer whose
     /// dial returned is in the channel or about to be (the close flush
     /// waits for it).
     pub(crate) fn settling(&self) -> bool {
-        // SYNC POINT lazy-settle (acquire side): pairs with the accepting
-        // thread's count.
-        self.pairs.settling.load(Ordering::Acquire) > 0 || self.arrived()
+        self.pairs.settling()
     }
 
     /// Whether peer `k`'s connection was accepted here (handed over, or
     /// about to be).
     pub(crate) fn accepted(&self, k: usize) -> bool {
-        // Relaxed: as in `dial`.
-        self.pairs.states[k].load(Ordering::Relaxed) == ACCEPTING
+        self.pairs.accepted(k)
     }
 
     /// The links handed over so far.
     pub(crate) fn take(&self) -> Vec<Incoming> {
-        self.pairs.arrived.store(false, Ordering::Relaxed);
-        self.links.try_iter().collect()
+        self.pairs.take(|| self.links.try_iter().collect())
     }
 
     /// Wait up to `d` for the next handed-over link.
@@ -229,26 +201,19 @@ impl Connector {
     /// [`ConnectError`] naming the peer: refused (no listener), timed
     /// out, or failed to authenticate or answer.
     pub(crate) fn dial(&self, k: usize) -> Result<Dialed, ConnectError> {
-        let state = &self.pairs.states[k];
-        // Relaxed: the pair's state word decides who connects (its
-        // read-modify-writes are totally ordered); no data rides on it.
-        if state
-            .compare_exchange(IDLE, DIALING, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.pairs.start_dial(k) {
             // The peer's connection is being (or was) accepted.
             return Ok(Dialed::Crossed);
         }
-        let r = self.dial_once(k);
-        match r {
+        match self.dial_once(k) {
             Ok(Some(link)) => {
-                state.store(DONE, Ordering::Relaxed);
+                self.pairs.dialed(k);
                 Ok(link)
             }
             // Refused by the tie-break: the peer's own dial wins.
             Ok(None) => Ok(Dialed::Crossed),
             // The accepting thread took the pair over meanwhile.
-            Err(_) if state.load(Ordering::Relaxed) != DIALING => Ok(Dialed::Crossed),
+            Err(_) if self.pairs.taken_over(k) => Ok(Dialed::Crossed),
             Err(e) => Err(e),
         }
     }
@@ -264,39 +229,12 @@ impl Connector {
             job_hash: auth::job_hash(&self.job.job),
             params: self.job.params,
         };
-        let mut pause = Duration::from_millis(5);
-        let s = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let s = TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10)))
-                .map_err(|source| ConnectError::Io {
-                    op: "connect (on first use) to",
-                    peer: who(),
-                    source,
-                })?;
-            let attempt = (Instant::now() + auth::HANDSHAKE_TIMEOUT).min(deadline);
-            match auth::client(&s, &self.job.secret, &hello, attempt) {
-                Ok(server) if server == rank.0 => break s,
-                Ok(server) => {
-                    return Err(ConnectError::Handshake {
-                        peer: who(),
-                        source: HandshakeError::WrongPeer {
-                            what: format!("rank {server}, not rank {rank}"),
-                        },
-                    })
-                }
-                // Turned away by a full gate: retry, as at start-up.
-                Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                Err(source) => {
-                    return Err(ConnectError::Handshake {
-                        peer: who(),
-                        source,
-                    })
-                }
-            }
+        // The peer's start-up listener listened: refused means it is gone.
+        let listening = auth::Listening::Already {
+            op: "connect (on first use) to",
         };
+        let secret = &self.job.secret;
+        let s = auth::client_to_rank(addr, rank.0, secret, &hello, deadline, listening, who)?;
         let io = |source| ConnectError::Io {
             op: "exchange ring areas (on first use) with",
             peer: who(),
@@ -372,7 +310,7 @@ struct Answer {
     job: Arc<LazyJob>,
     ranks: Vec<Rank>,
     mine: Arc<Vec<Vec<u8>>>,
-    pairs: Arc<Pairs>,
+    pairs: Arc<LazyPairs>,
     tx: Sender<Incoming>,
     bell: Option<MapRef<Doorbell>>,
 }
@@ -398,37 +336,16 @@ impl Answer {
         .map_err(io)?;
         let mut r = s;
         let theirs = read_desc(&mut r).map_err(io)?;
-        let state = &self.pairs.states[k];
-        // Relaxed: as in `Connector::dial`, the state word only decides.
-        // Decided on the value the exchange finds (the rank may start its
-        // dial between a look and the exchange).
-        let mut cur = state.load(Ordering::Relaxed);
-        let take = loop {
-            // Idle, or both dial and the lower rank's connection wins.
-            let ours = cur == IDLE || (cur == DIALING && h.rank < job.me.0);
-            if !ours {
-                break false;
-            }
-            match state.compare_exchange(cur, ACCEPTING, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break true,
-                Err(now) => cur = now,
-            }
-        };
-        if !take {
+        // Idle, or both dial and the lower rank's connection wins.
+        if !self.pairs.accept(k, h.rank) {
             let mut w = s;
             // The pair's other connection wins: say so and close.
             let _ = w.write_all(&[REFUSE]);
             return Ok(());
         }
-        // SYNC POINT lazy-settle (release side): counted before the dialer
-        // can have its answer, until the link is in the channel (see
-        // `Connector::settling`).
-        self.pairs.settling.fetch_add(1, Ordering::AcqRel);
-        let r = self.answer(s, k, theirs);
-        // SYNC POINT lazy-settle (release side): the link (if any) is in
-        // the channel and flagged before the count drops.
-        self.pairs.settling.fetch_sub(1, Ordering::AcqRel);
-        r
+        // Counted as settling from before the dialer can have its answer
+        // until the link is in the channel (see `Connector::settling`).
+        self.pairs.settle(|| self.answer(s, k, theirs))
     }
 
     /// Answer the accepted dial of peer `k` and hand the link over.
@@ -443,10 +360,8 @@ impl Answer {
         let stream = s.try_clone().map_err(io)?;
         // The rank may have gone (its transport dropped): then the link is
         // simply closed.
-        if self.tx.send(Incoming { k, stream, theirs }).is_ok() {
-            // SYNC POINT lazy-link (release side): the link is in the
-            // channel before the flag says so.
-            self.pairs.arrived.store(true, Ordering::Release);
+        let link = Incoming { k, stream, theirs };
+        if self.pairs.hand_over(|| self.tx.send(link).is_ok()) {
             if let Some(b) = &self.bell {
                 b.ring();
             }
@@ -571,7 +486,7 @@ mod tests {
         // Rank 2 is in the middle of its own dial when rank 1's arrives:
         // rank 2 (higher) accepts it, and rank 1 gets the link.
         let (a, b) = pair();
-        b.pairs.states[0].store(DIALING, Ordering::Relaxed);
+        assert!(b.pairs.start_dial(0));
         let (sa, _) = match a.dial(0).unwrap() {
             Dialed::Link(s, t) => (s, t),
             Dialed::Crossed => panic!("the lower rank's dial must win"),
@@ -582,7 +497,7 @@ mod tests {
         // Rank 1 is in the middle of its dial when rank 2's arrives: rank
         // 1 (lower) refuses it, and rank 2's dial says the pair crossed.
         let (a, b) = pair();
-        a.pairs.states[0].store(DIALING, Ordering::Relaxed);
+        assert!(a.pairs.start_dial(0));
         assert!(matches!(b.dial(0).unwrap(), Dialed::Crossed));
         assert!(
             a.wait(Duration::from_millis(300)).is_none(),

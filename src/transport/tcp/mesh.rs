@@ -99,16 +99,8 @@ fn dial(
         params: job.params,
     };
     let who = || format!("rank {rank} at {addr}");
-    let (server, stream) = auth::client_retry(addr, job.secret, &hello, deadline, who)?;
-    if server != rank.0 {
-        return Err(ConnectError::Handshake {
-            peer: who(),
-            source: HandshakeError::WrongPeer {
-                what: format!("rank {server}, not rank {rank}"),
-            },
-        });
-    }
-    Ok(stream)
+    let listening = auth::Listening::NotYet;
+    auth::client_to_rank(addr, rank.0, job.secret, &hello, deadline, listening, who)
 }
 
 /// Accept connections until every rank of `want` has authenticated; each
