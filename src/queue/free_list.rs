@@ -58,34 +58,52 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
     /// lap found no free frame for [`STUCK`]: against a credit, only a
     /// process that does not follow the protocol holds every frame that
     /// long.
+    #[inline]
     pub fn claim(&self) -> Result<u32, FramesCorrupt> {
+        // The usual case inline: the next frame is free.
+        let (frame, was) = self.try_next();
+        if was == 0 {
+            return Ok(frame);
+        }
+        self.claim_walk(frame, was)
+    }
+
+    /// Take the next frame index and test-and-set its in-use flag: the
+    /// index, and the flag's previous value (0: the frame is ours).
+    #[inline(always)]
+    fn try_next(&self) -> (u32, u32) {
+        // Take the next frame index. Relaxed: the index only names a
+        // candidate; ownership is decided by the in-use flag below.
+        let frame = (self.head.fetch_add(1, Ordering::Relaxed) & self.mask) as u32;
+        // Test-and-set its in-use flag; a frame still held by a reader is
+        // skipped (seed step 3).
+        // SYNC POINT frame-release (acquire side): pairs with the Release
+        // store in `release`, so the receiver's reads of the frame's last
+        // contents happen before our writes.
+        let in_use = self.frames.in_use(frame);
+        let was = if mutant::on(Mutant::FreeListPlainTas) {
+            // MUTANT FreeListPlainTas (loom only): test, then set.
+            let was = in_use.load(Ordering::Acquire);
+            if was == 0 {
+                in_use.store(1, Ordering::Relaxed);
+            }
+            was
+        } else {
+            // SYNC POINT frame-release (acquire side), as above.
+            sync::test_and_set(in_use, Ordering::Acquire)
+        };
+        (frame, was)
+    }
+
+    /// The walk past frames in use (out of line: the usual claim takes
+    /// the first frame it looks at). `frame` was found with flag `was`.
+    #[cold]
+    #[inline(never)]
+    fn claim_walk(&self, mut frame: u32, mut was: u32) -> Result<u32, FramesCorrupt> {
         let mut walked = 0u64;
         #[cfg(not(loom))]
         let mut since: Option<std::time::Instant> = None;
         loop {
-            // Take the next frame index. Relaxed: the index only names a
-            // candidate; ownership is decided by the in-use flag below.
-            let frame = (self.head.fetch_add(1, Ordering::Relaxed) & self.mask) as u32;
-            // Test-and-set its in-use flag; a frame still held by a reader is
-            // skipped (seed step 3).
-            // SYNC POINT frame-release (acquire side): pairs with the Release
-            // store in `release`, so the receiver's reads of the frame's last
-            // contents happen before our writes.
-            let in_use = self.frames.in_use(frame);
-            let was = if mutant::on(Mutant::FreeListPlainTas) {
-                // MUTANT FreeListPlainTas (loom only): test, then set.
-                let was = in_use.load(Ordering::Acquire);
-                if was == 0 {
-                    in_use.store(1, Ordering::Relaxed);
-                }
-                was
-            } else {
-                // SYNC POINT frame-release (acquire side), as above.
-                sync::test_and_set(in_use, Ordering::Acquire)
-            };
-            if was == 0 {
-                return Ok(frame);
-            }
             // Held (1), or a value only something outside the protocol
             // writes: an error, not a frame skipped for ever.
             if was != 1 {
@@ -102,6 +120,10 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
                 sync::yield_now();
             } else {
                 sync::spin_loop();
+            }
+            (frame, was) = self.try_next();
+            if was == 0 {
+                return Ok(frame);
             }
         }
     }
