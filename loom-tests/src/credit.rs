@@ -88,7 +88,8 @@ fn run() {
                 },
                 ..SlotBody::default()
             };
-            q.publish(window.sent() - 1, &body);
+            q.publish(window.sent() - 1, &body)
+                .expect("stamps never look corrupt");
             s.receiver_bell.ring();
         }
     });

@@ -35,6 +35,19 @@
 //! - at most one message per source is open (expecting fragments): the
 //!   last one; senders never interleave messages to one destination.
 //!
+//! # What a stream keeps, and what bounds it
+//! The fragments in `frags` — the unread part of an async handler's
+//! message, and the messages queued behind a suspended handler — are
+//! not copies: each is a frame or ring slot of its transport, not yet
+//! released. A sender needs a credit per fragment and gets it back only
+//! when the fragment is released, so one source can have at most its
+//! credits' worth here, however long a handler leaves its bytes: on
+//! shared memory `FASTMSG_CREDITS` fragments of at most
+//! `FASTMSG_FRAME_SIZE` bytes (32 × 8 KiB by default), on a network ring
+//! its `FASTMSG_NET_SLOTS` slots. What does not fit waits at the sender
+//! (parked, see `super::backpressure`). The only bytes a stream copies
+//! are a control message's, bounded per operation (`ControlOp::max_len`).
+//!
 //! Bad input from a peer (a continuation without a first fragment, a first
 //! fragment inside an open message, an unknown handler, lengths that do
 //! not add up, a control message announcing more than its operation ever
@@ -688,6 +701,13 @@ impl SourceStream {
             aborted: m.aborted && drained,
         };
         Some((read, Used::new(&mut self.frags, used)))
+    }
+
+    /// Fragments kept in the stream, and their payload bytes.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> (usize, u64) {
+        let bytes = self.frags.iter().map(|f| u64::from(f.header.len)).sum();
+        (self.frags.len(), bytes)
     }
 
     /// Bytes of the current message `seq` that have arrived and are unread.

@@ -234,6 +234,190 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A sender on a shared queue whose shared memory another process
+/// scribbled on (`scribble`, on the queue rank 1 writes on rank 0) gets a
+/// typed error naming the receiver (`expect`), at once, instead of
+/// spinning for ever; later sends to that rank fail. `payload` bytes per
+/// send: 0 goes in the slot, 64 through a free-list frame.
+fn scribbled_shared_queue_is_an_error_not_a_hang(
+    payload: usize,
+    scribble: fn(&mut crate::transport::ShmTransport),
+    expect: fn(&ExtractError) -> bool,
+) {
+    let done = crate::sync::AtomicBool::new(false);
+    let started = crate::sync::AtomicU32::new(0);
+    threads::run(
+        3,
+        // One queue per rank: ranks 1 and 2 share rank 0's.
+        |c| c.shm.queues = Some(1),
+        |mut b| {
+            let h = b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            // SYNC POINT test-started (release side).
+            started.fetch_add(1, crate::sync::Ordering::Release);
+            let linger = || {
+                // SYNC POINT test-done (acquire side).
+                while !done.load(crate::sync::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
+            if ep.rank() != Rank(1) {
+                linger();
+                return Ok(());
+            }
+            // Scribble once every rank is past start-up (whose exchange
+            // would find the corrupt queue first).
+            // SYNC POINT test-started (acquire side).
+            while started.load(crate::sync::Ordering::Acquire) < 3 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            shm(&ep, scribble);
+            let data = vec![5u8; payload];
+            // The fragment cannot be published; the send returns.
+            let t0 = std::time::Instant::now();
+            let _ = ep.send(Rank(0), h, &[&data]);
+            let spent = t0.elapsed();
+            let e = ep
+                .wait_until(|| false)
+                .expect_err("the corrupt queue is reported");
+            assert!(
+                expect(&e) && e.to_string().contains("corrupt") && e.failed_peer() == Some(Rank(0)),
+                "{e:?}"
+            );
+            match ep.send(Rank(0), h, &[&data]) {
+                Err(crate::error::SendError::PeerGone { rank: Rank(0) }) => {}
+                other => panic!("a send after the report: {other:?}"),
+            }
+            assert!(
+                spent < std::time::Duration::from_secs(5),
+                "send took {spent:?}"
+            );
+            // SYNC POINT test-done (release side).
+            done.store(true, crate::sync::Ordering::Release);
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_sender_on_a_scribbled_shared_queue_gets_an_error_not_a_hang() {
+    scribbled_shared_queue_is_an_error_not_a_hang(
+        0,
+        |t| t.scribble_stamps(Rank(0), 0xdead_beef_0000),
+        |e| {
+            matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::PeerQueueCorrupt {
+                    dest: 0,
+                    seq: 0xdead_beef_0000,
+                    ..
+                })
+            )
+        },
+    );
+}
+
+#[test]
+fn a_sender_on_scribbled_free_list_flags_gets_an_error_not_a_hang() {
+    scribbled_shared_queue_is_an_error_not_a_hang(
+        64,
+        |t| t.scribble_frames(Rank(0), 7),
+        |e| {
+            matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
+                    dest: 0,
+                    flag: 7,
+                    ..
+                })
+            )
+        },
+    );
+}
+
+/// Bytes kept for an async handler that has not taken them are bounded
+/// by the sender's credits, not by what the sender sends: a handler that
+/// never returns holds its message and those queued behind it, and the
+/// sender's further sends wait at the sender (parked).
+#[test]
+fn what_a_stuck_async_handler_holds_is_bounded_by_the_senders_credits() {
+    const CREDITS: u32 = 4;
+    const SENT: usize = 40;
+    const LEN: usize = 100;
+    // Rank 0 has looked; rank 1 has looked (neither leaves before the
+    // other is done with it: leaving without `close` is a failure).
+    let (looked0, looked1) = (
+        crate::sync::AtomicBool::new(false),
+        crate::sync::AtomicBool::new(false),
+    );
+    threads::run(
+        2,
+        |c| c.shm.credits = CREDITS,
+        |mut b| {
+            let h = b.register("stuck", |_c, _m| async {
+                // Never resumed: nothing it waits for will come.
+                std::future::pending::<()>().await;
+                Ok(())
+            });
+            let mut ep = b.start()?;
+            if ep.rank() == Rank(1) {
+                // Through `Ctx`: what finds no credit parks (an
+                // `Endpoint::send` would wait for the credit).
+                let ctx = ep.ctx();
+                for _ in 0..SENT {
+                    ctx.send(Rank(0), h, &[&[1u8; LEN]])?;
+                }
+                // Progress (parked sends go as credit comes back) until
+                // rank 0 has looked.
+                // SYNC POINT test-done (acquire side).
+                while !looked0.load(crate::sync::Ordering::Acquire) {
+                    ep.extract(usize::MAX)?;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let parked = ctx.parked_bytes();
+                // SYNC POINT test-done (release side).
+                looked1.store(true, crate::sync::Ordering::Release);
+                assert_eq!(
+                    parked,
+                    (SENT - CREDITS as usize) * LEN,
+                    "what the credits do not cover waits here"
+                );
+                return Ok(());
+            }
+            let core = ep.core.clone();
+            let held = || core.streams.borrow().get(Rank(1)).unwrap().held();
+            // Take in until the credits' worth is here, then a while
+            // longer: nothing more may arrive (bounded: 10 s at most).
+            let t0 = std::time::Instant::now();
+            let mut full = None;
+            while t0.elapsed() < std::time::Duration::from_secs(10) {
+                ep.extract(usize::MAX)?;
+                let now = std::time::Instant::now();
+                if held().0 >= CREDITS as usize
+                    && *full.get_or_insert(now) + std::time::Duration::from_millis(300) < now
+                {
+                    break;
+                }
+            }
+            let got = held();
+            // SYNC POINT test-done (release side).
+            looked0.store(true, crate::sync::Ordering::Release);
+            assert_eq!(
+                got,
+                (CREDITS as usize, CREDITS as u64 * LEN as u64),
+                "kept: the stuck message and those behind it, one credit each"
+            );
+            // SYNC POINT test-done (acquire side).
+            while !looked1.load(crate::sync::Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn different_handler_tables_name_the_first_difference() {
     let r = threads::run(
