@@ -7,14 +7,15 @@
 #   scripts/coll-interleave.sh BASE_DIR NEW_DIR [ROUNDS] [RANKS]   (5; "2 4")
 #
 # Each DIR is a checkout with release builds of fmrun and the example:
-#   cargo build --release --bin fmrun -p fastmsg-examples --example collectives
+#   cargo build --release -p fastmsg --bin fmrun
+#   cargo build --release -p fastmsg-examples --example collectives
 # (the base must have `--rooted`: examples/collectives.rs from this change
 # on). Every round runs base then new and prints the 1-minute load average
 # before each; the summary is, per operation and rank count, each side's
 # median over rounds, new/base, and the median of the per-round ratios. On
 # a busy host the ratios are what to compare, not the microseconds.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,16p' "$0"; exit 2; }
 BASE=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
 ROUNDS=${3:-5}
