@@ -22,7 +22,7 @@ GCCLD="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')
 [ -x "$GCCLD/ld.lld" ] || { echo "no rust-lld at $GCCLD"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-cat >"$T/ld.sh" <<WRAP
+cat >"$T/shufcc.sh" <<WRAP
 #!/usr/bin/env bash
 cc -fuse-ld=lld -B$GCCLD "\$@" || exit \$?
 out=""; prev=""
@@ -36,10 +36,12 @@ case "\$(basename "\$out")" in
     done;;
 esac
 WRAP
-chmod +x "$T/ld.sh"
+chmod +x "$T/shufcc.sh"
+# (Not named *ld*: rustc infers the linker's flavour from its name, and a
+# name ending in "ld" would get ld's arguments instead of cc's.)
 for d in "$BASE" "$NEW"; do
     [ -x "$d/target/release/fmrun" ] || { echo "missing $d/target/release/fmrun"; exit 1; }
-    (cd "$d" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$T/ld.sh" \
+    (cd "$d" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$T/shufcc.sh" \
         CARGO_TARGET_DIR="$d/target/placement" \
         cargo build -q --release -p fastmsg-examples --example pingpong)
     # The wrapper links the variants only when the example is linked: make

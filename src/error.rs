@@ -98,32 +98,6 @@ pub enum ProtocolError {
         /// Stamp found.
         seq: u64,
     },
-    /// A send found the receive queue it writes on another rank corrupt:
-    /// the slot it must fill holds a stamp the protocol never leaves
-    /// there, or stayed unrecycled past `queue::STUCK` against a credit.
-    /// The fragment was not sent; the rank is taken as failed.
-    #[error("the receive queue that this rank writes on rank {dest} is corrupt: slot stamp {seq} for position {pos}; rank {dest} is taken as failed")]
-    PeerQueueCorrupt {
-        /// The receiving rank.
-        dest: u32,
-        /// The position this rank was to publish at.
-        pos: u64,
-        /// Stamp found.
-        seq: u64,
-    },
-    /// A send found the frames of the receive queue it writes on another
-    /// rank corrupt: a frame's in-use flag holds a value the protocol
-    /// never writes, or no frame came free for `queue::STUCK` against a
-    /// credit. The fragment was not sent; the rank is taken as failed.
-    #[error("the receive queue that this rank writes on rank {dest} is corrupt: frame {frame} has in-use flag {flag} (or no frame came free within a second); rank {dest} is taken as failed")]
-    PeerFramesCorrupt {
-        /// The receiving rank.
-        dest: u32,
-        /// The frame looked at last.
-        frame: u32,
-        /// Its in-use flag.
-        flag: u32,
-    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -729,10 +703,6 @@ impl ExtractError {
     pub fn failed_peer(&self) -> Option<Rank> {
         match self {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
-            ExtractError::Protocol(
-                ProtocolError::PeerQueueCorrupt { dest, .. }
-                | ProtocolError::PeerFramesCorrupt { dest, .. },
-            ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }
                 | NetError::BadRecord { rank, .. }

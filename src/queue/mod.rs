@@ -32,5 +32,5 @@ mod free_list;
 mod recv;
 
 pub use frames::FrameStore;
-pub use free_list::{FramesCorrupt, FreeList};
-pub use recv::{QueueCorrupt, RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME, STUCK};
+pub use free_list::FreeList;
+pub use recv::{RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME};

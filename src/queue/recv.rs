@@ -77,8 +77,7 @@ impl Slot {
 /// overwritten by something that does not follow the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueCorrupt {
-    /// The consumer's position (or, from [`RecvQueue::publish`], the
-    /// producer's).
+    /// The consumer's position.
     pub head: u64,
     /// The stamp found.
     pub seq: u64,
@@ -150,44 +149,13 @@ impl<'a> RecvQueue<'a> {
     /// the caller's credit guarantees that happens without waiting on any
     /// further sends. In dedicated mode the caller's credit must prove the
     /// consumer has read position `pos - capacity()`.
-    ///
-    /// # Errors
-    /// Shared mode: [`QueueCorrupt`] (nothing published) if the slot's
-    /// stamp is one the protocol never leaves for a producer of `pos`, or
-    /// stays unrecycled past [`STUCK`] — only a process that does not
-    /// follow the protocol writes such a stamp or holds a slot that long
-    /// against a credit (see [`wait_recycled`]).
     #[inline(always)]
-    pub fn publish(&self, pos: u64, body: &SlotBody) -> Result<(), QueueCorrupt> {
+    pub fn publish(&self, pos: u64, body: &SlotBody) {
         let slot = self.slot(pos);
         // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
-            // Recycled already (the usual case: one load and a compare, no
-            // call, nothing to check); else wait out of line, where a
-            // corrupt stamp is found.
-            // SYNC POINT rq-recycle (acquire side): as in `wait_recycled`.
-            if slot.seq.load(Ordering::Acquire) != pos {
-                wait_recycled(slot, pos, self.mask)?;
-            }
+            wait_recycled(slot, pos);
         }
-        self.fill(slot, pos, body);
-        Ok(())
-    }
-
-    /// Publish `body` at position `pos` of a dedicated queue: as
-    /// [`publish`](Self::publish), whose recycle wait (the only thing that
-    /// can fail) is for shared queues alone. For send paths that know the
-    /// queue is dedicated and should carry no error path.
-    #[inline(always)]
-    pub fn publish_dedicated(&self, pos: u64, body: &SlotBody) {
-        debug_assert!(!self.shared, "a shared queue waits for the recycle");
-        self.fill(self.slot(pos), pos, body);
-    }
-
-    /// Fill the slot of `pos` (ours, as `publish` explains) and stamp it
-    /// published.
-    #[inline(always)]
-    fn fill(&self, slot: &Slot, pos: u64, body: &SlotBody) {
         // Fill the slot.
         slot.body.with_mut(|p| {
             // SAFETY: the slot is ours: in shared mode the stamp says the
@@ -336,49 +304,19 @@ impl<'a> RecvQueue<'a> {
     }
 }
 
-/// How long a producer holding a credit waits for a slot's recycle before
-/// it calls the queue corrupt. With credits no wait is legitimate at all
-/// (the consumer recycles a slot before it returns the credit that lets a
-/// producer reach the slot's next lap, and at most `capacity` positions
-/// are claimed and not recycled); a second is far past any delay in
-/// making the recycle visible.
-pub const STUCK: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Shared mode, producer: wait until the consumer has recycled `slot` for
 /// position `pos` (the caller's credit says it will without waiting on
-/// any further sends). Called by `publish` only when its first look found
-/// the slot not recycled yet; out of line, so that `publish` stays small
-/// enough to inline into the send paths.
-///
-/// The stamp can only be `pos` (recycled), or the last lap's position
-/// `pos - cap` (claimed by another producer, not published yet: only
-/// without credits, as in the loom models) or `pos - cap + 1` (published,
-/// not recycled yet). Any other value — or a wait past [`STUCK`] — was
-/// written by something that does not follow the protocol: an error, not
-/// a spin for ever.
+/// any further sends). Out of line: dedicated queues never wait, and the
+/// wait kept `publish` from being inlined into the send paths.
 #[inline(never)]
-fn wait_recycled(slot: &Slot, pos: u64, mask: u64) -> Result<(), QueueCorrupt> {
+fn wait_recycled(slot: &Slot, pos: u64) {
     let mut spins = 0u32;
-    #[cfg(not(loom))]
-    let mut since: Option<std::time::Instant> = None;
-    loop {
-        // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-        // Release recycle store in `recycle`; its reads of the previous
-        // lap's body happen before the caller's write.
-        let seq = slot.seq.load(Ordering::Acquire);
-        if seq == pos {
-            return Ok(());
-        }
-        let last_lap = pos.wrapping_sub(mask + 1);
-        if pos <= mask || (seq != last_lap && seq != last_lap + 1) {
-            return Err(QueueCorrupt { head: pos, seq });
-        }
+    // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
+    // Release recycle store in `recycle`; its reads of the previous lap's
+    // body happen before the caller's write.
+    while slot.seq.load(Ordering::Acquire) != pos {
         spins += 1;
         if spins % 1024 == 0 {
-            #[cfg(not(loom))]
-            if since.get_or_insert_with(std::time::Instant::now).elapsed() > STUCK {
-                return Err(QueueCorrupt { head: pos, seq });
-            }
             sync::yield_now();
         } else {
             sync::spin_loop();

@@ -23,10 +23,7 @@ use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
 use crate::flow::{CreditLine, CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::queue::{
-    FrameStore, FramesCorrupt, FreeList, QueueCorrupt, RecvQueue, SlotBody, Watch, INLINE_BYTES,
-    NO_FRAME,
-};
+use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::{Doorbell, Ringer};
 use crate::window::{WindowArea, WindowView};
@@ -139,78 +136,34 @@ impl TxPeer {
     /// Publish `body` at the position of the credit just taken (shared
     /// queue: the next claimed position; dedicated: the credit's own).
     #[inline(always)]
-    fn publish_taken(&self, body: &SlotBody) -> Result<(), QueueCorrupt> {
+    fn publish_taken(&self, body: &SlotBody) {
         let pos = if self.q.is_shared() {
             self.q.claim()
         } else {
             self.window.sent() - 1
         };
-        self.q.publish(pos, body)
+        self.q.publish(pos, body);
     }
 
     /// The fast path's larger payloads (more than a slot holds, at most a
-    /// frame) to a dedicated queue, after the credit was taken: gather
-    /// `pieces` into the frame that goes with the credit's position (frame
-    /// `pos & mask`, bound to this sender by the credit protocol, no
-    /// shared-memory traffic) and publish a slot naming it. Cannot fail:
-    /// nothing of the receiver's is waited on. Out of line, so that the
-    /// in-slot case keeps its registers.
+    /// frame), after the credit was taken: claim the frame that goes with
+    /// it (dedicated queue: frame `pos & mask`, bound to this sender by the
+    /// credit protocol, no shared-memory traffic; shared queue: one from
+    /// the free list), gather `pieces` into it and publish a slot naming
+    /// it. Out of line, so that the in-slot case keeps its registers.
     #[inline(never)]
     fn send_framed(&self, header: FragHeader, pieces: &[&[u8]]) {
-        let pos = self.window.sent() - 1;
-        let frame = (pos & (self.q.capacity() - 1)) as u32;
+        let frame = if self.q.is_shared() {
+            FreeList::new(self.free_head, &self.frames).claim()
+        } else {
+            ((self.window.sent() - 1) & (self.q.capacity() - 1)) as u32
+        };
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        self.q.publish_dedicated(
-            pos,
-            &SlotBody {
-                header,
-                frame,
-                inline: [0; INLINE_BYTES],
-            },
-        );
-    }
-
-    /// As [`send_framed`](Self::send_framed), to a shared queue: the frame
-    /// comes from the free list, the slot from the next claimed position.
-    ///
-    /// # Errors
-    /// What the free-list claim or the publication found corrupt (nothing
-    /// is published).
-    #[inline(never)]
-    fn send_framed_shared(&self, header: FragHeader, pieces: &[&[u8]]) -> Result<(), TxCorrupt> {
-        let frame = FreeList::new(self.free_head, &self.frames).claim()?;
-        gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        let pos = self.q.claim();
-        self.q.publish(
-            pos,
-            &SlotBody {
-                header,
-                frame,
-                inline: [0; INLINE_BYTES],
-            },
-        )?;
-        Ok(())
-    }
-}
-
-/// What a send found corrupt in the queue it writes on a peer.
-#[derive(Clone, Copy, Debug)]
-enum TxCorrupt {
-    /// A slot's stamp (`RecvQueue::publish`).
-    Queue(QueueCorrupt),
-    /// The free list's frames (`FreeList::claim`).
-    Frames(FramesCorrupt),
-}
-
-impl From<QueueCorrupt> for TxCorrupt {
-    fn from(c: QueueCorrupt) -> Self {
-        TxCorrupt::Queue(c)
-    }
-}
-
-impl From<FramesCorrupt> for TxCorrupt {
-    fn from(c: FramesCorrupt) -> Self {
-        TxCorrupt::Frames(c)
+        self.publish_taken(&SlotBody {
+            header,
+            frame,
+            inline: [0; INLINE_BYTES],
+        });
     }
 }
 
@@ -264,8 +217,6 @@ pub struct ShmTransport {
     /// Per SMT id: its lifeline (liveness, see [`liveness`]).
     lives: Vec<MapRef<LifeLine>>,
     gone: Vec<bool>,
-    /// Peers' queues that sends found corrupt, to report (`check_peers`).
-    tx_corrupt: Vec<ProtocolError>,
     /// Our own armed lifeline, released (unlocked) on drop; the guard
     /// holds the mapping itself.
     life: LifeGuard,
@@ -439,7 +390,6 @@ impl ShmTransport {
             pid_of_smt,
             lives,
             gone: vec![false; local],
-            tx_corrupt: Vec::new(),
             life,
             seg,
         })
@@ -697,29 +647,6 @@ impl ShmTransport {
         self.life.set_closed();
     }
 
-    /// A send to `dest` found its receive queue corrupt (`c`, see
-    /// `RecvQueue::publish`): the fragment is not published, the peer is
-    /// taken out of service (later sends to it find no queue and fail with
-    /// `PeerGone`) and `check_peers` reports it as the peer's failure.
-    #[cold]
-    #[inline(never)]
-    fn queue_corrupt(&mut self, dest: Rank, c: impl Into<TxCorrupt>) {
-        self.tx[dest.index()] = None;
-        self.mark_gone(dest);
-        self.tx_corrupt.push(match c.into() {
-            TxCorrupt::Queue(c) => ProtocolError::PeerQueueCorrupt {
-                dest: dest.0,
-                pos: c.head,
-                seq: c.seq,
-            },
-            TxCorrupt::Frames(c) => ProtocolError::PeerFramesCorrupt {
-                dest: dest.0,
-                frame: c.frame,
-                flag: c.flag,
-            },
-        });
-    }
-
     /// `rank` is gone (the engine learnt it): puts to it fail.
     pub(crate) fn mark_gone(&mut self, rank: Rank) {
         if let Some(&s) = self.smt_of_rank.get(rank.index()) {
@@ -839,15 +766,7 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let frame = match FreeList::new(peer.free_head, &peer.frames).claim() {
-                Ok(frame) => frame,
-                Err(c) => {
-                    // Nothing reserved: the peer is out of service now,
-                    // and the caller finds it gone.
-                    self.queue_corrupt(dest, c);
-                    return None;
-                }
-            };
+            let frame = FreeList::new(peer.free_head, &peer.frames).claim();
             let ptr = peer.frames.payload(frame);
             // SAFETY: the free list gave us the frame (in-use flag set); it
             // is ours until the receiver releases it after our commit.
@@ -889,10 +808,7 @@ impl Transport for ShmTransport {
             }
             frame.token
         };
-        if let Err(c) = peer.q.publish(pos, &body) {
-            self.queue_corrupt(frame.dest, c);
-            return;
-        }
+        peer.q.publish(pos, &body);
         self.ringer.ring(peer.bell);
     }
 
@@ -933,25 +849,15 @@ impl Transport for ShmTransport {
                 inline: [0; INLINE_BYTES],
             };
             gather_into_slot(&mut body.inline, pieces);
-            if let Err(c) = peer.publish_taken(&body) {
-                self.queue_corrupt(dest, c);
-                return true;
-            }
-        } else if !peer.q.is_shared() {
+            peer.publish_taken(&body);
+        } else {
             peer.send_framed(header, pieces);
-        } else if let Err(c) = peer.send_framed_shared(header, pieces) {
-            self.queue_corrupt(dest, c);
-            return true;
         }
         ringer.ring(peer.bell);
         true
     }
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
-        // A peer's queue found corrupt by a send: that peer's failure.
-        if let Some(e) = self.tx_corrupt.pop() {
-            return Err(ExtractError::Protocol(e));
-        }
         // Stamps from neither this lap nor the last (the empty poll compares
         // with one value only and would wait for ever).
         for qi in 0..self.rx.len() {
@@ -1016,33 +922,7 @@ impl ShmTransport {
     pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
         assert!(peer.take_credit());
-        peer.publish_taken(&body).expect("our stamps are intact");
-    }
-
-    /// Overwrite the stamp of every slot of the queue we write on `dest`
-    /// with `value` (as another process scribbling on the segment would).
-    pub(crate) fn scribble_stamps(&mut self, dest: Rank, value: u64) {
-        let peer = self.tx[dest.index()].as_ref().expect("local peer");
-        for pos in 0..peer.q.capacity() {
-            // Relaxed: garbage, ordered with nothing.
-            peer.q
-                .watch(pos)
-                .stamp_ref()
-                .store(value, crate::sync::Ordering::Relaxed);
-        }
-    }
-
-    /// Overwrite the in-use flag of every frame of the queue we write on
-    /// `dest` with `value` (as another process scribbling on the segment
-    /// would).
-    pub(crate) fn scribble_frames(&mut self, dest: Rank, value: u32) {
-        let peer = self.tx[dest.index()].as_ref().expect("local peer");
-        for frame in 0..peer.frames.count() {
-            // Relaxed: garbage, ordered with nothing.
-            peer.frames
-                .in_use(frame)
-                .store(value, crate::sync::Ordering::Relaxed);
-        }
+        peer.publish_taken(&body);
     }
 
     /// Overwrite the stamp of the next slot `dest` will poll from us.
