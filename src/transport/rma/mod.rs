@@ -120,11 +120,6 @@ pub struct RmaTransport<W: RmaWire> {
     next: usize,
     /// Lazy set-up: the connector (dials, and links handed over).
     lazy: Option<Connector>,
-    /// `has_arrivals` found the hand-over flag down and a ring ready: the
-    /// poll that follows skips its own look at the flag, once (as if the
-    /// link were handed over just after that look: the next poll, or the
-    /// next `has_arrivals`, sees it).
-    lazy_looked: Cell<bool>,
     /// Safe mode: how many slots' `landed` flags are set (reports not yet
     /// taken); while 0 no ring can be ready.
     reports: Cell<usize>,
@@ -650,10 +645,7 @@ impl<W: RmaWire> RmaTransport<W> {
 impl<W: RmaWire> Transport for RmaTransport<W> {
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
         self.progress_due();
-        if self.lazy_looked.get() {
-            // `has_arrivals` just looked (one look per extract).
-            self.lazy_looked.set(false);
-        } else if self.lazy_arrived() {
+        if self.lazy_arrived() {
             self.install_arrived();
         }
         if self.notify && self.reports.get() == 0 {
@@ -681,14 +673,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         self.wire.may_sleep();
         self.progress_due();
         // A link handed over: the next poll installs it.
-        if self.lazy_arrived() {
-            return true;
-        }
-        let ready = self.any_ready();
-        if ready {
-            self.lazy_looked.set(true);
-        }
-        ready
+        self.lazy_arrived() || self.any_ready()
     }
 
     fn release(&mut self, token: &ReleaseToken) {

@@ -55,7 +55,6 @@ impl<W: RmaWire> RmaTransport<W> {
             peer_of_rank,
             next: 0,
             lazy: None,
-            lazy_looked: Cell::new(false),
             failed: RefCell::new(Vec::new()),
             unreachable: Vec::new(),
             ended: RefCell::new(Vec::new()),
