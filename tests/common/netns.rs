@@ -10,6 +10,12 @@
 //! and `handlers/tests/net_collectives.rs` (by `#[path]`). Needs root;
 //! [`Hosts::create`] returns `None`, with a message, where namespaces
 //! cannot be created.
+//!
+//! Namespaces are named `fmh<pid>_<k>{a,b}` after the test process that
+//! made them. A test process killed before its drop leaves its pair
+//! behind; the next [`Hosts::create`] of any test process deletes the
+//! pairs whose process no longer exists (a live process's are never
+//! touched).
 
 #![allow(dead_code)]
 
@@ -75,10 +81,13 @@ impl Hosts {
             eprintln!("SKIP {tag}: not root, cannot create network namespaces");
             return None;
         }
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep_stale);
         static N: AtomicU32 = AtomicU32::new(0);
         let k = N.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{}{k}", std::process::id() % 100_000);
-        let ns = [format!("fmh{id}a"), format!("fmh{id}b")];
+        let pid = std::process::id();
+        let id = format!("{}{k}", pid % 100_000);
+        let ns = [format!("fmh{pid}_{k}a"), format!("fmh{pid}_{k}b")];
         let veth = [format!("fmv{id}a"), format!("fmv{id}b")];
         // Addresses inside our own namespaces only (a private /24 per pair).
         let net = 1 + k % 250;
@@ -183,6 +192,43 @@ impl Hosts {
             assert!(s.success(), "{scenario}: host {h}'s ranks failed: {s}");
         }
     }
+}
+
+/// The process id in a test namespace's name (`fmh<pid>_<k>a|b`).
+fn owner_of(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("fmh")?;
+    let (pid, tail) = rest.split_once('_')?;
+    let k = tail.strip_suffix('a').or_else(|| tail.strip_suffix('b'))?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Delete the test namespaces of processes that no longer exist (killed
+/// before their `Hosts` was dropped). Best effort: a failure leaves them.
+fn sweep_stale() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        if let Some(pid) = owner_of(name) {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = ip(&["netns", "del", name]);
+            }
+        }
+    }
+}
+
+#[test]
+fn names_of_test_namespaces_give_their_process() {
+    assert_eq!(owner_of("fmh4242_0a"), Some(4242));
+    assert_eq!(owner_of("fmh4242_17b"), Some(4242));
+    assert_eq!(owner_of("fmh4242_c"), None);
+    assert_eq!(owner_of("fmh4242_1c"), None);
+    assert_eq!(owner_of("fmh42420a"), None, "the old names are not ours to judge");
+    assert_eq!(owner_of("other"), None);
 }
 
 /// SIGTERM each `fmrun` (it stops its ranks), SIGKILL what is left.
