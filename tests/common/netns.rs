@@ -227,7 +227,11 @@ fn names_of_test_namespaces_give_their_process() {
     assert_eq!(owner_of("fmh4242_17b"), Some(4242));
     assert_eq!(owner_of("fmh4242_c"), None);
     assert_eq!(owner_of("fmh4242_1c"), None);
-    assert_eq!(owner_of("fmh42420a"), None, "the old names are not ours to judge");
+    assert_eq!(
+        owner_of("fmh42420a"),
+        None,
+        "the old names are not ours to judge"
+    );
     assert_eq!(owner_of("other"), None);
 }
 
