@@ -98,6 +98,32 @@ pub enum ProtocolError {
         /// Stamp found.
         seq: u64,
     },
+    /// A send found the shared receive queue it writes on another rank
+    /// corrupt: the slot it must fill holds a stamp the protocol never
+    /// leaves there (see `RecvQueue::publish`). The fragment was not sent;
+    /// the rank is taken as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: slot stamp {seq} for position {pos}; rank {dest} is taken as failed")]
+    PeerQueueCorrupt {
+        /// The receiving rank.
+        dest: u32,
+        /// The position this rank was to publish at.
+        pos: u64,
+        /// The stamp found.
+        seq: u64,
+    },
+    /// A send found the frames of the shared receive queue it writes on
+    /// another rank corrupt: a frame's in-use flag holds a value the
+    /// protocol never writes. The fragment was not sent; the rank is taken
+    /// as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: frame {frame} has in-use flag {flag}; rank {dest} is taken as failed")]
+    PeerFramesCorrupt {
+        /// The receiving rank.
+        dest: u32,
+        /// The frame.
+        frame: u32,
+        /// The flag found.
+        flag: u32,
+    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -703,6 +729,10 @@ impl ExtractError {
     pub fn failed_peer(&self) -> Option<Rank> {
         match self {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
+            ExtractError::Protocol(
+                ProtocolError::PeerQueueCorrupt { dest, .. }
+                | ProtocolError::PeerFramesCorrupt { dest, .. },
+            ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }
                 | NetError::BadRecord { rank, .. }

@@ -104,7 +104,7 @@ fn queue(c: &mut Criterion) {
     let fl = FreeList::new(&head, &frames);
     c.bench_function("queue/free_list_claim_release", |b| {
         b.iter(|| {
-            let f = fl.claim();
+            let f = fl.claim(|| false).expect("sound frames");
             fl.release(black_box(f));
         })
     });
@@ -118,9 +118,9 @@ fn queue(c: &mut Criterion) {
         let mut b0 = body(8);
         c.bench_function("queue/claim_publish_pop_release", |b| {
             b.iter(|| {
-                b0.frame = fl.claim();
+                b0.frame = fl.claim(|| false).expect("sound frames");
                 let p = q.claim();
-                q.publish(p, black_box(&b0));
+                q.publish(p, black_box(&b0), || false).expect("sound queue");
                 let got = q.try_pop(p).expect("not corrupt").expect("published");
                 fl.release(got.frame);
                 black_box(got.header.len)
@@ -137,7 +137,11 @@ fn queue(c: &mut Criterion) {
         c.bench_function(&format!("queue/publish_pop/{name}"), |b| {
             b.iter(|| {
                 let p = if shared { q.claim() } else { pos };
-                q.publish(p, black_box(&b0));
+                if shared {
+                    q.publish(p, black_box(&b0), || false).expect("sound queue");
+                } else {
+                    q.publish_dedicated(p, black_box(&b0));
+                }
                 let got = q.try_pop(p).expect("not corrupt").expect("published");
                 pos += 1;
                 black_box(got)

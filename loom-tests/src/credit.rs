@@ -88,7 +88,7 @@ fn run() {
                 },
                 ..SlotBody::default()
             };
-            q.publish(window.sent() - 1, &body);
+            q.publish_dedicated(window.sent() - 1, &body);
             s.receiver_bell.ring();
         }
     });

@@ -77,7 +77,7 @@ fn run(fragments: &'static [u64]) {
                         ..SlotBody::default()
                     };
                     // Make the work visible, then ring.
-                    q.publish(k, &body);
+                    q.publish_dedicated(k, &body);
                     s.bell.ring();
                 }
             })

@@ -57,7 +57,7 @@ fn run() -> bool {
             thread::spawn(move || {
                 let list = FreeList::new(&s.head, &s.frames);
                 // Claim a frame.
-                let frame = list.claim();
+                let frame = list.claim(|| false).expect("sound frames");
                 // Fill it.
                 s.frames.write(frame, 0, &[id; BYTES]);
                 // Hand it to the receiver.

@@ -92,7 +92,7 @@ fn run() {
                     s.frames.write(frame, 0, &[payload(k); BYTES]);
                     body.frame = frame;
                 }
-                q.publish(pos, &body);
+                q.publish_dedicated(pos, &body);
             }
         })
     };

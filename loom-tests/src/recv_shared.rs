@@ -71,7 +71,8 @@ fn entry(src: u32, seq: u32) -> SlotBody {
 fn produce(q: &RecvQueue<'_>, src: u32, count: u32) {
     for seq in 0..count {
         let pos = q.claim();
-        q.publish(pos, &entry(src, seq));
+        q.publish(pos, &entry(src, seq), || false)
+            .expect("sound queue");
     }
 }
 

@@ -491,3 +491,105 @@ fn a_later_fragment_naming_another_handler_still_goes_to_its_messages() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A sender on a shared queue whose shared memory another process
+/// scribbled on (`scribble`, on the queue rank 1 writes on rank 0) gets a
+/// typed error naming the receiver (`expect`), at once, instead of
+/// spinning for ever; later sends to that rank fail. `payload` bytes per
+/// send: 0 goes in the slot, 64 through a free-list frame.
+fn scribbled_shared_queue_is_an_error_not_a_hang(
+    payload: usize,
+    scribble: fn(&mut crate::transport::ShmTransport),
+    expect: fn(&ExtractError) -> bool,
+) {
+    let done = crate::sync::AtomicBool::new(false);
+    let started = crate::sync::AtomicU32::new(0);
+    threads::run(
+        3,
+        // One queue per rank: ranks 1 and 2 share rank 0's.
+        |c| c.shm.queues = Some(1),
+        |mut b| {
+            let h = b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            // SYNC POINT test-started (release side).
+            started.fetch_add(1, crate::sync::Ordering::Release);
+            let linger = || {
+                // SYNC POINT test-done (acquire side).
+                while !done.load(crate::sync::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
+            if ep.rank() != Rank(1) {
+                linger();
+                return Ok(());
+            }
+            // Scribble once every rank is past start-up (whose exchange
+            // would find the corrupt queue first).
+            // SYNC POINT test-started (acquire side).
+            while started.load(crate::sync::Ordering::Acquire) < 3 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            shm(&ep, scribble);
+            let data = vec![5u8; payload];
+            // The fragment cannot be published; the send returns.
+            let t0 = std::time::Instant::now();
+            let _ = ep.send(Rank(0), h, &[&data]);
+            let spent = t0.elapsed();
+            let e = ep
+                .wait_until(|| false)
+                .expect_err("the corrupt queue is reported");
+            assert!(
+                expect(&e) && e.to_string().contains("corrupt") && e.failed_peer() == Some(Rank(0)),
+                "{e:?}"
+            );
+            match ep.send(Rank(0), h, &[&data]) {
+                Err(crate::error::SendError::PeerGone { rank: Rank(0) }) => {}
+                other => panic!("a send after the report: {other:?}"),
+            }
+            assert!(
+                spent < std::time::Duration::from_secs(5),
+                "send took {spent:?}"
+            );
+            // SYNC POINT test-done (release side).
+            done.store(true, crate::sync::Ordering::Release);
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_sender_on_a_scribbled_shared_queue_gets_an_error_not_a_hang() {
+    scribbled_shared_queue_is_an_error_not_a_hang(
+        0,
+        |t| t.scribble_stamps(Rank(0), 0xdead_beef_0000),
+        |e| {
+            matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::PeerQueueCorrupt {
+                    dest: 0,
+                    seq: 0xdead_beef_0000,
+                    ..
+                })
+            )
+        },
+    );
+}
+
+#[test]
+fn a_sender_on_scribbled_free_list_flags_gets_an_error_not_a_hang() {
+    scribbled_shared_queue_is_an_error_not_a_hang(
+        64,
+        |t| t.scribble_frames(Rank(0), 7),
+        |e| {
+            matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
+                    dest: 0,
+                    flag: 7,
+                    ..
+                })
+            )
+        },
+    );
+}

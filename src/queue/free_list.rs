@@ -10,6 +10,20 @@ use super::FrameStore;
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{self, AtomicU64, Ordering};
 
+/// Why a claim took no frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimStalled {
+    /// A frame's in-use flag holds a value the protocol never writes.
+    Corrupt {
+        /// The frame.
+        frame: u32,
+        /// The flag found.
+        flag: u32,
+    },
+    /// The caller's `give_up` said to stop walking (the consumer is gone).
+    GaveUp,
+}
+
 /// The free list of one receive queue, over some frame storage.
 #[derive(Debug)]
 pub struct FreeList<'a, F: FrameStore> {
@@ -36,40 +50,83 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
     /// Claim a free frame and return its index.
     ///
     /// The caller must hold a credit for this queue: that is what bounds the
-    /// walk. Without one this can spin until some frame is released.
-    pub fn claim(&self) -> u32 {
+    /// walk while the consumer releases frames. The walk asks `give_up`
+    /// after every lap without a free frame (a consumer that holds every
+    /// frame may be gone).
+    ///
+    /// # Errors
+    /// [`ClaimStalled::Corrupt`] at once for an in-use flag that is
+    /// neither 0 nor 1 (written by something outside the protocol);
+    /// [`ClaimStalled::GaveUp`] when `give_up` says so. No frame is taken.
+    #[inline]
+    pub fn claim(&self, give_up: impl FnMut() -> bool) -> Result<u32, ClaimStalled> {
+        // The usual case inline: the next frame is free.
+        let (frame, was) = self.try_next();
+        if was == 0 {
+            return Ok(frame);
+        }
+        self.claim_walk(frame, was, give_up)
+    }
+
+    /// Take the next frame index and test-and-set its in-use flag: the
+    /// index, and the flag's previous value (0: the frame is ours).
+    #[inline(always)]
+    fn try_next(&self) -> (u32, u32) {
+        // Take the next frame index. Relaxed: the index only names a
+        // candidate; ownership is decided by the in-use flag below.
+        let frame = (self.head.fetch_add(1, Ordering::Relaxed) & self.mask) as u32;
+        // Test-and-set its in-use flag; a frame still held by a reader is
+        // skipped (seed step 3).
+        let in_use = self.frames.in_use(frame);
+        let was = if mutant::on(Mutant::FreeListPlainTas) {
+            // MUTANT FreeListPlainTas (loom only): test, then set.
+            // SYNC POINT frame-release (acquire side), as below.
+            let was = in_use.load(Ordering::Acquire);
+            if was == 0 {
+                in_use.store(1, Ordering::Relaxed);
+            }
+            was
+        } else {
+            // SYNC POINT frame-release (acquire side): pairs with the
+            // Release store in `release`, so the receiver's reads of the
+            // frame's last contents happen before our writes.
+            sync::test_and_set(in_use, Ordering::Acquire)
+        };
+        (frame, was)
+    }
+
+    /// The walk past frames in use (out of line: the usual claim takes the
+    /// first frame it looks at). `frame` was found with flag `was`.
+    #[cold]
+    #[inline(never)]
+    fn claim_walk(
+        &self,
+        mut frame: u32,
+        mut was: u32,
+        mut give_up: impl FnMut() -> bool,
+    ) -> Result<u32, ClaimStalled> {
         let mut walked = 0u64;
         loop {
-            // Take the next frame index. Relaxed: the index only names a
-            // candidate; ownership is decided by the in-use flag below.
-            let frame = (self.head.fetch_add(1, Ordering::Relaxed) & self.mask) as u32;
-            // Test-and-set its in-use flag; a frame still held by a reader is
-            // skipped (seed step 3).
-            // SYNC POINT frame-release (acquire side): pairs with the Release
-            // store in `release`, so the receiver's reads of the frame's last
-            // contents happen before our writes.
-            let in_use = self.frames.in_use(frame);
-            let was = if mutant::on(Mutant::FreeListPlainTas) {
-                // MUTANT FreeListPlainTas (loom only): test, then set.
-                let was = in_use.load(Ordering::Acquire);
-                if was == 0 {
-                    in_use.store(1, Ordering::Relaxed);
-                }
-                was
-            } else {
-                // SYNC POINT frame-release (acquire side), as above.
-                sync::test_and_set(in_use, Ordering::Acquire)
-            };
-            if was == 0 {
-                return frame;
+            // Held (1), or a value only something outside the protocol
+            // writes: an error, not a frame skipped for ever.
+            if was != 1 {
+                return Err(ClaimStalled::Corrupt { frame, flag: was });
             }
             walked += 1;
             if walked > self.mask {
-                // A whole lap without a free frame: some reader is slow.
+                // A whole lap without a free frame: some reader is slow,
+                // or gone.
                 walked = 0;
+                if give_up() {
+                    return Err(ClaimStalled::GaveUp);
+                }
                 sync::yield_now();
             } else {
                 sync::spin_loop();
+            }
+            (frame, was) = self.try_next();
+            if was == 0 {
+                return Ok(frame);
             }
         }
     }
@@ -81,5 +138,65 @@ impl<'a, F: FrameStore> FreeList<'a, F> {
         // (MUTANT FrameReleaseRelaxed, loom only: Relaxed.)
         let order = mutant::weaken(Mutant::FrameReleaseRelaxed, Ordering::Release);
         self.frames.in_use(frame).store(0, order);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::AtomicU32;
+    use std::cell::Cell;
+
+    struct Flags(Vec<AtomicU32>);
+
+    impl FrameStore for Flags {
+        fn count(&self) -> u32 {
+            self.0.len() as u32
+        }
+        fn capacity(&self) -> usize {
+            0
+        }
+        fn in_use(&self, frame: u32) -> &AtomicU32 {
+            &self.0[frame as usize]
+        }
+        fn write(&self, _: u32, _: usize, _: &[u8]) {}
+        fn read(&self, _: u32, _: usize, _: &mut [u8]) {}
+    }
+
+    fn flags(values: &[u32]) -> Flags {
+        Flags(values.iter().map(|&v| AtomicU32::new(v)).collect())
+    }
+
+    #[test]
+    fn a_flag_the_protocol_never_writes_is_an_error_at_once() {
+        let head = AtomicU64::new(0);
+        let f = flags(&[1, 7, 0, 0]);
+        let r = FreeList::new(&head, &f).claim(|| panic!("no lap walked"));
+        assert_eq!(r, Err(ClaimStalled::Corrupt { frame: 1, flag: 7 }));
+    }
+
+    #[test]
+    fn a_walk_past_held_frames_takes_the_first_free_one() {
+        let head = AtomicU64::new(0);
+        let f = flags(&[1, 1, 0, 1]);
+        assert_eq!(FreeList::new(&head, &f).claim(|| panic!("no lap")), Ok(2));
+        assert_eq!(f.in_use(2).load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn every_frame_held_asks_once_a_lap_and_can_give_up() {
+        let head = AtomicU64::new(0);
+        let f = flags(&[1, 1, 1, 1]);
+        let laps = Cell::new(0);
+        let r = FreeList::new(&head, &f).claim(|| {
+            laps.set(laps.get() + 1);
+            laps.get() == 2
+        });
+        assert_eq!(r, Err(ClaimStalled::GaveUp));
+        assert_eq!(laps.get(), 2);
+        assert!(
+            f.0.iter().all(|x| x.load(Ordering::Relaxed) == 1),
+            "nothing taken"
+        );
     }
 }

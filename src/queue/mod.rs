@@ -32,5 +32,5 @@ mod free_list;
 mod recv;
 
 pub use frames::FrameStore;
-pub use free_list::FreeList;
-pub use recv::{RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
+pub use free_list::{ClaimStalled, FreeList};
+pub use recv::{PublishStalled, RecvQueue, Slot, SlotBody, Watch, INLINE_BYTES, NO_FRAME};

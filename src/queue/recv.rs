@@ -83,6 +83,25 @@ pub struct QueueCorrupt {
     pub seq: u64,
 }
 
+/// Why a shared-queue publication did not happen (nothing was written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishStalled {
+    /// The slot's stamp is one the protocol never leaves there while a
+    /// producer waits for it (a stamp from a later position, or not of this
+    /// slot): the memory was overwritten.
+    Corrupt {
+        /// The position to publish at.
+        pos: u64,
+        /// The stamp found.
+        seq: u64,
+    },
+    /// The caller's `give_up` said to stop waiting (the consumer is gone).
+    GaveUp,
+}
+
+/// Spins between two looks at `give_up` while a producer waits.
+const SPINS_PER_LOOK: u32 = 1024;
+
 /// A receive queue over a slice of slots.
 #[derive(Debug, Clone, Copy)]
 pub struct RecvQueue<'a> {
@@ -143,19 +162,50 @@ impl<'a> RecvQueue<'a> {
         unsafe { self.slots.get_unchecked(i) }
     }
 
-    /// Publish `body` at position `pos` (seed step 6).
-    ///
-    /// In shared mode this first waits for the consumer to recycle the slot;
-    /// the caller's credit guarantees that happens without waiting on any
-    /// further sends. In dedicated mode the caller's credit must prove the
-    /// consumer has read position `pos - capacity()`.
+    /// Publish `body` at position `pos` of a dedicated queue (seed step 6):
+    /// the caller's credit must prove the consumer has read position
+    /// `pos - capacity()`. Nothing is waited for, so nothing can fail.
     #[inline(always)]
-    pub fn publish(&self, pos: u64, body: &SlotBody) {
+    pub fn publish_dedicated(&self, pos: u64, body: &SlotBody) {
+        debug_assert!(!self.shared, "a shared queue publishes with `publish`");
+        self.fill(self.slot(pos), pos, body);
+    }
+
+    /// Publish `body` at position `pos` (seed step 6), in either mode.
+    ///
+    /// In shared mode this first waits for the consumer to recycle the slot:
+    /// the caller's credit says it will unless the consumer holds older
+    /// fragments for long, or is gone. Every [`SPINS_PER_LOOK`] spins the
+    /// wait asks `give_up`; a stamp the protocol cannot leave there ends it
+    /// at once. Dedicated queues never wait.
+    ///
+    /// # Errors
+    /// [`PublishStalled`]: nothing was written.
+    #[inline(always)]
+    pub fn publish(
+        &self,
+        pos: u64,
+        body: &SlotBody,
+        give_up: impl FnMut() -> bool,
+    ) -> Result<(), PublishStalled> {
         let slot = self.slot(pos);
         // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
-            wait_recycled(slot, pos);
+            // SYNC POINT rq-recycle (acquire side): pairs with the
+            // consumer's Release recycle store in `recycle`; its reads of
+            // the previous lap's body happen before our write. The usual
+            // case, recycled already, inline; the wait out of line.
+            if slot.seq.load(Ordering::Acquire) != pos {
+                wait_recycled(slot, pos, self.mask, give_up)?;
+            }
         }
+        self.fill(slot, pos, body);
+        Ok(())
+    }
+
+    /// Write `body` into `slot` and stamp it published for `pos`.
+    #[inline(always)]
+    fn fill(&self, slot: &Slot, pos: u64, body: &SlotBody) {
         // Fill the slot.
         slot.body.with_mut(|p| {
             // SAFETY: the slot is ours: in shared mode the stamp says the
@@ -305,18 +355,40 @@ impl<'a> RecvQueue<'a> {
 }
 
 /// Shared mode, producer: wait until the consumer has recycled `slot` for
-/// position `pos` (the caller's credit says it will without waiting on
-/// any further sends). Out of line: dedicated queues never wait, and the
-/// wait kept `publish` from being inlined into the send paths.
+/// position `pos`. Out of line: dedicated queues never wait, and the wait
+/// kept `publish` from being inlined into the send paths.
+///
+/// While a producer of `pos` waits, the slot holds the stamp of an earlier
+/// position `q` of the same slot (`q = pos - k * capacity`, `k >= 1`):
+/// `q` (recycled for `q`, its producer not yet done), `q + 1` (published,
+/// not yet recycled), or `pos` itself (ready). So a stamp above `pos`, or
+/// one that is neither this slot's index nor the next modulo the capacity,
+/// was written by something outside the protocol.
 #[inline(never)]
-fn wait_recycled(slot: &Slot, pos: u64) {
+fn wait_recycled(
+    slot: &Slot,
+    pos: u64,
+    mask: u64,
+    mut give_up: impl FnMut() -> bool,
+) -> Result<(), PublishStalled> {
     let mut spins = 0u32;
-    // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
-    // Release recycle store in `recycle`; its reads of the previous lap's
-    // body happen before the caller's write.
-    while slot.seq.load(Ordering::Acquire) != pos {
+    loop {
+        // SYNC POINT rq-recycle (acquire side): pairs with the consumer's
+        // Release recycle store in `recycle`; its reads of the previous
+        // lap's body happen before the caller's write.
+        let seq = slot.seq.load(Ordering::Acquire);
+        if seq == pos {
+            return Ok(());
+        }
+        let lap_offset = seq.wrapping_sub(pos) & mask;
+        if seq > pos || lap_offset > 1 {
+            return Err(PublishStalled::Corrupt { pos, seq });
+        }
         spins += 1;
-        if spins % 1024 == 0 {
+        if spins % SPINS_PER_LOOK == 0 {
+            if give_up() {
+                return Err(PublishStalled::GaveUp);
+            }
             sync::yield_now();
         } else {
             sync::spin_loop();
@@ -358,4 +430,62 @@ impl<'a> Watch<'a> {
         // store in `RecvQueue::publish`; `read_watched` relies on it.
         self.stamp.load(Ordering::Acquire) == self.want
     }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_the_protocol_never_leaves_stops_a_waiting_producer_at_once() {
+        let tail = AtomicU64::new(0);
+        let slots: Vec<Slot> = (0..4).map(Slot::new).collect();
+        let q = RecvQueue::new(&slots, &tail, true);
+        // Position 5 waits on slot 1 for stamp 5; a stamp above the
+        // position, or not this slot's (1) or the next's (2) modulo 4, is
+        // garbage.
+        for bad in [6, 99, 4, 7, 0x_dead_beef] {
+            slots[1].seq.store(bad, Ordering::Relaxed);
+            let looks = Cell::new(0);
+            let r = q.publish(5, &SlotBody::default(), || {
+                looks.set(looks.get() + 1);
+                false
+            });
+            assert_eq!(r, Err(PublishStalled::Corrupt { pos: 5, seq: bad }));
+            assert_eq!(looks.get(), 0, "found before any wait");
+        }
+    }
+
+    #[test]
+    fn a_producer_waiting_on_an_unrecycled_slot_asks_and_can_give_up() {
+        let tail = AtomicU64::new(0);
+        let slots: Vec<Slot> = (0..4).map(Slot::new).collect();
+        let q = RecvQueue::new(&slots, &tail, true);
+        // Position 1 published (stamp 2), not recycled: a producer of
+        // position 5 waits; the stamp is a legitimate one.
+        for waiting in [2, 1] {
+            slots[1].seq.store(waiting, Ordering::Relaxed);
+            let looks = Cell::new(0);
+            let r = q.publish(5, &SlotBody::default(), || {
+                looks.set(looks.get() + 1);
+                looks.get() == 3
+            });
+            assert_eq!(r, Err(PublishStalled::GaveUp));
+            assert_eq!(looks.get(), 3);
+            assert_eq!(
+                slots[1].seq.load(Ordering::Relaxed),
+                waiting,
+                "nothing written"
+            );
+        }
+        // Recycled for position 5: published at once, no look.
+        slots[1].seq.store(5, Ordering::Relaxed);
+        assert_eq!(
+            q.publish(5, &SlotBody::default(), || panic!("no wait")),
+            Ok(())
+        );
+        assert!(q.is_ready(5));
+    }
+
+    use std::cell::Cell;
 }

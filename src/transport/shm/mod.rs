@@ -13,17 +13,24 @@ pub mod layout;
 pub mod liveness;
 pub(crate) mod mapping;
 pub mod segment;
+mod shared_send;
+#[cfg(test)]
+mod test_hooks;
 
 use self::layout::{Layout, Params};
 use self::liveness::{Life, LifeGuard, LifeLine};
 use self::mapping::MapRef;
 use self::segment::Segment;
+use self::shared_send::TxStalled;
 use super::{ReleaseToken, RxFragment, Transport, TxFrame};
 use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
 use crate::flow::{CreditLine, CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
+use crate::queue::{
+    ClaimStalled, FrameStore, FreeList, PublishStalled, RecvQueue, SlotBody, Watch, INLINE_BYTES,
+    NO_FRAME,
+};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::{Doorbell, Ringer};
 use crate::window::{WindowArea, WindowView};
@@ -110,6 +117,9 @@ struct TxPeer {
     bell: &'static Doorbell,
     /// The peer's one-sided window area.
     area: WindowArea,
+    /// The peer's lifeline: a send waiting on its shared queue gives up
+    /// once it says the peer is gone.
+    life: MapRef<LifeLine>,
 }
 
 /// The receive side's way back to one source: its credit count, the line
@@ -133,37 +143,25 @@ impl TxPeer {
         self.window.try_take()
     }
 
-    /// Publish `body` at the position of the credit just taken (shared
-    /// queue: the next claimed position; dedicated: the credit's own).
-    #[inline(always)]
-    fn publish_taken(&self, body: &SlotBody) {
-        let pos = if self.q.is_shared() {
-            self.q.claim()
-        } else {
-            self.window.sent() - 1
-        };
-        self.q.publish(pos, body);
-    }
-
     /// The fast path's larger payloads (more than a slot holds, at most a
-    /// frame), after the credit was taken: claim the frame that goes with
-    /// it (dedicated queue: frame `pos & mask`, bound to this sender by the
-    /// credit protocol, no shared-memory traffic; shared queue: one from
-    /// the free list), gather `pieces` into it and publish a slot naming
-    /// it. Out of line, so that the in-slot case keeps its registers.
+    /// frame) to a dedicated queue, after the credit was taken: gather
+    /// `pieces` into the frame that goes with the credit's position (frame
+    /// `pos & mask`, bound to this sender by the credit protocol, no
+    /// shared-memory traffic) and publish a slot naming it. Out of line, so
+    /// that the in-slot case keeps its registers.
     #[inline(never)]
     fn send_framed(&self, header: FragHeader, pieces: &[&[u8]]) {
-        let frame = if self.q.is_shared() {
-            FreeList::new(self.free_head, &self.frames).claim()
-        } else {
-            ((self.window.sent() - 1) & (self.q.capacity() - 1)) as u32
-        };
+        let pos = self.window.sent() - 1;
+        let frame = (pos & (self.q.capacity() - 1)) as u32;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        self.publish_taken(&SlotBody {
-            header,
-            frame,
-            inline: [0; INLINE_BYTES],
-        });
+        self.q.publish_dedicated(
+            pos,
+            &SlotBody {
+                header,
+                frame,
+                inline: [0; INLINE_BYTES],
+            },
+        );
     }
 }
 
@@ -217,6 +215,9 @@ pub struct ShmTransport {
     /// Per SMT id: its lifeline (liveness, see [`liveness`]).
     lives: Vec<MapRef<LifeLine>>,
     gone: Vec<bool>,
+    /// What sends found corrupt in peers' queues, to report once each
+    /// (`check_peers`).
+    tx_corrupt: Vec<ProtocolError>,
     /// Our own armed lifeline, released (unlocked) on drop; the guard
     /// holds the mapping itself.
     life: LifeGuard,
@@ -314,7 +315,7 @@ impl ShmTransport {
         // view holding the mapping: `life_probe`, `doorbell_ref`,
         // `own_window`).
         let seg_ref: &'static Segment = unsafe { &*(&*seg as *const Segment) };
-        let lives = (0..layout.params.local)
+        let lives: Vec<MapRef<LifeLine>> = (0..layout.params.local)
             .map(|s| seg_ref.life_ref(s))
             .collect();
         let frames = |smt: u32, q: u32| ShmFrames {
@@ -355,6 +356,7 @@ impl ShmTransport {
                 credit: seg_ref.credit_line(smt, me_smt),
                 bell: seg_ref.doorbell(smt),
                 area: area(smt),
+                life: lives[smt as usize].clone(),
             });
         }
         let local = layout.params.local as usize;
@@ -390,6 +392,7 @@ impl ShmTransport {
             pid_of_smt,
             lives,
             gone: vec![false; local],
+            tx_corrupt: Vec::new(),
             life,
             seg,
         })
@@ -756,6 +759,9 @@ impl Transport for ShmTransport {
     #[inline]
     fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
         let inline_ok = self.inline;
+        if self.is_gone(dest) {
+            return None;
+        }
         let peer = self.tx.get_mut(dest.index())?.as_mut()?;
         if !peer.take_credit() {
             return None;
@@ -766,7 +772,15 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let frame = FreeList::new(peer.free_head, &peer.frames).claim();
+            let claimed =
+                FreeList::new(peer.free_head, &peer.frames).claim(|| peer.receiver_gone());
+            let frame = match claimed {
+                Ok(f) => f,
+                Err(e) => {
+                    self.refuse(dest, TxStalled::Frames(e));
+                    return None;
+                }
+            };
             let ptr = peer.frames.payload(frame);
             // SAFETY: the free list gave us the frame (in-use flag set); it
             // is ours until the receiver releases it after our commit.
@@ -808,7 +822,14 @@ impl Transport for ShmTransport {
             }
             frame.token
         };
-        peer.q.publish(pos, &body);
+        if !peer.q.is_shared() {
+            peer.q.publish_dedicated(pos, &body);
+        } else if let Err(e) = peer.q.publish(pos, &body, || peer.receiver_gone()) {
+            // The fragment is lost with the receiver (or its corrupt queue);
+            // the refusal is reported by the next extract.
+            self.refuse(frame.dest, TxStalled::Queue(e));
+            return;
+        }
         self.ringer.ring(peer.bell);
     }
 
@@ -842,6 +863,9 @@ impl Transport for ShmTransport {
         if !peer.take_credit() {
             return false;
         }
+        if peer.q.is_shared() {
+            return self.send_shared_taken(dest, header, pieces, in_slot);
+        }
         if in_slot {
             let mut body = SlotBody {
                 header,
@@ -849,7 +873,7 @@ impl Transport for ShmTransport {
                 inline: [0; INLINE_BYTES],
             };
             gather_into_slot(&mut body.inline, pieces);
-            peer.publish_taken(&body);
+            peer.q.publish_dedicated(peer.window.sent() - 1, &body);
         } else {
             peer.send_framed(header, pieces);
         }
@@ -858,6 +882,10 @@ impl Transport for ShmTransport {
     }
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
+        // What sends found corrupt in peers' queues, once each.
+        if let Some(e) = self.tx_corrupt.pop() {
+            return Err(ExtractError::Protocol(e));
+        }
         // Stamps from neither this lap nor the last (the empty poll compares
         // with one value only and would wait for ever).
         for qi in 0..self.rx.len() {
@@ -912,28 +940,5 @@ impl Transport for ShmTransport {
             Some(&s) if s != u32::MAX => self.gone[s as usize],
             _ => false,
         }
-    }
-}
-
-#[cfg(test)]
-impl ShmTransport {
-    /// Publish a crafted descriptor towards `dest`, bypassing every check of
-    /// the send path (as a buggy or hostile peer would), taking one credit.
-    pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
-        let peer = self.tx[dest.index()].as_mut().expect("local peer");
-        assert!(peer.take_credit());
-        peer.publish_taken(&body);
-    }
-
-    /// Overwrite the stamp of the next slot `dest` will poll from us.
-    pub(crate) fn corrupt_next_stamp(&mut self, dest: Rank, value: u64) {
-        let peer = self.tx[dest.index()].as_ref().expect("local peer");
-        let pos = peer.window.sent();
-        // SYNC POINT rq-publish (release side): a stamp as a broken peer
-        // would publish it.
-        peer.q
-            .watch(pos)
-            .stamp_ref()
-            .store(value, crate::sync::Ordering::Release);
     }
 }

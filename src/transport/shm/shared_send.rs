@@ -1,0 +1,124 @@
+//! Sends to a receive queue that several local ranks share (more ranks on
+//! the host than `FASTMSG_QUEUES`): the slot and the frame come from
+//! counters the senders share, so a sender may have to wait for the
+//! receiver to recycle them. This module owns that wait's two ways out: a
+//! stamp or flag no rank following the protocol writes (the segment was
+//! scribbled on), and a receiver whose lifeline says it is gone; either
+//! way nothing is published, the receiver is taken as gone, and a corrupt
+//! queue's error is kept for `check_peers`. A dedicated queue's sender
+//! waits on nothing in the receiver's memory and never comes here.
+
+use super::*;
+
+impl TxPeer {
+    /// Whether the receiver is gone (its lifeline's state word, as the
+    /// watchdog left it): what a wait on its shared queue asks now and then.
+    #[cold]
+    pub(super) fn receiver_gone(&self) -> bool {
+        self.life.state().is_gone()
+    }
+
+    /// Publish `body` on a shared queue at the next claimed position,
+    /// after its slot was recycled. Out of line: the dedicated queue's
+    /// publication (`RecvQueue::publish_dedicated`) waits for nothing.
+    ///
+    /// # Errors
+    /// A corrupt stamp, or the receiver gone while we waited: nothing is
+    /// published (the claimed position stays empty; the queue is lost with
+    /// its receiver).
+    #[inline]
+    pub(super) fn publish_shared(&self, body: &SlotBody) -> Result<(), TxStalled> {
+        let pos = self.q.claim();
+        self.q
+            .publish(pos, body, || self.receiver_gone())
+            .map_err(TxStalled::Queue)
+    }
+
+    /// As [`send_framed`](Self::send_framed), to a shared queue: the frame
+    /// comes from the free list, the slot from the next claimed position.
+    ///
+    /// # Errors
+    /// What the claim or the publication stalled on (nothing published).
+    #[inline(never)]
+    fn send_framed_shared(&self, header: FragHeader, pieces: &[&[u8]]) -> Result<(), TxStalled> {
+        let frame = FreeList::new(self.free_head, &self.frames)
+            .claim(|| self.receiver_gone())
+            .map_err(TxStalled::Frames)?;
+        gather_into_frame(&self.frames, frame, pieces, header.len as usize);
+        self.publish_shared(&SlotBody {
+            header,
+            frame,
+            inline: [0; INLINE_BYTES],
+        })
+    }
+}
+
+/// Why a send to a shared queue published nothing.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum TxStalled {
+    /// The slot (`RecvQueue::publish`).
+    Queue(PublishStalled),
+    /// The free list (`FreeList::claim`).
+    Frames(ClaimStalled),
+}
+
+impl ShmTransport {
+    /// `try_send_inline` to a shared queue, after the credit was taken:
+    /// the slot (and frame) come from the counters several senders share,
+    /// and the wait for them can stall (see [`refuse`](Self::refuse)). Out
+    /// of line: the dedicated queue's send waits for nothing.
+    #[inline(never)]
+    pub(super) fn send_shared_taken(
+        &mut self,
+        dest: Rank,
+        header: FragHeader,
+        pieces: &[&[u8]],
+        in_slot: bool,
+    ) -> bool {
+        let Some(peer) = self.tx.get(dest.index()).and_then(Option::as_ref) else {
+            return false;
+        };
+        let sent = if in_slot {
+            let mut body = SlotBody {
+                header,
+                frame: NO_FRAME,
+                inline: [0; INLINE_BYTES],
+            };
+            gather_into_slot(&mut body.inline, pieces);
+            peer.publish_shared(&body)
+        } else {
+            peer.send_framed_shared(header, pieces)
+        };
+        match sent {
+            Ok(()) => {
+                self.ringer.ring(peer.bell);
+                true
+            }
+            Err(e) => self.refuse(dest, e),
+        }
+    }
+
+    /// A send to `dest`'s shared queue stalled (`e`): take `dest` as gone
+    /// (its sends fail from now on) and keep a corrupt queue's error for
+    /// `check_peers`; a receiver found gone is the watchdog's to report.
+    /// Returns false: the send did not happen.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refuse(&mut self, dest: Rank, e: TxStalled) -> bool {
+        self.mark_gone(dest);
+        let dest = dest.0;
+        let error = match e {
+            TxStalled::Queue(PublishStalled::Corrupt { pos, seq }) => {
+                Some(ProtocolError::PeerQueueCorrupt { dest, pos, seq })
+            }
+            TxStalled::Frames(ClaimStalled::Corrupt { frame, flag }) => {
+                Some(ProtocolError::PeerFramesCorrupt { dest, frame, flag })
+            }
+            TxStalled::Queue(PublishStalled::GaveUp) | TxStalled::Frames(ClaimStalled::GaveUp) => {
+                None
+            }
+        };
+        self.tx_corrupt.extend(error);
+        false
+    }
+}

@@ -1,0 +1,56 @@
+//! Test hooks of the shared-memory transport: what a buggy or hostile
+//! process sharing the segment would do (craft a descriptor, scribble on
+//! stamps and frame flags), for the engine's tests of its typed errors.
+
+use super::*;
+
+impl ShmTransport {
+    /// Publish a crafted descriptor towards `dest`, bypassing every check of
+    /// the send path (as a buggy or hostile peer would), taking one credit.
+    pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
+        let peer = self.tx[dest.index()].as_mut().expect("local peer");
+        assert!(peer.take_credit());
+        if peer.q.is_shared() {
+            peer.publish_shared(&body).expect("a sound queue");
+        } else {
+            peer.q.publish_dedicated(peer.window.sent() - 1, &body);
+        }
+    }
+
+    /// Overwrite the stamp of every slot of the queue we write on `dest`
+    /// with `value` (as another process scribbling on the segment would).
+    pub(crate) fn scribble_stamps(&mut self, dest: Rank, value: u64) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        for pos in 0..peer.q.capacity() {
+            // Relaxed: garbage, ordered with nothing.
+            peer.q
+                .watch(pos)
+                .stamp_ref()
+                .store(value, crate::sync::Ordering::Relaxed);
+        }
+    }
+
+    /// Overwrite the in-use flag of every frame of the queue we write on
+    /// `dest` with `value` (as another process scribbling would).
+    pub(crate) fn scribble_frames(&mut self, dest: Rank, value: u32) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        for frame in 0..peer.frames.count() {
+            // Relaxed: garbage, ordered with nothing.
+            peer.frames
+                .in_use(frame)
+                .store(value, crate::sync::Ordering::Relaxed);
+        }
+    }
+
+    /// Overwrite the stamp of the next slot `dest` will poll from us.
+    pub(crate) fn corrupt_next_stamp(&mut self, dest: Rank, value: u64) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        let pos = peer.window.sent();
+        // SYNC POINT rq-publish (release side): a stamp as a broken peer
+        // would publish it.
+        peer.q
+            .watch(pos)
+            .stamp_ref()
+            .store(value, crate::sync::Ordering::Release);
+    }
+}
