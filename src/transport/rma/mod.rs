@@ -46,7 +46,10 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod connect;
+mod lazy;
+mod news;
 mod peer;
+mod send;
 mod setup;
 pub mod wire;
 
@@ -198,101 +201,6 @@ impl<W: RmaWire> RmaTransport<W> {
         self.peers[k].up_mut().expect("a connected peer")
     }
 
-    /// Whether peer `k` is connected, connecting it now if it is not yet
-    /// (lazy set-up: waits for the set-up, bounded by the connect timeout;
-    /// a failure marks it gone and `check_peers` reports it).
-    fn ensure(&mut self, k: usize) -> bool {
-        match self.peers[k] {
-            Slot::Up(_) => return true,
-            Slot::Down => return false,
-            Slot::Idle => {}
-        }
-        let Some(lazy) = &self.lazy else {
-            return false;
-        };
-        let timeout = lazy.timeout();
-        match lazy.dial(k) {
-            Ok(Dialed::Link(stream, theirs)) => self.install(Incoming { k, stream, theirs }),
-            Ok(Dialed::Crossed) => {
-                // The pair's accepted connection comes through the channel.
-                let start = Instant::now();
-                while matches!(self.peers[k], Slot::Idle) && start.elapsed() < timeout {
-                    let got = self
-                        .lazy
-                        .as_ref()
-                        .and_then(|l| l.wait(Duration::from_millis(10)));
-                    if let Some(i) = got {
-                        self.install(i);
-                    }
-                }
-                if matches!(self.peers[k], Slot::Idle) {
-                    self.unreach(k, format!("its connection was not set up in {timeout:?}"));
-                }
-            }
-            Err(e) => self.unreach(k, e.to_string()),
-        }
-        matches!(self.peers[k], Slot::Up(_))
-    }
-
-    fn unreach(&mut self, k: usize, why: String) {
-        self.peers[k] = Slot::Down;
-        self.unreachable.push((k, why));
-    }
-
-    /// Install the links the accepting thread handed over.
-    #[cold]
-    fn install_arrived(&mut self) {
-        let links = self.lazy.as_ref().map(Connector::take).unwrap_or_default();
-        for i in links {
-            self.install(i);
-        }
-    }
-
-    /// Connect peer `i.k` over the set-up link `i` (lazy set-up).
-    fn install(&mut self, i: Incoming) {
-        let k = i.k;
-        if !matches!(self.peers[k], Slot::Idle) {
-            return;
-        }
-        let rank = self.ranks[k];
-        if i.theirs.len() < PeerArea::BYTES {
-            let why = format!("a {}-byte area description, too short", i.theirs.len());
-            return self.unreach(k, why);
-        }
-        let (area, desc) = i.theirs.split_at(PeerArea::BYTES);
-        let remote = PeerArea::decode(area.try_into().expect("checked length"));
-        if let Err(e) = self.wire.connect(k, rank.0, &remote, desc, &i.stream) {
-            return self.unreach(k, format!("connecting the wire: {e}"));
-        }
-        let peer = Peer::new(rank, self.geometry, remote, i.stream);
-        self.activate(k, peer);
-    }
-
-    /// Peer `k` is connected: poll it from now on.
-    fn activate(&mut self, k: usize, peer: Peer) {
-        self.peers[k] = Slot::Up(Box::new(peer));
-        self.active.push(k);
-        self.watch.push(self.watch_of(k));
-    }
-
-    /// Peer `k`'s watch as its reader stands.
-    fn watch_of(&self, k: usize) -> Watch {
-        let g = self.geometry;
-        let rx = &self.p(k).rx;
-        let slot = g.slot_of(rx.head()) as usize;
-        Watch {
-            at: self.ring_off(k) + (slot + 1) * g.slot_bytes as usize - 8,
-            want: rx.head() + 1,
-            live: rx.in_service(),
-        }
-    }
-
-    /// Reset the watch of `active[i]` after its reader's head or service
-    /// changed.
-    fn rewatch(&mut self, i: usize) {
-        self.watch[i] = self.watch_of(self.active[i]);
-    }
-
     /// The close barrier released this rank: its goodbye will say so.
     pub(crate) fn set_closed(&mut self) {
         self.closed = true;
@@ -319,11 +227,6 @@ impl<W: RmaWire> RmaTransport<W> {
             Some(&k) if k != u32::MAX => Some(k as usize),
             _ => None,
         }
-    }
-
-    #[inline]
-    fn lazy_arrived(&self) -> bool {
-        self.lazy.as_ref().is_some_and(Connector::arrived)
     }
 
     fn credit_word(&self, k: usize) -> &AtomicU64 {
@@ -413,153 +316,6 @@ impl<W: RmaWire> RmaTransport<W> {
         w.live && self.rings.word(w.at).load(Ordering::Acquire) == w.want
     }
 
-    /// Post fragment `pos` (payload at the start of its mirror slot).
-    fn send_fragment(&mut self, k: usize, pos: u64, header: FragHeader) {
-        let g = self.geometry;
-        let len = header.len as usize;
-        let credit = self.p_mut(k).rx.piggyback();
-        let trailer = self.p_mut(k).tx.trailer(pos, header, credit).to_bytes();
-        let slot_start = self.ring_off(k) + (g.slot_of(pos) * g.slot_bytes) as usize;
-        // SAFETY: the mirror slot is ours until its credit returns; the
-        // payload lies at its start and `len + TRAILER_BYTES <= slot`.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                trailer.as_ptr(),
-                self.staging.base().add(slot_start + len),
-                TRAILER_BYTES,
-            )
-        };
-        let remote = self.p(k).remote.ring + g.write_start(pos, len);
-        let notify = self.notify.then_some(pos);
-        if let Err(why) = self
-            .wire
-            .write(k, slot_start, len + TRAILER_BYTES, remote, notify)
-        {
-            self.fail(k, why);
-        }
-    }
-
-    /// Write flush round `round` to peer `k`'s flush word (`quiesce`).
-    fn send_flush(&mut self, k: usize, round: u64) {
-        let local = self.flush_src_off(k);
-        // SAFETY: peer k's flush source word in staging is ours; the
-        // previous round's write from it completed (fenced, or ordered
-        // and answered by the peer's flush of that round).
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                round.to_le_bytes().as_ptr(),
-                self.staging.base().add(local),
-                8,
-            )
-        };
-        let at = self.p(k).remote.flush;
-        // SYNC POINT ring-flush (release side): the flush word goes
-        // after every earlier write to this peer, and the wire places
-        // writes in order (or, in safe mode, issues it only after their
-        // completions), so the peer that reads the round sees them all.
-        if let Err(why) = self.wire.write(k, local, 8, at, None) {
-            self.fail(k, why);
-        }
-    }
-
-    fn fail(&mut self, k: usize, why: String) {
-        self.p_mut(k).gone = true;
-        self.failed.borrow_mut().push((k, why));
-    }
-
-    /// Return credit with an 8-byte write to the peer's credit word.
-    fn send_credit(&mut self, k: usize, count: u64) {
-        if self.p(k).gone || self.quiet {
-            return;
-        }
-        let at = self.p(k).remote.credit;
-        if let Err(why) = self.wire.write_word(k, at, count) {
-            self.fail(k, why);
-        }
-    }
-
-    /// The position of peer `k`'s next fragment, if it has credit.
-    fn reserve(&mut self, k: usize) -> Option<u64> {
-        let g = self.geometry;
-        let credit_at = self.credit_off(k);
-        let RmaTransport {
-            peers,
-            rings,
-            wire,
-            lands_alone,
-            failed,
-            ended,
-            idle,
-            reports,
-            ..
-        } = self;
-        // SYNC POINT credit-return (acquire side): the peer's write of its
-        // released count.
-        let word = || rings.word(credit_at).load(Ordering::Acquire);
-        let (mine, others) = split_at_peer(peers, k);
-        // Read the sockets only when the count already landed does not
-        // give credit (each read is a system call).
-        let short = !mine.tx.has_credit(word());
-        mine.tx.try_reserve(|| {
-            if short && !*lands_alone {
-                // Out of credit: the returned count lands through progress.
-                idle.set(0);
-                wire.progress();
-                wire.take_events(&mut |e| match e {
-                    Event::Landed { peer, pos } => {
-                        let slot = g.slot_of(pos) as usize;
-                        let l = if peer == k {
-                            mine.landed.get(slot)
-                        } else {
-                            others(peer).and_then(|p| p.landed.get(slot))
-                        };
-                        if let Some(c) = l {
-                            mark(c, reports);
-                        }
-                    }
-                    Event::Failed { peer, why } => failed.borrow_mut().push((peer, why)),
-                    Event::Ended { peer, how } => ended.borrow_mut().push((peer, how)),
-                });
-            }
-            word()
-        })
-    }
-
-    /// A whole message straight from the caller's `pieces` (a wire that
-    /// [gathers](RmaWire::gathers)): the trailer goes behind them in the
-    /// same write, no staging copy.
-    fn send_gathered(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
-        const MAX_PIECES: usize = 14;
-        let len = header.len as usize;
-        if pieces.len() > MAX_PIECES || len > self.geometry.capacity() {
-            return false;
-        }
-        let Some(k) = self.peer_index(dest) else {
-            return false;
-        };
-        if !self.ensure(k) || self.p(k).gone {
-            return false;
-        }
-        let Some(pos) = self.reserve(k) else {
-            return false;
-        };
-        let credit = self.p_mut(k).rx.piggyback();
-        let trailer = self.p_mut(k).tx.trailer(pos, header, credit).to_bytes();
-        let mut parts: [&[u8]; MAX_PIECES + 1] = [&[]; MAX_PIECES + 1];
-        parts[..pieces.len()].copy_from_slice(pieces);
-        parts[pieces.len()] = &trailer;
-        let at = self.p(k).remote.ring + self.geometry.write_start(pos, len);
-        // Sent or not, the credit is spent: a failed write marks the peer
-        // gone and `check_peers` reports it.
-        if let Err(why) = self
-            .wire
-            .write_gather(k, Area::Rings, at, &parts[..=pieces.len()])
-        {
-            self.fail(k, why);
-        }
-        true
-    }
-
     /// Take what landed on peer `k` (`active[i]`)'s ring; `None` if
     /// nothing after all.
     fn take(&mut self, k: usize, i: usize) -> Option<Result<RxFragment, ProtocolError>> {
@@ -585,60 +341,6 @@ impl<W: RmaWire> RmaTransport<W> {
         // fragment (the peer may not write it again without the credit
         // that release returns); the region outlives the fragment.
         Some(Ok(unsafe { RxFragment::from_ring(k, &taken) }))
-    }
-
-    /// Read what peer `k`'s set-up connection says without blocking: its
-    /// goodbye byte, its end, or nothing.
-    fn side_news(&mut self, k: usize) -> Result<(), ExtractError> {
-        let p = self.p_mut(k);
-        let mut b = [0u8; 1];
-        // SAFETY: reading one byte from our own socket, non-blocking.
-        let r = unsafe {
-            libc::recv(
-                p.side.as_raw_fd(),
-                b.as_mut_ptr() as *mut libc::c_void,
-                1,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        let how = match r {
-            1 if b[0] == BYE_CLOSED => Ok(true),
-            1 if b[0] == BYE_LEFT => Ok(false),
-            0 | 1 => Err(NetError::Disconnected {
-                rank: p.rank,
-                mid_record: r == 1,
-            }),
-            _ => return Ok(()),
-        };
-        self.departed(k, how)
-    }
-
-    /// Peer `k`'s connection ended `how` (see [`Event::Ended`]): it is
-    /// gone, and a goodbye without close or a failure is the error.
-    fn departed(&mut self, k: usize, how: Result<bool, NetError>) -> Result<(), ExtractError> {
-        let p = self.p_mut(k);
-        p.gone = true;
-        match how {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ExtractError::PeerLeft { rank: p.rank }),
-            Err(e) => Err(ExtractError::Network(e)),
-        }
-    }
-
-    /// What peer `k`'s connection says: its end, once, or nothing.
-    fn peer_news(&mut self, k: usize) -> Result<(), ExtractError> {
-        if !self.carries_ends {
-            return self.side_news(k);
-        }
-        let found = {
-            let mut ended = self.ended.borrow_mut();
-            let i = ended.iter().position(|e| e.0 == k);
-            i.map(|i| ended.remove(i).1)
-        };
-        match found {
-            Some(how) => self.departed(k, how),
-            None => Ok(()),
-        }
     }
 }
 
