@@ -140,6 +140,7 @@ fn failure_rank() {
     match scenario.as_str() {
         "ns-alive" => ping_pong_for(Duration::from_millis(2500)),
         "straggler" => straggler(),
+        "shared-held" => shared_queue_receiver_dies(),
         s => survivor(s),
     }
 }
@@ -357,3 +358,98 @@ fn close_names_the_rank_that_has_not_called_it() {
         "rank 2 did not relay rank 0's list:\n{err}"
     );
 }
+
+/// One shared receive queue per rank (`FASTMSG_QUEUES=1`, three ranks):
+/// rank 2's message to rank 1 goes to an async handler that never lets
+/// it go, so its slot is never recycled; rank 0 streams to rank 1 until
+/// its next position is that slot's, and waits there (it has credit:
+/// rank 1 handles its messages). Then rank 1 dies. Rank 0's wait must
+/// end within a second of the death, the send failing with `PeerGone`,
+/// and `extract` must report the death.
+fn shared_queue_receiver_dies() {
+    let mut b = EndpointBuilder::from_env().expect("env");
+    let sink = b.register_fn("sink", |_c, _p| Ok(()));
+    let hold = b.register("hold", |_c, m| async move {
+        std::future::pending::<()>().await;
+        drop(m);
+        Ok(())
+    });
+    let mut ep = b.start().expect("start");
+    let stamp = std::env::var("FAIL_STAMP").expect("FAIL_STAMP");
+    match ep.rank().0 {
+        2 => {
+            ep.send(Rank(1), hold, &[]).expect("the held message");
+            // Stay alive (and quiet) until rank 0 is done; no close.
+            std::thread::sleep(Duration::from_secs(4));
+            std::process::exit(0);
+        }
+        1 => {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(800) {
+                ep.extract(usize::MAX).expect("rank 1 serves");
+            }
+            std::fs::write(&stamp, procs::now_ns().to_string()).unwrap();
+            std::process::exit(0);
+        }
+        _ => {}
+    }
+    // Rank 0: after rank 2's message is in, stream to rank 1.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut sent = 0u64;
+    let err = loop {
+        match ep.send(Rank(1), sink, &[]) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 10_000_000, "rank 0 was never held up");
+    };
+    let failed_at = procs::now_ns();
+    assert!(
+        matches!(err, SendError::PeerGone { rank: Rank(1) }),
+        "the held-up send gave {err:?}"
+    );
+    let died: u128 = std::fs::read_to_string(&stamp)
+        .expect("rank 1 wrote its stamp before it died")
+        .trim()
+        .parse()
+        .unwrap();
+    let latency = Duration::from_nanos(failed_at.saturating_sub(died) as u64);
+    println!("shared-held: the send held up on rank 1's queue gave up {latency:?} after its death ({sent} sends before)");
+    assert!(
+        latency < Duration::from_secs(1),
+        "gave up {latency:?} after the death"
+    );
+    let t = Instant::now();
+    let e = loop {
+        if let Err(e) = ep.extract(usize::MAX) {
+            break e;
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "the death was not reported");
+    };
+    assert!(
+        matches!(e, ExtractError::PeerDied { rank: Rank(1), .. }),
+        "extract gave {e:?}"
+    );
+    std::process::exit(0);
+}
+
+#[test]
+fn a_sender_held_up_on_a_shared_queue_is_released_by_the_receivers_death() {
+    let stamp = stamp_file("shared-held");
+    let _ = std::fs::remove_file(&stamp);
+    let sp = Spawner {
+        rank_test: "failure_rank",
+        size: 3,
+        job: format!("fail-shared-held-{}", std::process::id()),
+        env: vec![
+            ("FAIL_SCENARIO".into(), "shared-held".into()),
+            ("FAIL_STAMP".into(), stamp.clone()),
+            ("FASTMSG_QUEUES".into(), "1".into()),
+        ],
+    };
+    let mut ranks: Vec<_> = (0..3).map(|r| sp.spawn(r, &[], &[])).collect();
+    let st = procs::wait_all(&mut ranks, Duration::from_secs(30), "shared-held");
+    let _ = std::fs::remove_file(&stamp);
+    assert!(st[0].success(), "shared-held: rank 0 failed: {}", st[0]);
+}
+
