@@ -424,7 +424,10 @@ fn shared_queue_receiver_dies() {
         if let Err(e) = ep.extract(usize::MAX) {
             break e;
         }
-        assert!(t.elapsed() < Duration::from_secs(2), "the death was not reported");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the death was not reported"
+        );
     };
     assert!(
         matches!(e, ExtractError::PeerDied { rank: Rank(1), .. }),
@@ -452,4 +455,3 @@ fn a_sender_held_up_on_a_shared_queue_is_released_by_the_receivers_death() {
     let _ = std::fs::remove_file(&stamp);
     assert!(st[0].success(), "shared-held: rank 0 failed: {}", st[0]);
 }
-
