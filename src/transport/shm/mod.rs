@@ -5,7 +5,9 @@
 //! of every local peer's queue (send side).
 //! The queue protocol itself lives in [`crate::queue`]; credits in
 //! [`crate::flow`]; this module wires them to the mapping and validates all
-//! that comes out of it.
+//! that comes out of it. Sends to a queue several ranks share, whose waits
+//! can stall on the receiver, are in `shared_send.rs`; the hooks tests use
+//! to play a hostile process, in `test_hooks.rs`.
 
 #![allow(unsafe_code)]
 
