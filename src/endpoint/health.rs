@@ -6,7 +6,7 @@
 //! verdict per peer, written once, and the first failed peer (what
 //! blocking waits report).
 
-use crate::error::{ExtractError, NetError};
+use crate::error::{ExtractError, NetError, ProtocolError};
 use crate::id::Rank;
 use std::cell::{Cell, RefCell};
 
@@ -22,6 +22,9 @@ pub(crate) enum Failure {
     Died { pid: u32 },
     /// Its network connection failed.
     Net(NetError),
+    /// The shared queue we write on it was found corrupt by a send
+    /// (`PeerQueueCorrupt`, `PeerFramesCorrupt`).
+    Corrupt(ProtocolError),
 }
 
 impl Failure {
@@ -32,6 +35,7 @@ impl Failure {
             Failure::Left => Some(ExtractError::PeerLeft { rank }),
             Failure::Died { pid } => Some(ExtractError::PeerDied { rank, pid: *pid }),
             Failure::Net(e) => Some(ExtractError::Network(e.clone())),
+            Failure::Corrupt(e) => Some(ExtractError::Protocol(e.clone())),
         }
     }
 
@@ -42,6 +46,7 @@ impl Failure {
             ExtractError::PeerDied { pid, .. } => (rank, Failure::Died { pid: *pid }),
             ExtractError::PeerLeft { .. } => (rank, Failure::Left),
             ExtractError::Network(n) => (rank, Failure::Net(n.clone())),
+            ExtractError::Protocol(p) => (rank, Failure::Corrupt(p.clone())),
             _ => return None,
         })
     }

@@ -31,7 +31,10 @@
 //!
 //! A peer has *failed* once it died (killed, crashed, or ended without
 //! releasing its endpoint — `exit` without `close`, an `exec`), left
-//! without `close` (dropped its endpoint), or lost its network connection;
+//! without `close` (dropped its endpoint), or lost its network connection,
+//! or once a send found the shared queue it writes on that peer corrupt
+//! (`ProtocolError::PeerQueueCorrupt`, `PeerFramesCorrupt`: reported like
+//! a failure, the first time by the send's next `extract`);
 //! it has *closed* once the close barrier released it. Both are for good.
 //! Each endpoint has a watchdog thread that looks every 100 ms — at the
 //! local peers' lifelines in the shared segment (a robust mutex each rank
@@ -410,7 +413,17 @@ impl Core {
         dest: Rank,
         waiter: &mut Waiter,
     ) -> Result<(), SendError> {
-        if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
+        if self.health.is_gone(dest) {
+            return Err(SendError::PeerGone { rank: dest });
+        }
+        if self.net.borrow().is_gone(dest) {
+            // The transport found it gone before the engine did (a corrupt
+            // shared queue, a receiver that died under a send's wait): take
+            // the transport's report now, so that the next `extract` names
+            // the cause and later sends fail at their first check.
+            if let Err(e) = self.check_transports() {
+                self.defer(e);
+            }
             return Err(SendError::PeerGone { rank: dest });
         }
         let mut ready = || self.net.borrow().has_credit(dest);

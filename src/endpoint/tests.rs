@@ -535,6 +535,15 @@ fn scribbled_shared_queue_is_an_error_not_a_hang(
             let t0 = std::time::Instant::now();
             let _ = ep.send(Rank(0), h, &[&data]);
             let spent = t0.elapsed();
+            // Reported by the next extract (a program that only polls
+            // learns it too), and by every blocking call after.
+            let e = ep
+                .extract(usize::MAX)
+                .expect_err("the corrupt queue is reported by the next extract");
+            assert!(
+                expect(&e) && e.to_string().contains("corrupt") && e.failed_peer() == Some(Rank(0)),
+                "{e:?}"
+            );
             let e = ep
                 .wait_until(|| false)
                 .expect_err("the corrupt queue is reported");
