@@ -152,27 +152,44 @@ fn stamp_file(tag: &str) -> String {
         .into_owned()
 }
 
-/// Run `scenario` with rank `wrapped` (if any) started through `wrapper`.
-fn run_pair(scenario: &str, wrapped: Option<u32>, wrapper: &[&str]) {
+/// Start `size` ranks of `scenario` (rank `wrapped`, if any, through
+/// `wrapper`; `env` added to every rank's) and wait for all of them,
+/// killing what still runs after `limit` (a failure).
+fn run_job(
+    scenario: &str,
+    size: u32,
+    env: &[(&str, &str)],
+    wrapped: Option<u32>,
+    wrapper: &[&str],
+    limit: Duration,
+) -> Vec<std::process::ExitStatus> {
     let stamp = stamp_file(scenario);
     let _ = std::fs::remove_file(&stamp);
+    let mut vars = vec![
+        ("FAIL_SCENARIO".into(), scenario.into()),
+        ("FAIL_STAMP".into(), stamp.clone()),
+    ];
+    vars.extend(env.iter().map(|&(k, v)| (k.to_owned(), v.to_owned())));
     let sp = Spawner {
         rank_test: "failure_rank",
-        size: 2,
+        size,
         job: format!("fail-{scenario}-{}", std::process::id()),
-        env: vec![
-            ("FAIL_SCENARIO".into(), scenario.into()),
-            ("FAIL_STAMP".into(), stamp.clone()),
-        ],
+        env: vars,
     };
-    let mut ranks: Vec<_> = (0..2)
+    let mut ranks: Vec<_> = (0..size)
         .map(|r| {
             let w: &[&str] = if wrapped == Some(r) { wrapper } else { &[] };
             sp.spawn(r, w, &[])
         })
         .collect();
-    let st = procs::wait_all(&mut ranks, Duration::from_secs(40), scenario);
+    let st = procs::wait_all(&mut ranks, limit, scenario);
     let _ = std::fs::remove_file(&stamp);
+    st
+}
+
+/// Run `scenario` with rank `wrapped` (if any) started through `wrapper`.
+fn run_pair(scenario: &str, wrapped: Option<u32>, wrapper: &[&str]) {
+    let st = run_job(scenario, 2, &[], wrapped, wrapper, Duration::from_secs(40));
     assert!(st[1].success(), "{scenario}: rank 1 failed: {}", st[1]);
     assert!(
         st[0].success(),
@@ -438,20 +455,13 @@ fn shared_queue_receiver_dies() {
 
 #[test]
 fn a_sender_held_up_on_a_shared_queue_is_released_by_the_receivers_death() {
-    let stamp = stamp_file("shared-held");
-    let _ = std::fs::remove_file(&stamp);
-    let sp = Spawner {
-        rank_test: "failure_rank",
-        size: 3,
-        job: format!("fail-shared-held-{}", std::process::id()),
-        env: vec![
-            ("FAIL_SCENARIO".into(), "shared-held".into()),
-            ("FAIL_STAMP".into(), stamp.clone()),
-            ("FASTMSG_QUEUES".into(), "1".into()),
-        ],
-    };
-    let mut ranks: Vec<_> = (0..3).map(|r| sp.spawn(r, &[], &[])).collect();
-    let st = procs::wait_all(&mut ranks, Duration::from_secs(30), "shared-held");
-    let _ = std::fs::remove_file(&stamp);
+    let st = run_job(
+        "shared-held",
+        3,
+        &[("FASTMSG_QUEUES", "1")],
+        None,
+        &[],
+        Duration::from_secs(30),
+    );
     assert!(st[0].success(), "shared-held: rank 0 failed: {}", st[0]);
 }

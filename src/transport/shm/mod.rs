@@ -29,10 +29,7 @@ use crate::error::{ExtractError, ProtocolError, PutError, SegmentError};
 use crate::flow::{CreditLine, CreditReturn, CreditWindow};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::queue::{
-    ClaimStalled, FrameStore, FreeList, PublishStalled, RecvQueue, SlotBody, Watch, INLINE_BYTES,
-    NO_FRAME,
-};
+use crate::queue::{FrameStore, FreeList, RecvQueue, SlotBody, Watch, INLINE_BYTES, NO_FRAME};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake::{Doorbell, Ringer};
 use crate::window::{WindowArea, WindowView};
@@ -809,27 +806,18 @@ impl Transport for ShmTransport {
             frame: NO_FRAME,
             inline: [0; INLINE_BYTES],
         };
-        let pos = if peer.q.is_shared() {
-            if let Some(d) = frame.inline_data() {
-                body.inline = *d;
-            } else {
-                body.frame = frame.token as u32;
-            }
-            peer.q.claim()
-        } else {
-            if let Some(d) = frame.inline_data() {
-                body.inline = *d;
-            } else {
-                body.frame = (frame.token & (peer.q.capacity() - 1)) as u32;
-            }
-            frame.token
-        };
-        if !peer.q.is_shared() {
-            peer.q.publish_dedicated(pos, &body);
-        } else if let Err(e) = peer.q.publish(pos, &body, || peer.receiver_gone()) {
+        let shared = peer.q.is_shared();
+        match frame.inline_data() {
+            Some(d) => body.inline = *d,
+            None if shared => body.frame = frame.token as u32,
+            None => body.frame = (frame.token & (peer.q.capacity() - 1)) as u32,
+        }
+        if !shared {
+            peer.q.publish_dedicated(frame.token, &body);
+        } else if let Err(e) = peer.publish_shared(&body) {
             // The fragment is lost with the receiver (or its corrupt queue);
             // the refusal is reported by the next extract.
-            self.refuse(frame.dest, TxStalled::Queue(e));
+            self.refuse(frame.dest, e);
             return;
         }
         self.ringer.ring(peer.bell);

@@ -9,6 +9,7 @@
 //! waits on nothing in the receiver's memory and never comes here.
 
 use super::*;
+use crate::queue::{ClaimStalled, PublishStalled};
 
 impl TxPeer {
     /// Whether the receiver is gone (its lifeline's state word, as the
