@@ -1,7 +1,8 @@
 //! Aggregated active messages (`fastmsg_handlers::aggregate`) on the
 //! thread entry point, 8 ranks on however few cores: per-pair order with
-//! random item sizes and destinations, handler replies, 1,000 quiescence
-//! rounds among collectives, the memory bound under a flood.
+//! random item sizes and destinations, typed items of odd, zero and
+//! oversized sizes, handler replies, 1,000 quiescence rounds among
+//! collectives, the memory bound under a flood.
 
 mod common;
 
@@ -165,6 +166,115 @@ fn random_items_arrive_whole_and_in_order_per_pair() {
                 .count() as u64;
             assert_eq!(got_t[s], want_t, "rank {r}: typed items from {s}");
         }
+    }
+}
+
+/// A 24-byte item: four fill a 100-byte buffer, a fifth would not fit.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Odd {
+    src: u64,
+    seq: u64,
+    check: u64,
+}
+
+/// An item larger than a 100-byte buffer: each leaves alone.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Big {
+    src: u64,
+    seq: u64,
+    fill: [u64; 18],
+}
+
+/// Items whose size does not divide the buffer, zero-sized items and items
+/// larger than the buffer: all arrive, in order per pair, and no buffer is
+/// longer than `buffer_bytes` (a longer one would be refused by the
+/// receiver's whole-message limit and fail `quiesce`).
+#[test]
+fn odd_zero_sized_and_oversized_items_arrive_in_order() {
+    let _s = serial();
+    const N: u32 = 3;
+    const ITEMS: u64 = 500;
+    let out = run(N, None, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(100));
+        let bad = Rc::new(Cell::new(0u32));
+        let next_odd = Rc::new(RefCell::new(vec![0u64; N as usize]));
+        let zeros = Rc::new(RefCell::new(vec![0u64; N as usize]));
+        let next_big = Rc::new(RefCell::new(vec![0u64; N as usize]));
+        let (no, bd) = (Rc::clone(&next_odd), Rc::clone(&bad));
+        let odd = agg.channel::<Odd, _>(&mut b, "odd", move |_ctx, src, o| {
+            let mut no = no.borrow_mut();
+            let want = no[src.index()];
+            if o.src != u64::from(src.0) || o.seq != want || o.check != !want {
+                bd.set(bd.get() + 1);
+            }
+            no[src.index()] += 1;
+            Ok(())
+        });
+        let z = Rc::clone(&zeros);
+        let zero = agg.channel::<(), _>(&mut b, "zero", move |_ctx, src, ()| {
+            z.borrow_mut()[src.index()] += 1;
+            Ok(())
+        });
+        let (nb, bd) = (Rc::clone(&next_big), Rc::clone(&bad));
+        let big = agg.channel::<Big, _>(&mut b, "big", move |_ctx, src, g| {
+            let mut nb = nb.borrow_mut();
+            let want = nb[src.index()];
+            if g.src != u64::from(src.0) || g.seq != want || g.fill != [want; 18] {
+                bd.set(bd.get() + 1);
+            }
+            nb[src.index()] += 1;
+            Ok(())
+        });
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let me = u64::from(ep.rank().0);
+        for seq in 0..ITEMS {
+            for d in 0..N {
+                let src = me;
+                odd.send(
+                    &ctx,
+                    Rank(d),
+                    Odd {
+                        src,
+                        seq,
+                        check: !seq,
+                    },
+                )?;
+                zero.send(&ctx, Rank(d), ())?;
+                if seq % 10 == 0 {
+                    let seq = seq / 10;
+                    big.send(
+                        &ctx,
+                        Rank(d),
+                        Big {
+                            src,
+                            seq,
+                            fill: [seq; 18],
+                        },
+                    )?;
+                }
+            }
+        }
+        agg.quiesce(&mut ep)?;
+        let counts = (
+            next_odd.borrow().clone(),
+            zeros.borrow().clone(),
+            next_big.borrow().clone(),
+        );
+        ep.close()?;
+        Ok((bad.get(), counts))
+    });
+    for (r, (bad, (odd, zero, big))) in out.into_iter().enumerate() {
+        assert_eq!(bad, 0, "rank {r}: items out of order or corrupt");
+        assert_eq!(odd, vec![ITEMS; N as usize], "rank {r}: 24-byte items");
+        assert_eq!(zero, vec![ITEMS; N as usize], "rank {r}: zero-sized items");
+        assert_eq!(
+            big,
+            vec![ITEMS / 10; N as usize],
+            "rank {r}: oversized items"
+        );
     }
 }
 

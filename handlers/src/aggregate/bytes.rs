@@ -14,7 +14,7 @@ const PREFIX: usize = 4;
 /// buffer, so order holds). Cheap to clone.
 #[derive(Clone)]
 pub struct ByteChannel {
-    out: Rc<Outbox>,
+    out: Rc<Outbox<u8>>,
     max_item: usize,
 }
 

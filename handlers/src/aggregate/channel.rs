@@ -12,7 +12,7 @@ use std::rc::Rc;
 /// channel's handler on the receiving rank. Cheap to clone: clones share
 /// the buffers (a handler may capture one to send from inside).
 pub struct Channel<T: Pod> {
-    out: Rc<Outbox>,
+    out: Rc<Outbox<T>>,
     _t: PhantomData<fn(T)>,
 }
 
@@ -44,11 +44,8 @@ impl<T: Pod> Channel<T> {
     /// left could not be sent (its destination is gone).
     #[inline]
     pub fn send(&self, ctx: &Ctx, dest: Rank, item: T) -> Result<(), AggError> {
-        if std::mem::size_of::<T>() == 0 {
-            // A zero-sized item still counts: one byte each on the wire.
-            return self.out.push(ctx, dest, &[&[0]]);
-        }
-        self.out.push_one(ctx, dest, bytemuck::bytes_of(&item))
+        // In place (a zero-sized item still counts: one byte on the wire).
+        self.out.push_item(ctx, dest, item)
     }
 
     /// The handler id carrying this channel's buffers (for tools and

@@ -39,7 +39,7 @@ mod outbox;
 pub use self::bytes::ByteChannel;
 pub use self::channel::Channel;
 
-use self::outbox::Outbox;
+use self::outbox::{Buffers, Outbox};
 use fastmsg::error::{ExtractError, SendError};
 use fastmsg::{Ctx, Endpoint, EndpointBuilder, Rank};
 use std::cell::RefCell;
@@ -128,7 +128,7 @@ impl From<AggError> for fastmsg::Error {
 /// The state every channel of an aggregator shares.
 struct Shared {
     cfg: AggConfig,
-    outboxes: RefCell<Vec<Rc<Outbox>>>,
+    outboxes: RefCell<Vec<Rc<dyn Buffers>>>,
 }
 
 impl Shared {
@@ -213,10 +213,13 @@ impl Aggregator {
 
     /// A new channel's outbox, its handler declared under
     /// `fastmsg-agg/<name>`.
-    fn outbox(&self, b: &mut EndpointBuilder, name: &str) -> Rc<Outbox> {
+    fn outbox<E: bytemuck::Pod>(&self, b: &mut EndpointBuilder, name: &str) -> Rc<Outbox<E>> {
         let id = b.declare(&format!("fastmsg-agg/{name}"));
         let o = Rc::new(Outbox::new(name, id, self.shared.cfg.buffer_bytes));
-        self.shared.outboxes.borrow_mut().push(Rc::clone(&o));
+        self.shared
+            .outboxes
+            .borrow_mut()
+            .push(Rc::clone(&o) as Rc<dyn Buffers>);
         o
     }
 

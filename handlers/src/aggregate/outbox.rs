@@ -1,5 +1,13 @@
 //! The per-destination buffers of one channel, and how they leave.
 //!
+//! Buffers are typed ([`Buf<E>`]): a [`Channel<T>`](super::Channel) stores
+//! its `T` into the next element, and a [`ByteChannel`](super::ByteChannel)
+//! appends bytes. The wire form is the filled elements' bytes (a
+//! zero-sized item is one zero byte). A buffer's elements are allocated
+//! once, so appending an item is one indexed store: nothing that could
+//! reallocate lies between building the item and storing it, and the item
+//! goes to the buffer from registers, not through a copy on the stack.
+//!
 //! A buffer is taken out of its slot (a spare takes its place) before it
 //! is sent, and no borrow is held across the send: the send may make
 //! progress, which runs handlers that add items to these very buffers.
@@ -7,19 +15,54 @@
 //! being sent, so order per destination holds.
 
 use super::AggError;
+use bytemuck::Pod;
 use fastmsg::{Ctx, HandlerId, Rank};
 use std::cell::RefCell;
 
-pub(crate) struct Outbox {
+/// What the aggregator does with every channel's buffers, whatever their
+/// item type.
+pub(crate) trait Buffers {
+    /// Send every non-empty buffer; the first error is returned, the
+    /// other buffers are still sent.
+    fn flush_all(&self, ctx: &Ctx) -> Result<(), AggError>;
+    /// Bytes held now.
+    fn buffered(&self) -> usize;
+}
+
+/// One destination's buffer: `items[..n]` are filled; `items` is
+/// allocated at the first item and then keeps its length.
+struct Buf<E> {
+    items: Vec<E>,
+    n: usize,
+}
+
+impl<E> Default for Buf<E> {
+    fn default() -> Self {
+        Buf {
+            items: Vec::new(),
+            n: 0,
+        }
+    }
+}
+
+pub(crate) struct Outbox<E: Pod> {
     pub(crate) name: String,
     /// The channel's handler (declared with the channel).
     pub(crate) handler: HandlerId,
+    /// Bytes per buffer.
     pub(crate) cap: usize,
-    bufs: RefCell<Vec<Vec<u8>>>,
-    spare: RefCell<Vec<Vec<u8>>>,
+    bufs: RefCell<Vec<Buf<E>>>,
+    spare: RefCell<Vec<Buf<E>>>,
 }
 
-impl Outbox {
+impl<E: Pod> Outbox<E> {
+    /// Bytes one element takes on the wire.
+    const WIRE: usize = if std::mem::size_of::<E>() == 0 {
+        1
+    } else {
+        std::mem::size_of::<E>()
+    };
+
     pub(crate) fn new(name: &str, handler: HandlerId, cap: usize) -> Self {
         Outbox {
             name: name.to_owned(),
@@ -31,62 +74,99 @@ impl Outbox {
     }
 
     /// Append `item` to `dest`'s buffer: the common case (the buffer has
-    /// items and room to spare) inline, the rest in [`push`](Self::push).
+    /// items and room to spare) inline; otherwise [`make_room`]
+    /// (Self::make_room) first, out of line. The item is never passed to
+    /// an out-of-line call, so it goes from registers to the buffer.
     #[inline(always)]
-    pub(crate) fn push_one(&self, ctx: &Ctx, dest: Rank, item: &[u8]) -> Result<(), AggError> {
+    pub(crate) fn push_item(&self, ctx: &Ctx, dest: Rank, item: E) -> Result<(), AggError> {
         {
             let mut bufs = self.bufs.borrow_mut();
             if let Some(b) = bufs.get_mut(dest.index()) {
-                if !b.is_empty() && b.len() + item.len() < self.cap {
-                    b.extend_from_slice(item);
+                if b.n != 0 && (b.n + 1) * Self::WIRE < self.cap {
+                    b.items[b.n] = item;
+                    b.n += 1;
                     return Ok(());
                 }
             }
         }
-        self.push(ctx, dest, &[item])
+        self.make_room(ctx, dest, 1)?;
+        self.fill(ctx, dest.index(), 1, |room| room[0] = item)
     }
 
     /// Append `parts` (one item) to `dest`'s buffer; send the buffer first
     /// if the item would not fit, or after if it is full.
     #[inline(never)]
-    pub(crate) fn push(&self, ctx: &Ctx, dest: Rank, parts: &[&[u8]]) -> Result<(), AggError> {
+    pub(crate) fn push(&self, ctx: &Ctx, dest: Rank, parts: &[&[E]]) -> Result<(), AggError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let d = dest.index();
-        let room = {
-            let mut bufs = self.bufs.borrow_mut();
-            if d >= bufs.len() {
-                let size = ctx.size();
-                if dest.0 >= size {
-                    return Err(AggError::BadDestination { dest, size });
-                }
-                bufs.resize_with(size as usize, Vec::new);
+        self.make_room(ctx, dest, len)?;
+        self.fill(ctx, dest.index(), len, |mut room| {
+            for p in parts {
+                let (to, rest) = room.split_at_mut(p.len());
+                to.copy_from_slice(p);
+                room = rest;
             }
-            let b = &mut bufs[d];
-            if b.len() + len > self.cap && !b.is_empty() {
-                false
-            } else {
-                if b.is_empty() {
-                    // The idle hook sends it if nothing else does.
-                    ctx.note_idle_work();
-                    if b.capacity() == 0 {
-                        b.reserve_exact(self.cap.max(len));
+        })
+    }
+
+    /// Make `dest`'s buffer ready for an item of `len` elements: check
+    /// `dest`, send the buffer if the item would not fit, allocate it at
+    /// its first item (an item longer than a buffer goes alone).
+    #[inline(never)]
+    fn make_room(&self, ctx: &Ctx, dest: Rank, len: usize) -> Result<(), AggError> {
+        let d = dest.index();
+        loop {
+            {
+                let mut bufs = self.bufs.borrow_mut();
+                if d >= bufs.len() {
+                    let size = ctx.size();
+                    if dest.0 >= size {
+                        return Err(AggError::BadDestination { dest, size });
                     }
+                    bufs.resize_with(size as usize, Buf::default);
                 }
-                for p in parts {
-                    b.extend_from_slice(p);
-                }
-                if b.len() < self.cap {
+                let b = &mut bufs[d];
+                if b.n == 0 || (b.n + len) * Self::WIRE <= self.cap {
+                    if b.n == 0 {
+                        // The idle hook sends it if nothing else does.
+                        ctx.note_idle_work();
+                    }
+                    let need = b.n + len;
+                    if b.items.len() < need {
+                        let full = (self.cap / Self::WIRE).max(need);
+                        b.items.resize(full, E::zeroed());
+                    }
                     return Ok(());
                 }
-                true
             }
+            // Handlers that run while it leaves may fill the spare that
+            // takes its place: look again.
+            self.flush(ctx, d)?;
+        }
+    }
+
+    /// After [`make_room`](Self::make_room) (nothing ran since, so the room
+    /// is still there): `write` the item into the room after the filled
+    /// elements (`len` of them), and send the buffer if it is now full.
+    #[inline(always)]
+    fn fill(
+        &self,
+        ctx: &Ctx,
+        d: usize,
+        len: usize,
+        write: impl FnOnce(&mut [E]),
+    ) -> Result<(), AggError> {
+        let full = {
+            let mut bufs = self.bufs.borrow_mut();
+            let b = &mut bufs[d];
+            write(&mut b.items[b.n..b.n + len]);
+            b.n += len;
+            b.n * Self::WIRE >= self.cap
         };
-        if room {
+        if full {
             // Full: it leaves now.
             return self.flush(ctx, d);
         }
-        self.flush(ctx, d)?;
-        self.push(ctx, dest, parts)
+        Ok(())
     }
 
     /// Send `dest`'s buffer if it holds anything.
@@ -94,7 +174,7 @@ impl Outbox {
         let out = {
             let mut bufs = self.bufs.borrow_mut();
             match bufs.get_mut(d) {
-                Some(b) if !b.is_empty() => {
+                Some(b) if b.n != 0 => {
                     let spare = self.spare.borrow_mut().pop().unwrap_or_default();
                     std::mem::replace(b, spare)
                 }
@@ -104,16 +184,25 @@ impl Outbox {
         // From the main loop this waits for credit (making progress)
         // rather than copying the buffer into the pending queue; from a
         // handler or the idle hook it never blocks.
-        let r = ctx.post(Rank(d as u32), self.handler, &[&out]);
+        let filled = &out.items[..out.n];
+        let r = if std::mem::size_of::<E>() == 0 {
+            ctx.post(Rank(d as u32), self.handler, &[&vec![0u8; out.n]])
+        } else {
+            ctx.post(
+                Rank(d as u32),
+                self.handler,
+                &[bytemuck::cast_slice(filled)],
+            )
+        };
         let mut out = out;
-        out.clear();
+        out.n = 0;
         self.spare.borrow_mut().push(out);
         r.map_err(AggError::Send)
     }
+}
 
-    /// Send every non-empty buffer; the first error is returned, the
-    /// other buffers are still sent.
-    pub(crate) fn flush_all(&self, ctx: &Ctx) -> Result<(), AggError> {
+impl<E: Pod> Buffers for Outbox<E> {
+    fn flush_all(&self, ctx: &Ctx) -> Result<(), AggError> {
         let n = self.bufs.borrow().len();
         let mut first = Ok(());
         for d in 0..n {
@@ -124,8 +213,7 @@ impl Outbox {
         first
     }
 
-    /// Bytes held now.
-    pub(crate) fn buffered(&self) -> usize {
-        self.bufs.borrow().iter().map(Vec::len).sum()
+    fn buffered(&self) -> usize {
+        self.bufs.borrow().iter().map(|b| b.n).sum::<usize>() * Self::WIRE
     }
 }
