@@ -98,6 +98,13 @@ impl Watchdog {
     pub(crate) fn alarm(&self) -> &Alarm {
         &self.alarm
     }
+
+    /// A shared handle on the alarm word, for a transport that finds a
+    /// failure itself (on its own send path) and raises the alarm so that
+    /// the engine reads it as it reads the probes' findings.
+    pub(crate) fn alarm_handle(&self) -> Arc<Alarm> {
+        Arc::clone(&self.alarm)
+    }
 }
 
 fn run(mut probes: Vec<Box<dyn Probe>>, alarm: &Alarm, stop: &Stop) {

@@ -390,6 +390,15 @@ impl Core {
         for (rank, how) in local {
             self.peer_failed(rank, how);
         }
+        // What this rank's own sends found corrupt in a peer's shared
+        // queue (the shm transport raised the alarm).
+        loop {
+            let refused = self.net.borrow_mut().shm.take_refusal();
+            match refused {
+                Some(e) => self.note_error(ExtractError::Protocol(e)),
+                None => break,
+            }
+        }
         // Network transports report their failures (one per call).
         for _ in 0..=self.size {
             let r = self.net.borrow_mut().check_wide();

@@ -418,12 +418,8 @@ impl Core {
         }
         if self.net.borrow().is_gone(dest) {
             // The transport found it gone before the engine did (a corrupt
-            // shared queue, a receiver that died under a send's wait): take
-            // the transport's report now, so that the next `extract` names
-            // the cause and later sends fail at their first check.
-            if let Err(e) = self.check_transports() {
-                self.defer(e);
-            }
+            // shared queue, a receiver that died under a send's wait) and
+            // raised the alarm: the next `extract` names the cause.
             return Err(SendError::PeerGone { rank: dest });
         }
         let mut ready = || self.net.borrow().has_credit(dest);

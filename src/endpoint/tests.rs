@@ -192,9 +192,14 @@ fn corrupt_slot_stamp_is_reported_once_and_other_queues_go_on() {
                 Ok(())
             });
             let mut ep = b.start()?;
+            // Bounded: if rank 1 fails its checks (a panic), the others
+            // still end and the test fails instead of hanging.
             let linger = || {
+                let t0 = std::time::Instant::now();
                 // SYNC POINT test-done (acquire side).
-                while !done.load(crate::sync::Ordering::Acquire) {
+                while !done.load(crate::sync::Ordering::Acquire)
+                    && t0.elapsed() < std::time::Duration::from_secs(30)
+                {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             };
@@ -499,6 +504,7 @@ fn a_later_fragment_naming_another_handler_still_goes_to_its_messages() {
 /// send: 0 goes in the slot, 64 through a free-list frame.
 fn scribbled_shared_queue_is_an_error_not_a_hang(
     payload: usize,
+    parked: bool,
     scribble: fn(&mut crate::transport::ShmTransport),
     expect: fn(&ExtractError) -> bool,
 ) {
@@ -513,9 +519,14 @@ fn scribbled_shared_queue_is_an_error_not_a_hang(
             let mut ep = b.start()?;
             // SYNC POINT test-started (release side).
             started.fetch_add(1, crate::sync::Ordering::Release);
+            // Bounded: if rank 1 fails its checks (a panic), the others
+            // still end and the test fails instead of hanging.
             let linger = || {
+                let t0 = std::time::Instant::now();
                 // SYNC POINT test-done (acquire side).
-                while !done.load(crate::sync::Ordering::Acquire) {
+                while !done.load(crate::sync::Ordering::Acquire)
+                    && t0.elapsed() < std::time::Duration::from_secs(30)
+                {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             };
@@ -531,9 +542,15 @@ fn scribbled_shared_queue_is_an_error_not_a_hang(
             }
             shm(&ep, scribble);
             let data = vec![5u8; payload];
-            // The fragment cannot be published; the send returns.
+            // The fragment cannot be published; the send returns. A
+            // `Ctx::send` parks instead of waiting for credit: nothing but
+            // the transport's own report tells the engine.
             let t0 = std::time::Instant::now();
-            let _ = ep.send(Rank(0), h, &[&data]);
+            let _ = if parked {
+                ep.ctx().send(Rank(0), h, &[&data])
+            } else {
+                ep.send(Rank(0), h, &[&data])
+            };
             let spent = t0.elapsed();
             // Reported by the next extract (a program that only polls
             // learns it too), and by every blocking call after.
@@ -571,6 +588,7 @@ fn scribbled_shared_queue_is_an_error_not_a_hang(
 fn a_sender_on_a_scribbled_shared_queue_gets_an_error_not_a_hang() {
     scribbled_shared_queue_is_an_error_not_a_hang(
         0,
+        false,
         |t| t.scribble_stamps(Rank(0), 0xdead_beef_0000),
         |e| {
             matches!(
@@ -585,10 +603,33 @@ fn a_sender_on_a_scribbled_shared_queue_gets_an_error_not_a_hang() {
     );
 }
 
+/// The same through `Ctx::send`, which parks rather than waits for
+/// credit: the engine learns of the corrupt queue from the transport's
+/// alarm, not from a credit wait.
+#[test]
+fn a_parked_send_on_a_scribbled_shared_queue_is_reported_by_the_next_extract() {
+    scribbled_shared_queue_is_an_error_not_a_hang(
+        64,
+        true,
+        |t| t.scribble_frames(Rank(0), 7),
+        |e| {
+            matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
+                    dest: 0,
+                    flag: 7,
+                    ..
+                })
+            )
+        },
+    );
+}
+
 #[test]
 fn a_sender_on_scribbled_free_list_flags_gets_an_error_not_a_hang() {
     scribbled_shared_queue_is_an_error_not_a_hang(
         64,
+        false,
         |t| t.scribble_frames(Rank(0), 7),
         |e| {
             matches!(

@@ -207,7 +207,7 @@ pub(super) fn start(
     for r in &net_peers {
         route[r.index()] = 1;
     }
-    let net = Net::new(transports, shm, route);
+    let mut net = Net::new(transports, shm, route);
     let mut names = registry.names().to_vec();
     names.extend(windows.describe());
     // An RDMA network transport (verbs, ofi) counts as a second busy
@@ -239,6 +239,7 @@ pub(super) fn start(
             peer: format!("rank {}", job.rank),
             source,
         })?;
+    net.shm.set_alarm(watchdog.alarm_handle());
     let setup = CoreSetup {
         wait,
         abort: config.abort.clone(),

@@ -215,8 +215,12 @@ pub struct ShmTransport {
     lives: Vec<MapRef<LifeLine>>,
     gone: Vec<bool>,
     /// What sends found corrupt in peers' queues, to report once each
-    /// (`check_peers`).
+    /// (`take_refusal`, after the alarm; `check_peers`).
     tx_corrupt: Vec<ProtocolError>,
+    /// The endpoint's alarm word (set once the watchdog exists), raised
+    /// when a send finds a peer gone or its queue corrupt: the next
+    /// `extract` reads it, whichever call path the send took.
+    alarm: Option<std::sync::Arc<crate::watch::Alarm>>,
     /// Our own armed lifeline, released (unlocked) on drop; the guard
     /// holds the mapping itself.
     life: LifeGuard,
@@ -392,6 +396,7 @@ impl ShmTransport {
             lives,
             gone: vec![false; local],
             tx_corrupt: Vec::new(),
+            alarm: None,
             life,
             seg,
         })
@@ -649,6 +654,18 @@ impl ShmTransport {
         self.life.set_closed();
     }
 
+    /// Raise `alarm` whenever a send finds a peer gone or its queue
+    /// corrupt (see [`take_refusal`](Self::take_refusal)).
+    pub(crate) fn set_alarm(&mut self, alarm: std::sync::Arc<crate::watch::Alarm>) {
+        self.alarm = Some(alarm);
+    }
+
+    /// What a send found corrupt in a peer's queue, once each; the alarm
+    /// was raised when it was found.
+    pub(crate) fn take_refusal(&mut self) -> Option<ProtocolError> {
+        self.tx_corrupt.pop()
+    }
+
     /// `rank` is gone (the engine learnt it): puts to it fail.
     pub(crate) fn mark_gone(&mut self, rank: Rank) {
         if let Some(&s) = self.smt_of_rank.get(rank.index()) {
@@ -872,8 +889,9 @@ impl Transport for ShmTransport {
     }
 
     fn check_peers(&mut self) -> Result<(), ExtractError> {
-        // What sends found corrupt in peers' queues, once each.
-        if let Some(e) = self.tx_corrupt.pop() {
+        // What sends found corrupt in peers' queues, once each (if the
+        // engine has not taken it after the alarm already).
+        if let Some(e) = self.take_refusal() {
             return Err(ExtractError::Protocol(e));
         }
         // Stamps from neither this lap nor the last (the empty poll compares

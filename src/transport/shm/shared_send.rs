@@ -100,8 +100,9 @@ impl ShmTransport {
     }
 
     /// A send to `dest`'s shared queue stalled (`e`): take `dest` as gone
-    /// (its sends fail from now on) and keep a corrupt queue's error for
-    /// `check_peers`; a receiver found gone is the watchdog's to report.
+    /// (its sends fail from now on), keep a corrupt queue's error, and
+    /// raise the endpoint's alarm; a receiver found gone is reported from
+    /// its lifeline, as the watchdog's probe reports it.
     /// Returns false: the send did not happen.
     #[cold]
     #[inline(never)]
@@ -120,6 +121,12 @@ impl ShmTransport {
             }
         };
         self.tx_corrupt.extend(error);
+        // The engine reads what happened at its next look at the alarm
+        // (`extract`, any blocking wait), whether this send waits for
+        // credit or parks.
+        if let Some(alarm) = &self.alarm {
+            alarm.raise();
+        }
         false
     }
 }
