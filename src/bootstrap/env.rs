@@ -174,16 +174,26 @@ impl JobInfo {
             super::manners::slurm_step_check()?;
             let size = need("SLURM_NTASKS")?;
             let local_rank = need("SLURM_LOCALID")?;
-            // SLURM_NTASKS_PER_NODE may read "4" or "4(x2)"; the per-step
-            // SLURM_STEP_TASKS_PER_NODE likewise. Take the leading number.
-            let per_node = var("SLURM_STEP_TASKS_PER_NODE")
-                .or_else(|| var("SLURM_NTASKS_PER_NODE"))
-                .and_then(|v| {
-                    v.split(|c: char| !c.is_ascii_digit())
-                        .next()
-                        .and_then(|n| n.parse().ok())
-                })
-                .unwrap_or(size);
+            // This node's entry of the per-step list (SLURM_NTASKS_PER_NODE,
+            // the allocation's, if the step's is missing): "4", "4(x2)",
+            // "4,6", "2(x3),5" (see `slurm_tasks`).
+            let (list_var, list) = match var("SLURM_STEP_TASKS_PER_NODE") {
+                Some(v) => ("SLURM_STEP_TASKS_PER_NODE", Some(v)),
+                None => ("SLURM_NTASKS_PER_NODE", var("SLURM_NTASKS_PER_NODE")),
+            };
+            let per_node = match list {
+                Some(list) => {
+                    let node = num("SLURM_NODEID")?.unwrap_or(0);
+                    super::slurm_tasks::tasks_on_node(&list, node).map_err(|why| {
+                        ConfigError::BadEnv {
+                            var: list_var,
+                            value: list.clone(),
+                            why,
+                        }
+                    })?
+                }
+                None => size,
+            };
             let job = format!(
                 "slurm-{}-{}",
                 var("SLURM_JOB_ID").unwrap_or_else(|| "0".into()),
