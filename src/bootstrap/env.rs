@@ -123,32 +123,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::sanitize;
-
-    #[test]
-    fn safe_ids_are_kept_and_changed_ones_stay_apart() {
-        assert_eq!(sanitize("slurm-123-0"), "slurm-123-0");
-        let a = sanitize("ompi-1234:5");
-        let b = sanitize("ompi-1234_5");
-        assert_eq!(b, "ompi-1234_5");
-        assert_ne!(a, b);
-        assert!(a.starts_with("ompi-1234_5-"), "{a}");
-        let long = "p".repeat(70);
-        let (x, y) = (sanitize(&format!("{long}1")), sanitize(&format!("{long}2")));
-        assert_ne!(x, y);
-        for id in [&a, &x, &y] {
-            assert!(id.len() <= 64, "{id}");
-            assert!(id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'));
-        }
-        // The same input, the same id (every rank computes it alone).
-        assert_eq!(sanitize("my job/7"), sanitize("my job/7"));
-    }
-}
-
 /// The job from the PMIx server, if one started us and the `pmix` feature
 /// is built.
 fn pmix_job() -> Result<Option<JobInfo>, ConfigError> {
@@ -313,5 +287,31 @@ impl JobInfo {
             return bad("empty job id".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn safe_ids_are_kept_and_changed_ones_stay_apart() {
+        assert_eq!(sanitize("slurm-123-0"), "slurm-123-0");
+        let a = sanitize("ompi-1234:5");
+        let b = sanitize("ompi-1234_5");
+        assert_eq!(b, "ompi-1234_5");
+        assert_ne!(a, b);
+        assert!(a.starts_with("ompi-1234_5-"), "{a}");
+        let long = "p".repeat(70);
+        let (x, y) = (sanitize(&format!("{long}1")), sanitize(&format!("{long}2")));
+        assert_ne!(x, y);
+        for id in [&a, &x, &y] {
+            assert!(id.len() <= 64, "{id}");
+            assert!(id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'));
+        }
+        // The same input, the same id (every rank computes it alone).
+        assert_eq!(sanitize("my job/7"), sanitize("my job/7"));
     }
 }
