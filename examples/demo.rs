@@ -111,9 +111,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let a2a_got = Rc::new(Cell::new(0u32));
     let a2a = {
         let (got, bump) = (a2a_got.clone(), bump.clone());
+        // Every rank sends the same size: a longer message is a peer's
+        // error, refused before it sizes an allocation.
+        let want = args.bytes.max(8);
         b.register("all-to-all", move |_ctx, mut m| {
             let (got, bump) = (got.clone(), bump.clone());
             async move {
+                if m.len() != want {
+                    return Err(format!(
+                        "all-to-all message of {} bytes, expected {want}",
+                        m.len()
+                    )
+                    .into());
+                }
                 let mut head = [0u8; 8];
                 m.receive(&mut head).await?;
                 let mut body = vec![0u8; m.remaining()];

@@ -263,9 +263,25 @@ fn settle() -> Result<CopyPlan, CopyPlanError> {
         // No measurement and no file written behind the user's back: the
         // stored plan if `fmbench tune-copy` (or `tune`) made one for this
         // machine, else plain copies.
-        EnvChoice::Auto | EnvChoice::Fixed(_) => Ok(store::plan_path()
-            .and_then(|path| store::load(&path))
-            .unwrap_or_else(|_| CopyPlan::plain("default (no stored plan)"))),
+        EnvChoice::Auto | EnvChoice::Fixed(_) => Ok(stored_or_plain(store::plan_path())),
+    }
+}
+
+/// The plan stored at `path`, else plain copies. A plan that exists but
+/// cannot be used (unreadable, corrupt, from another build or CPU) is said
+/// once, as a warning: the user tuned, and would otherwise not learn that
+/// the tuning is ignored.
+fn stored_or_plain(path: Result<std::path::PathBuf, CopyPlanError>) -> CopyPlan {
+    match path.and_then(|path| store::load(&path)) {
+        Ok(p) => p,
+        Err(CopyPlanError::NoCacheDir) => CopyPlan::plain("default (no stored plan)"),
+        Err(CopyPlanError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            CopyPlan::plain("default (no stored plan)")
+        }
+        Err(e) => {
+            tracing::warn!("{e}; using plain copies");
+            CopyPlan::plain("default (stored plan unusable)")
+        }
     }
 }
 
@@ -276,6 +292,15 @@ pub fn parse_choice(v: &str) -> Option<CopyPlan> {
         Ok(EnvChoice::Fixed(p)) => Some(p),
         _ => None,
     }
+}
+
+/// Whether `v` is a `FASTMSG_COPY` value this build knows (the
+/// configuration checks it at start).
+///
+/// # Errors
+/// [`CopyPlanError::BadEnv`].
+pub(crate) fn check_env(v: &str) -> Result<(), CopyPlanError> {
+    parse_env(v).map(|_| ())
 }
 
 enum EnvChoice {
@@ -308,6 +333,24 @@ fn parse_env(v: &str) -> Result<EnvChoice, CopyPlanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_plan_and_an_unusable_one_are_told_apart() {
+        let dir = std::env::temp_dir().join(format!("fastmsg-plan-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = stored_or_plain(Ok(dir.join("none")));
+        assert_eq!(missing.source, "default (no stored plan)");
+        assert_eq!(
+            stored_or_plain(Err(CopyPlanError::NoCacheDir)).source,
+            "default (no stored plan)"
+        );
+        let bad = dir.join("bad");
+        std::fs::write(&bad, "this is not a copy plan\n").unwrap();
+        let unusable = stored_or_plain(Ok(bad));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(unusable.source, "default (stored plan unusable)");
+        assert_eq!(unusable.strategy, Strategy::Plain);
+    }
 
     #[test]
     fn env_values_parse_or_name_the_bad_one() {

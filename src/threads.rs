@@ -50,7 +50,9 @@ pub struct RankError {
 /// returns its result. Returns the results in rank order, or the first
 /// rank's error; when one rank fails the others' blocking calls are aborted
 /// (`ExtractError::Aborted`) instead of waiting for ever. A panic in a rank
-/// is re-raised after all threads have ended.
+/// is re-raised after all threads have ended. A rank whose thread cannot
+/// be created (the OS refused it) is that rank's error, and the ranks
+/// already started are aborted instead of waiting for it.
 ///
 /// # Errors
 /// [`RankError`] with the first failing rank.
@@ -69,7 +71,7 @@ where
                 cfg.abort = Some(Arc::clone(&abort));
                 configure(&mut cfg);
                 let (body, abort) = (&body, &abort);
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name(format!("rank{r}"))
                     .spawn_scoped(s, move || {
                         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -79,13 +81,24 @@ where
                             abort.store(true, Ordering::Relaxed);
                         }
                         out
-                    })
-                    .expect("spawn rank thread")
+                    });
+                if spawned.is_err() {
+                    // The ranks already running would wait for this one
+                    // until their start-up timeout: stop them now.
+                    abort.store(true, Ordering::Relaxed);
+                }
+                spawned
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(Err))
+            .enumerate()
+            .map(|(r, h)| match h {
+                Ok(h) => h.join().unwrap_or_else(Err),
+                Err(e) => Ok(Err(Error::other(format!(
+                    "could not start the thread of rank {r}: {e}"
+                )))),
+            })
             .collect()
     });
     let mut out = Vec::with_capacity(ranks as usize);

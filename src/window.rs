@@ -42,7 +42,9 @@ pub(crate) struct WindowTable {
 }
 
 impl WindowTable {
-    /// Add a window of `len` bytes (rounded up to a cache line).
+    /// Add a window of `len` bytes (rounded up to a cache line). Sizes
+    /// add up saturating: a total past what a segment holds is refused by
+    /// its layout at start, as a typed error, never an overflow here.
     pub(crate) fn register(&mut self, name: &str, len: usize) -> WindowId {
         let id = WindowId(self.specs.len() as u32);
         let len = len as u64;
@@ -51,7 +53,9 @@ impl WindowTable {
             offset: self.bytes,
             len,
         });
-        self.bytes += len.div_ceil(64) * 64;
+        self.bytes = self
+            .bytes
+            .saturating_add(len.div_ceil(64).saturating_mul(64));
         id
     }
 

@@ -105,6 +105,8 @@ fn every_setting_is_validated_with_a_typed_error() {
         (&[("FASTMSG_CREDITS", "4294967296")], 2, "FASTMSG_CREDITS"),
         (&[("FASTMSG_FRAME_SIZE", "100")], 2, "FASTMSG_FRAME_SIZE"),
         (&[("FASTMSG_QUEUES", "3")], 2, "FASTMSG_QUEUES"),
+        (&[("FASTMSG_COPY", "vectr")], 2, "FASTMSG_COPY=\"vectr\""),
+        (&[("FASTMSG_COPY", "stream:4096")], 0, ""),
         (
             &[
                 ("FASTMSG_CREDITS", "65536"),

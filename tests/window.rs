@@ -126,3 +126,29 @@ fn different_windows_are_a_start_error() {
         "{e}"
     );
 }
+
+#[test]
+fn windows_too_large_for_a_segment_are_a_start_error() {
+    for sizes in [
+        vec![usize::MAX],
+        vec![usize::MAX / 2, usize::MAX / 2, 64],
+        vec![1 << 37],
+    ] {
+        let r = threads::run(
+            1,
+            |_| {},
+            |mut b| {
+                for (k, &bytes) in sizes.iter().enumerate() {
+                    b.window(&format!("w{k}"), bytes);
+                }
+                b.start().map(|_| ()).map_err(Error::from)
+            },
+        );
+        let e = r.expect_err("windows past the segment's limit must fail");
+        assert!(
+            matches!(e.error, Error::Start(StartError::Segment(_))),
+            "{sizes:?}: {e}"
+        );
+        assert!(e.to_string().contains("bytes of windows"), "{sizes:?}: {e}");
+    }
+}

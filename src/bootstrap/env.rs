@@ -93,18 +93,34 @@ pub fn host_identity() -> String {
     }
 }
 
-/// Keep only characters that are safe in a file name.
+/// Keep only characters that are safe in a file name, at most
+/// [`SAFE_LEN`] of them. An id that had to change (an unsafe character
+/// replaced, or cut short) ends with a hash of the whole original, so
+/// that two ids differing only where the change was (`a:b` and `a_b`, or
+/// past the cut) stay different: two jobs of one user on one host must
+/// never share a segment name.
 pub(crate) fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
+    let safe = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.';
+    if s.len() <= SAFE_LEN && s.chars().all(safe) {
+        return s.to_owned();
+    }
+    let kept: String = s
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .take(SAFE_LEN - 17)
+        .collect();
+    format!("{kept}-{:016x}", fnv1a(s.as_bytes()))
+}
+
+/// The longest file-name safe id [`sanitize`] makes.
+const SAFE_LEN: usize = 64;
+
+/// FNV-1a, 64 bits: the same on every rank and build (unlike std's
+/// hasher, whose algorithm may change between releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The job from the PMIx server, if one started us and the `pmix` feature
@@ -174,16 +190,26 @@ impl JobInfo {
             super::manners::slurm_step_check()?;
             let size = need("SLURM_NTASKS")?;
             let local_rank = need("SLURM_LOCALID")?;
-            // SLURM_NTASKS_PER_NODE may read "4" or "4(x2)"; the per-step
-            // SLURM_STEP_TASKS_PER_NODE likewise. Take the leading number.
-            let per_node = var("SLURM_STEP_TASKS_PER_NODE")
-                .or_else(|| var("SLURM_NTASKS_PER_NODE"))
-                .and_then(|v| {
-                    v.split(|c: char| !c.is_ascii_digit())
-                        .next()
-                        .and_then(|n| n.parse().ok())
-                })
-                .unwrap_or(size);
+            // This node's entry of the per-step list (SLURM_NTASKS_PER_NODE,
+            // the allocation's, if the step's is missing): "4", "4(x2)",
+            // "4,6", "2(x3),5" (see `slurm_tasks`).
+            let (list_var, list) = match var("SLURM_STEP_TASKS_PER_NODE") {
+                Some(v) => ("SLURM_STEP_TASKS_PER_NODE", Some(v)),
+                None => ("SLURM_NTASKS_PER_NODE", var("SLURM_NTASKS_PER_NODE")),
+            };
+            let per_node = match list {
+                Some(list) => {
+                    let node = num("SLURM_NODEID")?.unwrap_or(0);
+                    super::slurm_tasks::tasks_on_node(&list, node).map_err(|why| {
+                        ConfigError::BadEnv {
+                            var: list_var,
+                            value: list.clone(),
+                            why,
+                        }
+                    })?
+                }
+                None => size,
+            };
             let job = format!(
                 "slurm-{}-{}",
                 var("SLURM_JOB_ID").unwrap_or_else(|| "0".into()),
@@ -261,5 +287,31 @@ impl JobInfo {
             return bad("empty job id".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn safe_ids_are_kept_and_changed_ones_stay_apart() {
+        assert_eq!(sanitize("slurm-123-0"), "slurm-123-0");
+        let a = sanitize("ompi-1234:5");
+        let b = sanitize("ompi-1234_5");
+        assert_eq!(b, "ompi-1234_5");
+        assert_ne!(a, b);
+        assert!(a.starts_with("ompi-1234_5-"), "{a}");
+        let long = "p".repeat(70);
+        let (x, y) = (sanitize(&format!("{long}1")), sanitize(&format!("{long}2")));
+        assert_ne!(x, y);
+        for id in [&a, &x, &y] {
+            assert!(id.len() <= 64, "{id}");
+            assert!(id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'));
+        }
+        // The same input, the same id (every rank computes it alone).
+        assert_eq!(sanitize("my job/7"), sanitize("my job/7"));
     }
 }

@@ -23,6 +23,7 @@ pub(crate) mod pmi2;
 pub(crate) mod pmix;
 pub(crate) mod rendezvous;
 pub mod secret;
+mod slurm_tasks;
 
 pub use env::{host_identity, JobInfo, Launcher};
 

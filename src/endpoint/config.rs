@@ -137,6 +137,11 @@ fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
                     why: e.to_string(),
                 })
         }
+        Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::BadEnv {
+            var,
+            value: v.to_string_lossy().into_owned(),
+            why: "not valid UTF-8".into(),
+        }),
         _ => Ok(None),
     }
 }
@@ -200,7 +205,7 @@ impl Config {
         Config::new(job).tuned_from_env()
     }
 
-    /// Apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
+    /// Check `FASTMSG_COPY` and apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`,
     /// `FASTMSG_MAX_PARKED`, and the
@@ -212,6 +217,15 @@ impl Config {
     /// # Errors
     /// [`ConfigError::BadEnv`] naming the malformed variable.
     pub fn tuned_from_env(mut self) -> Result<Config, ConfigError> {
+        // Read when the first copy settles the plan; checked here so that a
+        // typo is an error at start, not a warning and plain copies.
+        if let Ok(v) = crate::settings::var("FASTMSG_COPY") {
+            crate::copy::check_env(&v).map_err(|e| ConfigError::BadEnv {
+                var: "FASTMSG_COPY",
+                value: v.clone(),
+                why: e.to_string(),
+            })?;
+        }
         if let Some(q) = env_num("FASTMSG_QUEUES")? {
             self.shm.queues = Some(fits("FASTMSG_QUEUES", q)?);
         }

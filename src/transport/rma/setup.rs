@@ -101,7 +101,7 @@ impl<W: RmaWire> RmaTransport<W> {
             let mine = t.wire.describe(k, &offsets)?;
             let theirs = exchange(&mut side, &offsets.encode(), &mine).map_err(|e| {
                 t.wire
-                    .setup_error(format!("set-up exchange with rank {rank}: {e}"))
+                    .setup_error(format!("set-up exchange with rank {rank}: {}", stalled(&e)))
             })?;
             if theirs.len() < PeerArea::BYTES {
                 return Err(t.wire.setup_error(format!(
@@ -125,11 +125,15 @@ impl<W: RmaWire> RmaTransport<W> {
                 .side
                 .write_all(&[0])
                 .and_then(|()| p.side.read_exact(&mut [0u8; 1]));
+            // Set up: the link carries only news from now on, without the
+            // start-up bound `mesh::connect` gave it.
+            let r = r.and_then(|()| p.side.set_read_timeout(None));
+            let r = r.and_then(|()| p.side.set_write_timeout(None));
             if let Err(e) = r {
                 let rank = p.rank;
                 return Err(t
                     .wire
-                    .setup_error(format!("ready handshake with rank {rank}: {e}")));
+                    .setup_error(format!("ready handshake with rank {rank}: {}", stalled(&e))));
             }
         }
         t.wire.started()?;
@@ -187,4 +191,15 @@ impl<W: RmaWire> RmaTransport<W> {
 fn exchange(side: &mut TcpStream, offsets: &[u8], wire: &[u8]) -> std::io::Result<Vec<u8>> {
     super::connect::send_desc(side, &[offsets, wire].concat())?;
     super::connect::read_desc(side)
+}
+
+/// An error of the set-up exchange, saying so when it is the start-up
+/// time-out (`mesh::connect` bounds the links' reads and writes).
+fn stalled(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "no answer within the start-up time-out (FASTMSG_TIMEOUT): the peer stalled after connecting".into()
+        }
+        _ => e.to_string(),
+    }
 }

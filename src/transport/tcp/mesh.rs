@@ -42,7 +42,11 @@ pub struct MeshJob<'a> {
 }
 
 /// Connect to every rank of `peers` (their listening addresses): connect
-/// to the lower ones, accept the higher ones on `listener`.
+/// to the lower ones, accept the higher ones on `listener`. The links
+/// come back with reads and writes bounded by the job's time-out, so the
+/// transport's set-up exchange over them cannot wait for ever on a peer
+/// that stalls after authenticating; the transport lifts the bound once
+/// its set-up is over.
 ///
 /// # Errors
 /// [`ConnectError`] naming the peer that could not be reached or failed
@@ -79,6 +83,15 @@ pub fn connect(
             return Err(e);
         }
         out.extend(acc?);
+        for (rank, st) in &out {
+            st.set_read_timeout(Some(job.timeout))
+                .and_then(|()| st.set_write_timeout(Some(job.timeout)))
+                .map_err(|source| ConnectError::Io {
+                    op: "bound the set-up time of the connection to",
+                    peer: format!("rank {rank}"),
+                    source,
+                })?;
+        }
         Ok(out)
     })
 }

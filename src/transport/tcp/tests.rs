@@ -423,3 +423,37 @@ fn quiesce_waits_for_what_peers_sent_before_their_flush() {
     };
     still_talking(&mut tr);
 }
+
+/// A peer that authenticated, then never takes part in the set-up
+/// exchange: with the start-up bound `mesh::connect` puts on the links,
+/// the transport's start fails naming the peer and the time-out, instead
+/// of waiting for ever.
+#[test]
+fn a_peer_that_stalls_in_the_set_up_exchange_is_a_timeout_not_a_hang() {
+    let (a, _silent) = pair();
+    a.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    a.set_write_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let window = crate::transport::shm::mapping::Mapping::anon(4096)
+        .unwrap()
+        .window(0, 4096);
+    let t0 = Instant::now();
+    let r = start(
+        Rank(0),
+        2,
+        geo(),
+        vec![(Rank(1), a)],
+        NetTargets { window, bell: None },
+    );
+    let spent = t0.elapsed();
+    let Err(e) = r else {
+        panic!("a silent peer must fail the start")
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("rank 1") && text.contains("start-up time-out"),
+        "{text}"
+    );
+    assert!(spent < Duration::from_secs(10), "took {spent:?}");
+}
