@@ -399,6 +399,12 @@ impl Core {
                 None => break,
             }
         }
+        // A hole a dead writer left in a shared queue we read (the probe
+        // raises the alarm again once the grace has passed).
+        let hole = self.net.borrow_mut().shm.find_hole();
+        if let Some(e) = hole {
+            self.defer(ExtractError::Protocol(e));
+        }
         // Network transports report their failures (one per call).
         for _ in 0..=self.size {
             let r = self.net.borrow_mut().check_wide();

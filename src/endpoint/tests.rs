@@ -643,3 +643,103 @@ fn a_sender_on_scribbled_free_list_flags_gets_an_error_not_a_hang() {
         },
     );
 }
+
+/// A writer of a shared queue that dies between claiming a position and
+/// writing it (rank 2 here: it claims, then ends without releasing its
+/// lifeline, as a killed process would) leaves a hole that hides what
+/// rank 1 sends behind it. The receiver, polling only, learns of the
+/// death and then, once the grace has passed, of the hole, as a typed
+/// error naming the queue and the dead rank, instead of waiting for ever.
+#[test]
+fn a_hole_left_by_a_writer_that_died_mid_send_is_reported() {
+    let claimed = crate::sync::AtomicBool::new(false);
+    let done = crate::sync::AtomicBool::new(false);
+    let got = crate::sync::AtomicU32::new(0);
+    let out = threads::run(
+        3,
+        |c| c.shm.queues = Some(1),
+        |mut b| {
+            let h = b.register_fn("h", |_c, _p| Ok(()));
+            let ep = b.start()?;
+            match ep.rank().0 {
+                2 => {
+                    shm(&ep, |t| t.claim_raw(Rank(0)));
+                    // SYNC POINT test-claimed (release side).
+                    claimed.store(true, crate::sync::Ordering::Release);
+                    // Dies holding its lifeline: nothing is released.
+                    std::mem::forget(ep);
+                    Ok(Vec::new())
+                }
+                1 => {
+                    let mut ep = ep;
+                    // SYNC POINT test-claimed (acquire side).
+                    while !claimed.load(crate::sync::Ordering::Acquire) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    ep.send(Rank(0), h, &[b"behind the hole"])?;
+                    let t0 = std::time::Instant::now();
+                    // SYNC POINT test-done (acquire side).
+                    while !done.load(crate::sync::Ordering::Acquire)
+                        && t0.elapsed() < std::time::Duration::from_secs(20)
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    std::mem::forget(ep);
+                    Ok(Vec::new())
+                }
+                _ => {
+                    let mut ep = ep;
+                    let mut errors = Vec::new();
+                    let t0 = std::time::Instant::now();
+                    while t0.elapsed() < std::time::Duration::from_secs(10) {
+                        match ep.extract(usize::MAX) {
+                            Ok(x) => {
+                                got.fetch_add(x.messages as u32, crate::sync::Ordering::Relaxed)
+                            }
+                            Err(e) => {
+                                let hole = matches!(
+                                    e,
+                                    ExtractError::Protocol(ProtocolError::QueueHole { .. })
+                                );
+                                errors.push(e);
+                                if hole {
+                                    break;
+                                }
+                                0
+                            }
+                        };
+                    }
+                    // SYNC POINT test-done (release side).
+                    done.store(true, crate::sync::Ordering::Release);
+                    std::mem::forget(ep);
+                    Ok(errors)
+                }
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let errors = &out[0];
+    assert_eq!(
+        got.load(crate::sync::Ordering::Relaxed),
+        0,
+        "rank 1's message sits behind the hole"
+    );
+    assert!(
+        matches!(
+            errors.first(),
+            Some(ExtractError::PeerDied { rank: Rank(2), .. })
+        ),
+        "{errors:?}"
+    );
+    assert!(
+        matches!(
+            errors.last(),
+            Some(ExtractError::Protocol(ProtocolError::QueueHole {
+                queue: 0,
+                died: 2,
+                ..
+            }))
+        ),
+        "{errors:?}"
+    );
+}

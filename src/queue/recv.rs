@@ -276,6 +276,13 @@ impl<'a> RecvQueue<'a> {
         }
     }
 
+    /// How many positions producers have claimed so far (shared mode; in
+    /// dedicated mode the tail is not used and this stays 0). Relaxed: a
+    /// hint for the consumer's hole watch, nothing is read through it.
+    pub fn claimed(&self) -> u64 {
+        self.tail.load(Ordering::Relaxed)
+    }
+
     /// Read the entry at `head` through `read`, for a consumer whose
     /// [`Watch`] on `head` has just fired: that Acquire load is what makes
     /// the descriptor visible, so the stamp is not loaded again. Otherwise

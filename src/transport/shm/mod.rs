@@ -11,6 +11,7 @@
 
 #![allow(unsafe_code)]
 
+mod holes;
 pub mod layout;
 pub mod liveness;
 pub(crate) mod mapping;
@@ -214,6 +215,8 @@ pub struct ShmTransport {
     /// Per SMT id: its lifeline (liveness, see [`liveness`]).
     lives: Vec<MapRef<LifeLine>>,
     gone: Vec<bool>,
+    /// Per receive queue: the hole watch (see [`holes`]).
+    holes: Vec<holes::HoleWatch>,
     /// What sends found corrupt in peers' queues, to report once each
     /// (`take_refusal`, after the alarm; `check_peers`).
     tx_corrupt: Vec<ProtocolError>,
@@ -363,6 +366,7 @@ impl ShmTransport {
             });
         }
         let local = layout.params.local as usize;
+        let n_rx = rx.len();
         Ok(ShmTransport {
             me_smt,
             world: job.world,
@@ -395,6 +399,7 @@ impl ShmTransport {
             pid_of_smt,
             lives,
             gone: vec![false; local],
+            holes: vec![holes::HoleWatch::default(); n_rx],
             tx_corrupt: Vec::new(),
             alarm: None,
             life,
@@ -608,17 +613,32 @@ fn wait_all_armed(
 /// [`ShmTransport::life_probe`]); it keeps the mapping alive.
 pub(crate) struct LifeProbe {
     lines: Vec<(MapRef<LifeLine>, Life)>,
+    /// Whether this rank reads a queue several ranks write (where a
+    /// writer's death may leave a hole, see [`holes`]).
+    shared: bool,
+    /// When to raise the alarm once more after a death, so that the
+    /// engine looks for a hole once [`holes::HOLE_GRACE`] has passed (a
+    /// program that only polls makes no other look).
+    recheck: Option<std::time::Instant>,
 }
 
 impl crate::watch::Probe for LifeProbe {
     fn look(&mut self) -> bool {
         let mut news = false;
+        let now = std::time::Instant::now();
         for (line, seen) in &mut self.lines {
-            let now = line.probe();
-            if now != *seen {
-                *seen = now;
-                news |= now.is_gone();
+            let life = line.probe();
+            if life != *seen {
+                *seen = life;
+                news |= life.is_gone();
+                if life == Life::Dead && self.shared {
+                    self.recheck = Some(now + holes::HOLE_GRACE + crate::watch::WATCH_EVERY);
+                }
             }
+        }
+        if self.recheck.is_some_and(|t| now >= t) {
+            self.recheck = None;
+            news = true;
         }
         news
     }
@@ -632,7 +652,11 @@ impl ShmTransport {
             .filter(|&s| s != self.me_smt)
             .map(|s| (self.lives[s as usize].clone(), Life::Alive))
             .collect();
-        LifeProbe { lines }
+        LifeProbe {
+            lines,
+            shared: self.rx.iter().any(|r| r.q.is_shared()),
+            recheck: None,
+        }
     }
 
     /// What every local peer's lifeline says now (the state words only,
@@ -912,6 +936,10 @@ impl Transport for ShmTransport {
                     seq: c.seq,
                 }));
             }
+        }
+        // A shared queue whose head a dead writer left claimed and empty.
+        if let Some(e) = self.find_hole() {
+            return Err(ExtractError::Protocol(e));
         }
         // Liveness is not asked here: the endpoint's watchdog probes the
         // lifelines (`life_probe`) and the engine reads their verdicts

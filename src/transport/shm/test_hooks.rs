@@ -17,6 +17,15 @@ impl ShmTransport {
         }
     }
 
+    /// Claim a position on the shared queue we write on `dest` and never
+    /// write it, as a sender killed between the two steps would.
+    pub(crate) fn claim_raw(&mut self, dest: Rank) {
+        let peer = self.tx[dest.index()].as_mut().expect("local peer");
+        assert!(peer.q.is_shared(), "a shared queue");
+        assert!(peer.take_credit());
+        peer.q.claim();
+    }
+
     /// Overwrite the stamp of every slot of the queue we write on `dest`
     /// with `value` (as another process scribbling on the segment would).
     pub(crate) fn scribble_stamps(&mut self, dest: Rank, value: u64) {

@@ -1,0 +1,81 @@
+//! Holes in shared receive queues: positions that a sender claimed and
+//! never wrote.
+//!
+//! On a queue several local ranks write (`FASTMSG_QUEUES` below the local
+//! rank count), a sender claims a position (a fetch-and-add on the tail)
+//! and then stamps the slot. A sender killed between the two leaves the
+//! position empty for good, and the queue is read in order: what the other
+//! senders published behind it is never read, and they wait for credit.
+//! Nothing in the protocol can tell such a hole from a sender that is
+//! merely slow, so the queue is not repaired (skipping a position a live
+//! sender still writes would break the queue). It is reported: once a rank
+//! that writes on the queue has died and the head has stayed claimed but
+//! unwritten for [`HOLE_GRACE`], the next look ([`ShmTransport::check_peers`],
+//! which every blocking wait makes each `HEALTH_EVERY`) returns
+//! [`ProtocolError::QueueHole`], once per queue.
+
+use super::liveness::Life;
+use super::ShmTransport;
+use crate::error::ProtocolError;
+use std::time::{Duration, Instant};
+
+/// How long a claimed head may stay unwritten after a writer's death
+/// before it is reported: the claim-to-stamp window of a live sender is
+/// a few instructions, unless the sender is descheduled.
+pub(super) const HOLE_GRACE: Duration = Duration::from_secs(1);
+
+/// Per receive queue: since when its head has been claimed and unwritten,
+/// and whether its hole was reported.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct HoleWatch {
+    stuck: Option<(u64, Instant)>,
+    reported: bool,
+}
+
+impl ShmTransport {
+    /// The first shared queue whose head is a hole (see the module docs),
+    /// once per queue.
+    pub(crate) fn find_hole(&mut self) -> Option<ProtocolError> {
+        for qi in 0..self.rx.len() {
+            let rq = &self.rx[qi];
+            let watch = self.holes[qi];
+            if !rq.q.is_shared() || watch.reported {
+                continue;
+            }
+            let head = rq.head;
+            let stuck = !rq.watch.ready() && rq.q.claimed() > head;
+            let since = match watch.stuck {
+                Some((h, since)) if stuck && h == head => since,
+                _ => {
+                    self.holes[qi].stuck = stuck.then(|| (head, Instant::now()));
+                    continue;
+                }
+            };
+            if since.elapsed() < HOLE_GRACE {
+                continue;
+            }
+            if let Some(died) = self.dead_writer_of(qi) {
+                self.holes[qi].reported = true;
+                return Some(ProtocolError::QueueHole {
+                    queue: qi as u32,
+                    head,
+                    died,
+                });
+            }
+        }
+        None
+    }
+
+    /// A rank that writes on our queue `qi` and whose lifeline says it
+    /// died.
+    fn dead_writer_of(&self, qi: usize) -> Option<u32> {
+        (0..self.lives.len())
+            .filter(|&s| s as u32 != self.me_smt)
+            .map(|s| (s, self.rank_of_smt[s]))
+            .find(|&(s, rank)| {
+                self.peer_of_rank[rank as usize].1 == qi as u32
+                    && self.lives[s].state() == Life::Dead
+            })
+            .map(|(_, rank)| rank)
+    }
+}
