@@ -753,6 +753,7 @@ impl ExtractError {
                 NetError::Disconnected { rank, .. }
                 | NetError::BadRecord { rank, .. }
                 | NetError::Io { rank, .. }
+                | NetError::HostSilent { rank, .. }
                 | NetError::Unreachable { rank, .. },
             ) => Some(*rank),
             _ => None,
@@ -789,6 +790,18 @@ pub enum NetError {
         /// The peer.
         rank: Rank,
         /// What failed (the connection error, naming the peer's address).
+        why: String,
+    },
+    /// The peer's host stopped answering: no keepalive probe answered and
+    /// no data acknowledged for `FASTMSG_NET_DEAD_AFTER_MS` (3 s by
+    /// default). The host crashed, lost power, or the network between the
+    /// two is cut; a peer *process* that dies on a live host is
+    /// [`Disconnected`](NetError::Disconnected) instead, at once.
+    #[error("rank {rank}'s host stopped answering on the network ({why}); it is taken as dead (crashed, powered off or cut off)")]
+    HostSilent {
+        /// The peer.
+        rank: Rank,
+        /// The OS error the connection ended with.
         why: String,
     },
     /// A socket operation on the peer's connection failed.

@@ -23,7 +23,8 @@
 //!              | shm (SMT: free list + receive queue), tcp, verbs
 //! topology     | the CPU facts the wait policy decides by
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
-//! netio        | authenticated TCP connections: auth, gate, connect/retry
+//! netio        | authenticated TCP connections: auth, gate, connect/retry;
+//!              | the kernel's liveness watch on them (alive)
 //! queue ring   | the lock-free shm queues; the network rings
 //! frame wake flow watch window link lazy_pairs copy | fragment header,
 //!              | doorbells, credit lines, the watchdog, RMA windows, network

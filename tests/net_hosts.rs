@@ -18,10 +18,18 @@
 //!
 //! With the `ofi` feature the namespace scenarios also run with every pair
 //! over libfabric (`FASTMSG_NET=ofi`, `tcp;ofi_rxm`).
+//!
+//! A lost host: one rank per namespace; once both run, the test cuts the
+//! second namespace off (its veth end down: no FIN, RST or ICMP error
+//! reaches the survivor, as when a host crashes, loses power or is
+//! partitioned) and the survivor — waiting, or in the middle of a stream
+//! of sends — must get a typed failure naming the lost rank within
+//! [`LOST_HOST_BOUND`] (the kernel's liveness watch of `netio::alive`,
+//! `FASTMSG_NET_DEAD_AFTER_MS`, 3 s by default).
 
 mod common;
 
-use common::netns::{Hosts, Job};
+use common::netns::{stop, Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::bootstrap::Launcher;
 use fastmsg::error::{PmixError, StartError};
@@ -102,6 +110,128 @@ fn two_hosts_barrier_and_allreduce() {
     }
 }
 
+/// How long after the cut the survivor of a lost host must have its
+/// typed error: the liveness watch's 3 s, the watchdog's 100 ms, and room
+/// for a loaded 2-core machine.
+const LOST_HOST_BOUND: Duration = Duration::from_secs(10);
+
+/// Run `scenario` (`lost-host-wait` or `lost-host-send`) with rank 0 in
+/// the first namespace and rank 1 in the second; once both say they run
+/// (a file each in a directory of the test's), cut the second namespace
+/// off and time how long rank 0 takes to write down its error. Returns
+/// that time and the error's text.
+fn lost_host(hosts: &Hosts, scenario: &str) -> (Duration, String) {
+    lost_host_with(hosts, scenario, Vec::new())
+}
+
+/// [`lost_host`] with more environment for the ranks.
+fn lost_host_with(
+    hosts: &Hosts,
+    scenario: &str,
+    mut env: Vec<(String, String)>,
+) -> (Duration, String) {
+    // One directory per pair of namespaces (tests run side by side).
+    let dir = std::env::temp_dir().join(format!("fm-{scenario}-{}", hosts.ns[0]));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = Job {
+        fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
+        rank_test: "net_rank_program",
+        per_host: 1,
+        scenario,
+        env: {
+            env.push(("FASTMSG_TEST_DIR".into(), dir.display().to_string()));
+            env
+        },
+        limit: Duration::from_secs(60),
+    };
+    let mut children = hosts.spawn(&job);
+    let outcome = (|| {
+        // Both ranks started and talked (bounded: start-up and a hello).
+        let t = Instant::now();
+        while !(dir.join("ready-0").exists() && dir.join("ready-1").exists()) {
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err("the ranks did not get ready in 60 s".to_string());
+            }
+            if let Some((h, s)) = children
+                .iter_mut()
+                .enumerate()
+                .find_map(|(h, c)| c.try_wait().unwrap().map(|s| (h, s)))
+            {
+                return Err(format!("host {h}'s ranks ended before the cut: {s}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Let the senders' stream run a little (data in flight at the cut).
+        std::thread::sleep(Duration::from_millis(200));
+        // Timed from before the cut: `ip` may take a while on a loaded
+        // machine, and the link may go down anywhere inside it.
+        let cut = Instant::now();
+        hosts.cut(1);
+        let took = cut.elapsed();
+        if took > Duration::from_millis(100) {
+            eprintln!("{scenario}: cutting the link took {took:?}");
+        }
+        let result = dir.join("result-0");
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&result) {
+                // Written whole by a rename: complete when it exists.
+                return Ok((cut.elapsed(), text));
+            }
+            if cut.elapsed() > LOST_HOST_BOUND {
+                return Err(format!(
+                    "rank 0 was not told of rank 1's lost host within {LOST_HOST_BOUND:?} of the cut"
+                ));
+            }
+            if let Some(s) = children[0].try_wait().unwrap() {
+                return Err(format!("rank 0 ended without writing its result: {s}"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })();
+    stop(&mut children);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (after, text) = outcome.unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    eprintln!("{scenario}: rank 0 was told {after:?} after the cut: {text}");
+    assert!(
+        text.starts_with("peer failure, rank 1:"),
+        "{scenario}: rank 0 got {text:?}, not rank 1's failure"
+    );
+    (after, text)
+}
+
+/// A host lost while the survivor waits (an idle connection: keepalive
+/// probes go unanswered).
+#[test]
+fn a_lost_host_is_reported_to_a_waiting_rank() {
+    if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_waiting_rank") {
+        lost_host(&h, "lost-host-wait");
+    }
+}
+
+/// `FASTMSG_NET_DEAD_AFTER_MS` reaches the sockets: raised to 5 s, the
+/// waiting survivor is told no sooner than that (3 s by default).
+#[test]
+fn a_lost_host_is_reported_after_the_configured_silence() {
+    if let Some(h) = Hosts::create("a_lost_host_is_reported_after_the_configured_silence") {
+        let env = vec![("FASTMSG_NET_DEAD_AFTER_MS".into(), "5000".into())];
+        let (after, _) = lost_host_with(&h, "lost-host-wait", env);
+        assert!(
+            after >= Duration::from_millis(4500),
+            "told {after:?} after the cut, before the configured 5 s"
+        );
+    }
+}
+
+/// A host lost while the survivor streams to it (data unacknowledged, the
+/// sender blocked in the socket or on credit: the user time-out).
+#[test]
+fn a_lost_host_is_reported_to_a_sending_rank() {
+    if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_sending_rank") {
+        lost_host(&h, "lost-host-send");
+    }
+}
+
 /// Under `mpirun`; `net`: `FASTMSG_NET` (`tcp` forces the network between
 /// all ranks; `auto` uses it only across the two "hosts").
 fn under_mpirun(scenario: &str, net: &str) {
@@ -177,8 +307,71 @@ fn net_rank_program() {
         "pingpong" => pingpong(b),
         "collective" => collective(b),
         "late" => late(b),
+        "lost-host-wait" => lost_host_rank(b, false),
+        "lost-host-send" => lost_host_rank(b, true),
         s => panic!("unknown scenario {s:?}"),
     }
+}
+
+/// A rank of `lost_host`. Both: a hello round trip (the pair is
+/// connected), then `ready-<rank>` in `FASTMSG_TEST_DIR`. Rank 1 then
+/// takes what comes until its own connection fails (it is the one cut
+/// off). Rank 0 waits for nothing that will come (`send`: streams 64 KiB
+/// messages to rank 1 instead) until its failure is reported, checks that
+/// the failure names rank 1, and writes `result-0`: `peer failure, rank
+/// 1: <error>` (anything else: `unexpected: …`).
+fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
+    let dir = std::path::PathBuf::from(std::env::var("FASTMSG_TEST_DIR").expect("test dir"));
+    let got = Rc::new(Cell::new(0u64));
+    let g = got.clone();
+    let sink = b.register_fn("sink", move |_ctx, p| {
+        if p.is_last() {
+            g.set(g.get() + 1);
+        }
+        Ok(())
+    });
+    let mut ep = b.start().expect("start");
+    let me = ep.rank().0;
+    let other = Rank(1 - me);
+    ep.send(other, sink, &[b"hello"]).expect("hello");
+    ep.wait_until(|| got.get() >= 1).expect("hello back");
+    let ready = |what: &str| std::fs::write(dir.join(format!("{what}-{me}")), b"").unwrap();
+    if me == 1 {
+        ready("ready");
+        // Cut off: its own view of rank 0 fails too (not checked here).
+        let _ = ep.wait_until(|| false);
+        return;
+    }
+    let err = if send {
+        let chunk = vec![0x5au8; 64 << 10];
+        let mut sent = 0u64;
+        loop {
+            if let Err(e) = ep.send(other, sink, &[&chunk]) {
+                eprintln!("rank 0: send {sent} failed: {e}");
+                break None;
+            }
+            sent += 1;
+            if sent == 64 {
+                ready("ready");
+            }
+            if let Err(e) = ep.extract(usize::MAX) {
+                break Some(e);
+            }
+        }
+        .or_else(|| ep.wait_until(|| false).err())
+    } else {
+        ready("ready");
+        ep.wait_until(|| false).err()
+    };
+    let text = match err {
+        Some(e @ fastmsg::error::ExtractError::Network(_)) if e.failed_peer() == Some(other) => {
+            format!("peer failure, rank 1: {e}")
+        }
+        e => format!("unexpected: {e:?}"),
+    };
+    // Whole or absent for the test that polls for it.
+    std::fs::write(dir.join("result-0.tmp"), &text).unwrap();
+    std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
 }
 
 /// Rank 3 stays away for 6 s; the others' start must fail on their

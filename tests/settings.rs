@@ -101,6 +101,24 @@ fn every_setting_is_validated_with_a_typed_error() {
             2,
             "FASTMSG_NET_SLOT_SIZE",
         ),
+        (
+            &[
+                ("FASTMSG_NET", "tcp"),
+                ("FASTMSG_NET_DEAD_AFTER_MS", "1500"),
+            ],
+            0,
+            "",
+        ),
+        (
+            &[("FASTMSG_NET_DEAD_AFTER_MS", "0")],
+            2,
+            "invalid setting FASTMSG_NET_DEAD_AFTER_MS",
+        ),
+        (
+            &[("FASTMSG_NET_DEAD_AFTER_MS", "2147483648")],
+            2,
+            "invalid setting FASTMSG_NET_DEAD_AFTER_MS",
+        ),
         (&[("FASTMSG_CREDITS", "0")], 2, "FASTMSG_CREDITS"),
         (&[("FASTMSG_CREDITS", "4294967296")], 2, "FASTMSG_CREDITS"),
         (&[("FASTMSG_FRAME_SIZE", "100")], 2, "FASTMSG_FRAME_SIZE"),

@@ -108,7 +108,7 @@ impl std::str::FromStr for ConnectMode {
 }
 
 /// How ranks on different hosts (or, forced, all ranks) meet and talk.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NetConfig {
     /// The transport choice (`FASTMSG_NET`).
@@ -123,6 +123,25 @@ pub struct NetConfig {
     pub rings: NetRingConfig,
     /// When pairs connect (`FASTMSG_CONNECT`): on first use or all at start.
     pub connect: ConnectMode,
+    /// How long a peer's host may stay silent — answering no keepalive
+    /// probe, acknowledging no data — before it is reported dead
+    /// (`FASTMSG_NET_DEAD_AFTER_MS`; TCP connections; 3 s by default, see
+    /// the trade-off at `crate::netio::alive::DEAD_AFTER`). A peer process
+    /// that dies on a live host is reported at once, whatever this is.
+    pub dead_after: Duration,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            mode: NetMode::default(),
+            root: None,
+            secret: None,
+            rings: NetRingConfig::default(),
+            connect: ConnectMode::default(),
+            dead_after: crate::netio::alive::DEAD_AFTER,
+        }
+    }
 }
 
 fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
@@ -212,7 +231,8 @@ impl Config {
     /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
     /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
-    /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`) that are set.
+    /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`,
+    /// `FASTMSG_NET_DEAD_AFTER_MS`) that are set.
     ///
     /// # Errors
     /// [`ConfigError::BadEnv`] naming the malformed variable.
@@ -269,6 +289,9 @@ impl Config {
         }
         if let Some(n) = env_num("FASTMSG_NET_SLOT_SIZE")? {
             self.net.rings.slot_bytes = fits("FASTMSG_NET_SLOT_SIZE", n)?;
+        }
+        if let Some(ms) = env_num("FASTMSG_NET_DEAD_AFTER_MS")? {
+            self.net.dead_after = Duration::from_millis(ms);
         }
         if let Some(b) = env_num("FASTMSG_MAX_PARKED")? {
             self.max_parked = usize::try_from(b).unwrap_or(usize::MAX);
@@ -353,6 +376,14 @@ impl Config {
                     "{} slots of {} bytes; need a power of two of 4 ..= 65536 slots of a multiple of 64 bytes in 128 ..= 16 MiB",
                     self.net.rings.slots, self.net.rings.slot_bytes
                 ),
+            });
+        }
+        // TCP_USER_TIMEOUT takes a positive C int of milliseconds.
+        let ms = self.net.dead_after.as_millis();
+        if ms == 0 || ms > i32::MAX as u128 {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_NET_DEAD_AFTER_MS",
+                why: format!("{ms} ms; must be 1 ..= {}", i32::MAX),
             });
         }
         for (what, d) in [

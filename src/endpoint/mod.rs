@@ -46,9 +46,9 @@
 //!
 //! - [`extract`](Endpoint::extract) reports each failure **once**
 //!   ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a network
-//!   error), within about 100 ms of it plus the next call — also in a
-//!   program that only polls — and goes on serving the live peers after
-//!   that;
+//!   error), within about 100 ms of its being seen, plus the next call —
+//!   also in a program that only polls — and goes on serving the live
+//!   peers after that;
 //! - every blocking call that would wait — [`wait_until`](Endpoint::wait_until)
 //!   (hence every collective), [`close`](Endpoint::close), start-up —
 //!   fails with the first failure's error **every time** once a peer has
@@ -64,6 +64,18 @@
 //!   messages are delivered;
 //! - [`failed_peers`](Endpoint::failed_peers) lists the failed ranks;
 //! - a closed peer is no failure: only sends to it fail.
+//!
+//! When a failure is *seen*: a local peer's death at once (its
+//! lifeline); a network peer's process that dies, is killed or leaves on
+//! a live host at once too (its kernel ends the connection:
+//! [`NetError::Disconnected`](crate::error::NetError::Disconnected)); a
+//! network peer whose *host* crashes, loses power or is cut off once it
+//! has been silent for `FASTMSG_NET_DEAD_AFTER_MS` ([`NetConfig::dead_after`],
+//! 3 s by default: TCP keepalive probes and `TCP_USER_TIMEOUT` on every
+//! connection between ranks, so idle links and links with data in flight
+//! alike; [`NetError::HostSilent`](crate::error::NetError::HostSilent)).
+//! So a lost host is reported about 3.1 s after it went, a dead process
+//! within about 100 ms.
 //!
 //! A peer that is alive but never calls `close` keeps the others in
 //! `close`; they say whom they wait for (see [`Endpoint::close`]).
@@ -207,7 +219,9 @@ impl Endpoint {
     /// A handler's error, a peer's protocol violation, or a peer's failure
     /// — [`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a
     /// network error — each failure reported once, within about 100 ms
-    /// of it (see the failure semantics in the [module docs](self)). The
+    /// of its being seen (a dead process at once, a lost host after
+    /// `FASTMSG_NET_DEAD_AFTER_MS`, 3 s; see the failure semantics in the
+    /// [module docs](self)). The
     /// endpoint stays usable: call again to continue with the live peers.
     #[inline(always)]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {

@@ -94,6 +94,7 @@ fn effective_of(name: &str, c: &Config) -> Option<String> {
         "FASTMSG_CONNECT" => format!("{:?}", c.net.connect).to_lowercase(),
         "FASTMSG_NET_SLOTS" => c.net.rings.slots.to_string(),
         "FASTMSG_NET_SLOT_SIZE" => c.net.rings.slot_bytes.to_string(),
+        "FASTMSG_NET_DEAD_AFTER_MS" => c.net.dead_after.as_millis().to_string(),
         "FASTMSG_OFI_PROVIDER" => crate::transport::ofi::provider(),
         "FASTMSG_VERBS_DEVICE" => settings::env_or("FASTMSG_VERBS_DEVICE", "first device"),
         "FASTMSG_VERBS_PORT" => settings::env_or("FASTMSG_VERBS_PORT", "1"),

@@ -2,9 +2,11 @@
 //! authenticating a TCP connection with the job secret ([`auth`]),
 //! admitting many incoming handshakes at once under one deadline each
 //! ([`gate`]), and connecting with retries until the start-up deadline
-//! ([`connect`]). It knows sockets, the secret and deadlines; nothing of
+//! ([`connect`]), and arming the kernel's watch that turns a silent
+//! host into a socket error ([`alive`]). It knows sockets, the secret and deadlines; nothing of
 //! ranks' roles, rings or endpoints.
 
+pub(crate) mod alive;
 pub(crate) mod auth;
 pub(crate) mod connect;
 pub(crate) mod gate;

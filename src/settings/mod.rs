@@ -202,6 +202,12 @@ pub static SETTINGS: &[Setting] = &[
         "bytes per network ring slot"
     ),
     setting!(
+        "FASTMSG_NET_DEAD_AFTER_MS",
+        "3000",
+        None,
+        "milliseconds a peer's host may stay silent (no keepalive answer, no acknowledgement) before it is reported dead (TCP)"
+    ),
+    setting!(
         "FASTMSG_OFI_PROVIDER",
         "FI_PROVIDER, else tcp;ofi_rxm",
         None,

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 pub struct Hosts {
     pub ns: [String; 2],
     pub addr: [String; 2],
+    /// Each namespace's end of the veth pair (see [`Hosts::cut`]).
+    pub veth: [String; 2],
 }
 
 /// A job to run across the two hosts.
@@ -95,6 +97,7 @@ impl Hosts {
         let hosts = Hosts {
             ns: ns.clone(),
             addr: addr.clone(),
+            veth: veth.clone(),
         };
         let setup = || -> Result<(), String> {
             for n in &ns {
@@ -136,12 +139,50 @@ impl Hosts {
     /// all. Panics if a host's ranks fail or the job outlives its limit
     /// (then both hosts' `fmrun`s are stopped, which stops their ranks).
     pub fn run(&self, job: &Job) {
+        let mut children = self.spawn(job);
+        let scenario = job.scenario;
+        let start = Instant::now();
+        let mut statuses = [None, None];
+        while statuses.iter().any(Option::is_none) {
+            for (h, c) in children.iter_mut().enumerate() {
+                if statuses[h].is_none() {
+                    statuses[h] = c.try_wait().unwrap();
+                }
+            }
+            if start.elapsed() > job.limit {
+                stop(&mut children);
+                panic!(
+                    "{scenario}: the job did not finish in {:?} (stopped)",
+                    job.limit
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (h, s) in statuses.iter().enumerate() {
+            let s = s.expect("every host finished");
+            assert!(s.success(), "{scenario}: host {h}'s ranks failed: {s}");
+        }
+    }
+
+    /// Cut host `h` off the other: its end of the veth pair goes down, so
+    /// that nothing it sends arrives and nothing reaches it — to the other
+    /// host it looks as if `h` crashed or lost power (no FIN, no RST, no
+    /// ICMP error comes back).
+    pub fn cut(&self, h: usize) {
+        ip(&["-n", &self.ns[h], "link", "set", &self.veth[h], "down"])
+            .unwrap_or_else(|e| panic!("cutting host {h} off: {e}"));
+    }
+
+    /// Start `job` as [`run`](Self::run) does, and return both hosts'
+    /// `fmrun`s (host 0's first) for the caller to watch; [`stop`] ends
+    /// them.
+    pub fn spawn(&self, job: &Job) -> Vec<Child> {
         let exe = std::env::current_exe().unwrap();
         let scenario = job.scenario;
         let tag = format!("{}-{scenario}", std::process::id());
         let root = format!("{}:{}", self.addr[0], 17000 + std::process::id() % 20000);
         let size = 2 * job.per_host;
-        let mut children: Vec<Child> = (0..2)
+        (0..2)
             .map(|h| {
                 Command::new("ip")
                     .args(["netns", "exec", &self.ns[h]])
@@ -169,28 +210,7 @@ impl Hosts {
                     .spawn()
                     .expect("start fmrun")
             })
-            .collect();
-        let start = Instant::now();
-        let mut statuses = [None, None];
-        while statuses.iter().any(Option::is_none) {
-            for (h, c) in children.iter_mut().enumerate() {
-                if statuses[h].is_none() {
-                    statuses[h] = c.try_wait().unwrap();
-                }
-            }
-            if start.elapsed() > job.limit {
-                stop(&mut children);
-                panic!(
-                    "{scenario}: the job did not finish in {:?} (stopped)",
-                    job.limit
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for (h, s) in statuses.iter().enumerate() {
-            let s = s.expect("every host finished");
-            assert!(s.success(), "{scenario}: host {h}'s ranks failed: {s}");
-        }
+            .collect()
     }
 }
 
@@ -235,8 +255,9 @@ fn names_of_test_namespaces_give_their_process() {
     assert_eq!(owner_of("other"), None);
 }
 
-/// SIGTERM each `fmrun` (it stops its ranks), SIGKILL what is left.
-fn stop(children: &mut [Child]) {
+/// SIGTERM each `fmrun` (it stops its ranks), SIGKILL what is left
+/// (within about 5 s).
+pub fn stop(children: &mut [Child]) {
     for c in children.iter() {
         let _ = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])

@@ -171,6 +171,7 @@ pub(super) fn start(
                     secret: plan.secret.clone(),
                     params: mesh_job.params,
                     timeout: config.timeout,
+                    dead_after: config.net.dead_after,
                 };
                 crate::transport::tcp::start_lazy(
                     job.rank,
@@ -182,7 +183,14 @@ pub(super) fn start(
                     targets,
                 )
             } else {
-                crate::transport::tcp::start(job.rank, job.size, plan.geometry, links, targets)
+                crate::transport::tcp::start(
+                    job.rank,
+                    job.size,
+                    plan.geometry,
+                    links,
+                    targets,
+                    config.net.dead_after,
+                )
             }
             .map_err(|source| crate::error::ConnectError::Io {
                 op: if lazy {

@@ -74,6 +74,9 @@ pub(crate) struct LazyJob {
     pub(crate) params: [u64; 2],
     /// The connect timeout (`FASTMSG_TIMEOUT`).
     pub(crate) timeout: Duration,
+    /// How long a connected peer's host may stay silent before it fails
+    /// (`FASTMSG_NET_DEAD_AFTER_MS`, see `crate::netio::alive`).
+    pub(crate) dead_after: Duration,
 }
 
 /// A connection set up by the accepting thread, ready to be installed.
@@ -424,6 +427,7 @@ mod tests {
             secret: b"k".to_vec(),
             params: [4, 256],
             timeout,
+            dead_after: crate::netio::alive::DEAD_AFTER,
         }
     }
 

@@ -27,7 +27,25 @@ impl<W: RmaWire> RmaTransport<W> {
                 rank: p.rank,
                 mid_record: r == 1,
             }),
-            _ => return Ok(()),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => {
+                        return Ok(())
+                    }
+                    // The kernel gave up on a silent host (a connection
+                    // armed by `crate::netio::alive`), or it was reset.
+                    _ if crate::netio::alive::is_silence(&e) => Err(NetError::HostSilent {
+                        rank: p.rank,
+                        why: e.to_string(),
+                    }),
+                    _ => Err(NetError::Io {
+                        rank: p.rank,
+                        op: "receive",
+                        msg: e.to_string(),
+                    }),
+                }
+            }
         };
         self.departed(k, how)
     }

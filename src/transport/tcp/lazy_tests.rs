@@ -26,6 +26,7 @@ fn lazy(me: u32, listener: TcpListener, peers: Vec<(Rank, SocketAddr)>) -> TcpTr
         secret: b"s".to_vec(),
         params: [4, 256],
         timeout: Duration::from_secs(20),
+        dead_after: crate::netio::alive::DEAD_AFTER,
     };
     start_lazy(
         Rank(me),

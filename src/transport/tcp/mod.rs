@@ -19,7 +19,15 @@
 //! A peer that misbehaves or disconnects fails alone:
 //! [`Transport::check_peers`](super::Transport::check_peers) reports a
 //! typed [`NetError`](crate::error::NetError) once and the peer is marked
-//! gone; other peers are unaffected.
+//! gone; other peers are unaffected. A peer process that dies on a live
+//! host ends its connection at once (end-of-file); a host that crashes,
+//! loses power or is cut off says nothing, so every connection carries
+//! the kernel's liveness watch ([`crate::netio::alive`]: keepalive probes
+//! and `TCP_USER_TIMEOUT`), which fails it with `ETIMEDOUT` once the host
+//! was silent for `dead_after` (`FASTMSG_NET_DEAD_AFTER_MS`, 3 s) —
+//! [`NetError::HostSilent`](crate::error::NetError::HostSilent) when the
+//! reader sees it, the send's error when a sender blocked on the full
+//! socket does.
 //!
 //! The NIC writes into the shared segment (window area, doorbell) through
 //! views that hold the segment's mapping ([`NetTargets`]), so this
@@ -42,6 +50,7 @@ use crate::wake::Doorbell;
 use crate::window::WindowView;
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The TCP transport: the ring transport over a [`TcpWire`].
 pub type TcpTransport = RmaTransport<TcpWire>;
@@ -85,7 +94,8 @@ pub(crate) struct NetTargets {
 
 /// Start the TCP transport of rank `me` of `world` over authenticated
 /// connections `links` (one per network peer, see [`mesh::connect`]):
-/// exchange ring layouts, then start the NIC thread.
+/// exchange ring layouts, then start the NIC thread. A peer whose host
+/// stays silent for `dead_after` fails ([`crate::netio::alive`]).
 ///
 /// # Errors
 /// The OS error of the exchange, of creating the wake-up descriptor or
@@ -96,15 +106,17 @@ pub(crate) fn start(
     geometry: RingGeometry,
     links: Vec<(Rank, TcpStream)>,
     targets: NetTargets,
+    dead_after: Duration,
 ) -> std::io::Result<TcpTransport> {
-    let wire = TcpWire::new(me, &targets);
+    let wire = TcpWire::new(me, &targets, dead_after);
     RmaTransport::new(wire, world, geometry, links, targets)
 }
 
 /// Start the TCP transport of rank `me` of `world` with no peer connected
 /// yet (`FASTMSG_CONNECT=lazy`): each of `peers` (ranks and start-up
 /// listeners) is connected on first use, and connections from them are
-/// accepted on `listener` (see [`crate::transport::rma::connect`]).
+/// accepted on `listener` (see [`crate::transport::rma::connect`]); a
+/// peer whose host stays silent for `job.dead_after` fails.
 ///
 /// # Errors
 /// The OS error of creating the wake-up descriptor or the threads.
@@ -117,7 +129,7 @@ pub(crate) fn start_lazy(
     job: crate::transport::rma::connect::LazyJob,
     targets: NetTargets,
 ) -> std::io::Result<TcpTransport> {
-    let wire = TcpWire::new(me, &targets);
+    let wire = TcpWire::new(me, &targets, job.dead_after);
     RmaTransport::new_lazy(wire, world, geometry, peers, listener, job, targets)?
         .ok_or_else(|| std::io::Error::other("the TCP wire cannot connect late"))
 }

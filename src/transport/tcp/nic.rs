@@ -28,7 +28,8 @@
 //! own ring and words on us, our window area); a record that breaks the
 //! rules, or a connection that ends without the goodbye record, fails that
 //! peer alone with a typed [`NetError`], reported through [`Links`]; other
-//! peers go on.
+//! peers go on. A connection the kernel gave up on because the peer's host
+//! went silent (`crate::netio::alive`) is [`NetError::HostSilent`].
 //!
 //! Payloads go straight from the socket into their destination when large;
 //! small records are read in bulk through a buffer (one `recv` for many).
@@ -313,6 +314,12 @@ impl Conn {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                // The kernel's watch (`crate::netio::alive`) gave up on a
+                // silent host.
+                _ if crate::netio::alive::is_silence(&e) => Err(Stop::Fail(NetError::HostSilent {
+                    rank: self.rank(sh),
+                    why: e.to_string(),
+                })),
                 _ => Err(Stop::Fail(NetError::Io {
                     rank: self.rank(sh),
                     op: "receive",

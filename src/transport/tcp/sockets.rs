@@ -45,6 +45,9 @@ const PERIOD: u32 = 256;
 #[derive(Debug)]
 pub struct TcpWire {
     me: Rank,
+    /// How long a peer's host may stay silent before its connection fails
+    /// ([`crate::netio::alive`]).
+    dead_after: std::time::Duration,
     /// Where records land besides the rings (window, doorbell).
     targets: NicTargets,
     geometry: Option<RingGeometry>,
@@ -82,10 +85,17 @@ unsafe impl Send for TcpWire {}
 
 impl TcpWire {
     /// The wire of rank `me`: puts land in `targets.window`; its `bell`,
-    /// if any, is rung when a record lands while the rank may sleep.
-    pub(crate) fn new(me: Rank, targets: &super::NetTargets) -> TcpWire {
+    /// if any, is rung when a record lands while the rank may sleep; a
+    /// peer whose host stays silent for `dead_after` fails
+    /// ([`crate::netio::alive::watch_liveness`] on every connection).
+    pub(crate) fn new(
+        me: Rank,
+        targets: &super::NetTargets,
+        dead_after: std::time::Duration,
+    ) -> TcpWire {
         TcpWire {
             me,
+            dead_after,
             targets: NicTargets {
                 window: targets.window.clone(),
                 bell: targets.bell.clone(),
@@ -128,8 +138,13 @@ impl TcpWire {
         // While the socket is full, read ours (the peer may be blocked
         // sending to us).
         let blocked = || self.progress();
-        wire::write_all_vectored(self.stream(k)?, &parts[..=pieces.len()], &blocked)
-            .map_err(|e| format!("send: {e}"))
+        wire::write_all_vectored(self.stream(k)?, &parts[..=pieces.len()], &blocked).map_err(|e| {
+            if crate::netio::alive::is_silence(&e) {
+                format!("send: {e}: the peer's host stopped answering (crashed, powered off or cut off)")
+            } else {
+                format!("send: {e}")
+            }
+        })
     }
 
     /// Peer `k`'s connection, if it is connected.
@@ -256,6 +271,10 @@ impl RmaWire for TcpWire {
         side: &TcpStream,
     ) -> io::Result<()> {
         side.set_nodelay(true)?;
+        // A host that crashes or is cut off says nothing: without the
+        // kernel's watch its connection would wait for ever (idle) or for
+        // the ~15 minutes of retransmissions (data in flight).
+        crate::netio::alive::watch_liveness(side, self.dead_after)?;
         let stream = side.try_clone()?;
         let fd = stream.as_raw_fd();
         set_at(&mut self.theirs, k, *theirs);

@@ -65,7 +65,9 @@ fn trio() -> Trio {
             .unwrap()
             .window(0, 4096);
         std::thread::spawn(move || {
-            start(Rank(me), 3, geo(), links, NetTargets { window, bell: None }).unwrap()
+            let targets = NetTargets { window, bell: None };
+            let dead_after = crate::netio::alive::DEAD_AFTER;
+            start(Rank(me), 3, geo(), links, targets, dead_after).unwrap()
         })
     };
     let t0 = mk(0, vec![(Rank(1), a01), (Rank(2), a02)]);

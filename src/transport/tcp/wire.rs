@@ -68,6 +68,14 @@ impl RecordHeader {
 /// that two ranks sending to each other cannot both wait on full buffers)
 /// and then the socket is waited on for at most a millisecond.
 ///
+/// The wait ends with an error, not only with progress: a connection the
+/// kernel gave up on (a silent host: `ETIMEDOUT` once data stayed
+/// unacknowledged for the user time-out that `crate::netio::alive`
+/// sets), reset, or shut down by the reader that found the peer failed
+/// (`nic::Shared::service`) makes the next `sendmsg` fail. It has no
+/// deadline of its own on purpose: a live peer that does not read (its
+/// window full while it computes) is waited for, however long.
+///
 /// # Errors
 /// The OS error of a failed write.
 pub(crate) fn write_all_vectored(
@@ -122,6 +130,8 @@ pub(crate) fn write_all_vectored(
                     };
                     // SAFETY: one valid pollfd; waits at most 1 ms.
                     unsafe { libc::poll(&mut p, 1, 1) };
+                    // An error or hang-up (POLLERR, POLLHUP) needs no
+                    // check here: the next `sendmsg` returns it.
                     continue;
                 }
                 _ => return Err(e),
