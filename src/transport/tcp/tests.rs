@@ -447,6 +447,7 @@ fn a_peer_that_stalls_in_the_set_up_exchange_is_a_timeout_not_a_hang() {
         geo(),
         vec![(Rank(1), a)],
         NetTargets { window, bell: None },
+        crate::netio::alive::DEAD_AFTER,
     );
     let spent = t0.elapsed();
     let Err(e) = r else {
