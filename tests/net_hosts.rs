@@ -223,6 +223,21 @@ fn a_lost_host_is_reported_after_the_configured_silence() {
     }
 }
 
+/// Over libfabric: the provider's own connections are not the library's
+/// to arm, but the set-up connection that carries a peer's news is, so a
+/// waiting survivor is told all the same.
+#[cfg(feature = "ofi")]
+#[test]
+fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
+    if let Some(h) = Hosts::create("a_lost_host_is_reported_over_ofi") {
+        let env = vec![
+            ("FASTMSG_NET".into(), "ofi".into()),
+            ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
+        ];
+        lost_host_with(&h, "lost-host-wait", env);
+    }
+}
+
 /// A host lost while the survivor streams to it (data unacknowledged, the
 /// sender blocked in the socket or on credit: the user time-out).
 #[test]
