@@ -603,6 +603,18 @@ fn a_sender_on_a_scribbled_shared_queue_gets_an_error_not_a_hang() {
     );
 }
 
+/// The error of a free list whose flags hold 7 (`scribble_frames`).
+fn frames_flag_7(e: &ExtractError) -> bool {
+    matches!(
+        e,
+        ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
+            dest: 0,
+            flag: 7,
+            ..
+        })
+    )
+}
+
 /// The same through `Ctx::send`, which parks rather than waits for
 /// credit: the engine learns of the corrupt queue from the transport's
 /// alarm, not from a credit wait.
@@ -612,16 +624,7 @@ fn a_parked_send_on_a_scribbled_shared_queue_is_reported_by_the_next_extract() {
         64,
         true,
         |t| t.scribble_frames(Rank(0), 7),
-        |e| {
-            matches!(
-                e,
-                ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
-                    dest: 0,
-                    flag: 7,
-                    ..
-                })
-            )
-        },
+        frames_flag_7,
     );
 }
 
@@ -631,16 +634,7 @@ fn a_sender_on_scribbled_free_list_flags_gets_an_error_not_a_hang() {
         64,
         false,
         |t| t.scribble_frames(Rank(0), 7),
-        |e| {
-            matches!(
-                e,
-                ExtractError::Protocol(ProtocolError::PeerFramesCorrupt {
-                    dest: 0,
-                    flag: 7,
-                    ..
-                })
-            )
-        },
+        frames_flag_7,
     );
 }
 
