@@ -100,6 +100,26 @@ pub(crate) fn is_silence(e: &io::Error) -> bool {
     )
 }
 
+/// What a failed receive on a peer's connection (anything but
+/// `WouldBlock`/`Interrupted`) says about the peer `rank`: its host went
+/// silent ([`is_silence`]), or the operation failed otherwise. The NIC's
+/// reader and the news reader of the RMA transports both report through
+/// this.
+pub(crate) fn receive_failed(rank: crate::id::Rank, e: &io::Error) -> crate::error::NetError {
+    if is_silence(e) {
+        crate::error::NetError::HostSilent {
+            rank,
+            why: e.to_string(),
+        }
+    } else {
+        crate::error::NetError::Io {
+            rank,
+            op: "receive",
+            msg: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,15 +35,7 @@ impl<W: RmaWire> RmaTransport<W> {
                     }
                     // The kernel gave up on a silent host (a connection
                     // armed by `crate::netio::alive`), or it was reset.
-                    _ if crate::netio::alive::is_silence(&e) => Err(NetError::HostSilent {
-                        rank: p.rank,
-                        why: e.to_string(),
-                    }),
-                    _ => Err(NetError::Io {
-                        rank: p.rank,
-                        op: "receive",
-                        msg: e.to_string(),
-                    }),
+                    _ => Err(crate::netio::alive::receive_failed(p.rank, &e)),
                 }
             }
         };

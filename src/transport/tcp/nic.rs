@@ -314,17 +314,12 @@ impl Conn {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                // The kernel's watch (`crate::netio::alive`) gave up on a
-                // silent host.
-                _ if crate::netio::alive::is_silence(&e) => Err(Stop::Fail(NetError::HostSilent {
-                    rank: self.rank(sh),
-                    why: e.to_string(),
-                })),
-                _ => Err(Stop::Fail(NetError::Io {
-                    rank: self.rank(sh),
-                    op: "receive",
-                    msg: e.to_string(),
-                })),
+                // A silent host (the kernel's watch gave up), or another
+                // failure.
+                _ => Err(Stop::Fail(crate::netio::alive::receive_failed(
+                    self.rank(sh),
+                    &e,
+                ))),
             };
         }
         if r == 0 {
