@@ -370,6 +370,7 @@ pub mod tcp {
                 &ranks,
                 &fds,
                 targets,
+                crate::netio::alive::DEAD_AFTER,
             );
             // No rank reads these sockets: the thread owns them at once.
             shared.owner.store(nic::NIC, Ordering::Relaxed);

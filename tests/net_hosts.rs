@@ -24,8 +24,12 @@
 //! reaches the survivor, as when a host crashes, loses power or is
 //! partitioned) and the survivor — waiting, or in the middle of a stream
 //! of sends — must get a typed failure naming the lost rank within
-//! [`LOST_HOST_BOUND`] (the kernel's liveness watch of `netio::alive`,
+//! [`LOST_HOST_BOUND`] (keepalive probes and the silence watch,
 //! `FASTMSG_NET_DEAD_AFTER_MS`, 3 s by default).
+//!
+//! A stopped peer: rank 1's process is stopped (`kill -STOP`) for four
+//! times the silence setting while rank 0 puts far more to it than the
+//! sockets hold; rank 0 must wait, not report rank 1's host silent.
 
 mod common;
 
@@ -239,12 +243,123 @@ fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
 }
 
 /// A host lost while the survivor streams to it (data unacknowledged, the
-/// sender blocked in the socket or on credit: the user time-out).
+/// sender blocked in the socket or on credit: the NIC's silence watch).
 #[test]
 fn a_lost_host_is_reported_to_a_sending_rank() {
     if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_sending_rank") {
         lost_host(&h, "lost-host-send");
     }
+}
+
+/// Send signal `sig` (`STOP`, `CONT`) to process `pid`, with kill(1).
+fn signal(pid: i32, sig: &str) {
+    let s = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(s.success(), "kill -{sig} {pid}: {s}");
+}
+
+/// Puts by rank 0 while rank 1 is stopped: 32 MiB.
+const STOPPED_PUTS: usize = 32;
+
+/// A peer whose process is stopped (a debugger, `SIGSTOP`, swapped out)
+/// while a sender has more for it than the sockets hold is not a lost
+/// host: its kernel still answers (the zero window's probes), and the
+/// sender must wait for it however long, not report it silent. Rank 1 is
+/// stopped for four times `FASTMSG_NET_DEAD_AFTER_MS` (1 s here) while
+/// rank 0 puts 32 MiB to it; once it runs again, everything arrives.
+#[test]
+fn a_stopped_peer_is_waited_for_not_reported_silent() {
+    if let Some(h) = Hosts::create("a_stopped_peer_is_waited_for") {
+        stopped_peer(&h, Vec::new());
+    }
+}
+
+/// Over libfabric: the provider's connections are its own; the news link,
+/// which the library arms with the kernel's user time-out, carries a few
+/// bytes and never fills.
+#[cfg(feature = "ofi")]
+#[test]
+fn a_stopped_peer_is_waited_for_over_ofi() {
+    if let Some(h) = Hosts::create("a_stopped_peer_over_ofi") {
+        let env = vec![
+            ("FASTMSG_NET".into(), "ofi".into()),
+            ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
+        ];
+        stopped_peer(&h, env);
+    }
+}
+
+/// Run the `stopped-peer` scenario (one rank per namespace, `env` added):
+/// stop rank 1 once both are ready, let rank 0 put to it for four
+/// seconds, resume it, and check that rank 0 finishes with `ok`.
+fn stopped_peer(hosts: &Hosts, mut env: Vec<(String, String)>) {
+    let dir = std::env::temp_dir().join(format!("fm-stopped-{}", hosts.ns[0]));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = Job {
+        fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
+        rank_test: "net_rank_program",
+        per_host: 1,
+        scenario: "stopped-peer",
+        env: {
+            env.push(("FASTMSG_TEST_DIR".into(), dir.display().to_string()));
+            env.push(("FASTMSG_NET_DEAD_AFTER_MS".into(), "1000".into()));
+            env
+        },
+        limit: Duration::from_secs(60),
+    };
+    let mut children = hosts.spawn(&job);
+    let mut stopped: Option<i32> = None;
+    let outcome = (|| {
+        let t = Instant::now();
+        let pid = loop {
+            if let (true, Ok(pid)) = (
+                dir.join("ready-0").exists(),
+                std::fs::read_to_string(dir.join("ready-1")),
+            ) {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    break pid;
+                }
+            }
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err("the ranks did not get ready in 60 s".to_string());
+            }
+            if let Some(s) = children.iter_mut().find_map(|c| c.try_wait().unwrap()) {
+                return Err(format!("a rank ended before it was stopped: {s}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        signal(pid, "STOP");
+        stopped = Some(pid);
+        std::fs::write(dir.join("go"), b"").unwrap();
+        std::thread::sleep(Duration::from_secs(4));
+        signal(pid, "CONT");
+        stopped = None;
+        let t = Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(dir.join("result-0")) {
+                return Ok(text);
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err("rank 0 did not finish within 30 s of rank 1's resumption".into());
+            }
+            if let Some(s) = children[0].try_wait().unwrap() {
+                return Err(format!("rank 0 ended without writing its result: {s}"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })();
+    if let Some(pid) = stopped {
+        // A stopped rank would outlive the test.
+        signal(pid, "CONT");
+    }
+    stop(&mut children);
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = outcome.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text, "ok", "rank 0 failed while rank 1 was stopped");
 }
 
 /// Under `mpirun`; `net`: `FASTMSG_NET` (`tcp` forces the network between
@@ -324,6 +439,7 @@ fn net_rank_program() {
         "late" => late(b),
         "lost-host-wait" => lost_host_rank(b, false),
         "lost-host-send" => lost_host_rank(b, true),
+        "stopped-peer" => stopped_peer_rank(b),
         s => panic!("unknown scenario {s:?}"),
     }
 }
@@ -385,6 +501,74 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         e => format!("unexpected: {e:?}"),
     };
     // Whole or absent for the test that polls for it.
+    std::fs::write(dir.join("result-0.tmp"), &text).unwrap();
+    std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
+}
+
+/// A rank of `a_stopped_peer_is_waited_for`. Both: a hello round trip.
+/// Rank 1 writes its process id to `ready-1` and waits for rank 0's
+/// `done`, then checks its window (the last put's pattern) and answers.
+/// Rank 0 writes `ready-0`, waits for the test's `go` (rank 1 is stopped
+/// by then), puts [`STOPPED_PUTS`] × 1 MiB into rank 1's window (far more
+/// than the sockets hold: rank 0 blocks on a zero window until rank 1
+/// runs again), sends `done`, waits for the answer and writes `result-0`:
+/// `ok`, or what went wrong.
+fn stopped_peer_rank(mut b: EndpointBuilder) {
+    const MIB: usize = 1 << 20;
+    let dir = std::path::PathBuf::from(std::env::var("FASTMSG_TEST_DIR").expect("test dir"));
+    let got = Rc::new(Cell::new(0u64));
+    let g = got.clone();
+    let sink = b.register_fn("sink", move |_ctx, p| {
+        if p.is_last() {
+            g.set(g.get() + 1);
+        }
+        Ok(())
+    });
+    let win = b.window("w", MIB);
+    let mut ep = b.start().expect("start");
+    let me = ep.rank().0;
+    let other = Rank(1 - me);
+    ep.send(other, sink, &[b"hello"]).expect("hello");
+    ep.wait_until(|| got.get() >= 1).expect("hello back");
+    if me == 1 {
+        std::fs::write(dir.join("ready-1"), std::process::id().to_string()).unwrap();
+        ep.wait_until(|| got.get() >= 2).expect("done");
+        let mut w = vec![0u8; MIB];
+        ep.read_window(win, 0, &mut w).expect("read window");
+        let last = (STOPPED_PUTS - 1) as u8;
+        assert!(
+            w.iter().all(|&x| x == last),
+            "rank 1: the last put is not in the window"
+        );
+        ep.send(other, sink, &[b"checked"]).expect("answer");
+        ep.close().expect("close");
+        return;
+    }
+    std::fs::write(dir.join("ready-0"), b"").unwrap();
+    let t = Instant::now();
+    while !dir.join("go").exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "rank 0: no go in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let outcome = (|| -> Result<(), String> {
+        for i in 0..STOPPED_PUTS {
+            let chunk = vec![i as u8; MIB];
+            ep.put(win, other, 0, &chunk)
+                .map_err(|e| format!("put {i}: {e}"))?;
+        }
+        ep.send(other, sink, &[b"done"])
+            .map_err(|e| format!("done: {e}"))?;
+        ep.wait_until(|| got.get() >= 2)
+            .map_err(|e| format!("answer: {e}"))?;
+        ep.close().map_err(|e| format!("close: {e}"))
+    })();
+    let text = match outcome {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e,
+    };
     std::fs::write(dir.join("result-0.tmp"), &text).unwrap();
     std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
 }

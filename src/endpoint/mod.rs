@@ -71,9 +71,11 @@
 //! [`NetError::Disconnected`](crate::error::NetError::Disconnected)); a
 //! network peer whose *host* crashes, loses power or is cut off once it
 //! has been silent for `FASTMSG_NET_DEAD_AFTER_MS` ([`NetConfig::dead_after`],
-//! 3 s by default: TCP keepalive probes and `TCP_USER_TIMEOUT` on every
-//! connection between ranks, so idle links and links with data in flight
-//! alike; [`NetError::HostSilent`](crate::error::NetError::HostSilent)).
+//! 3 s by default: TCP keepalive probes on every connection between ranks
+//! and a watch over what the kernel knows of each, so idle links and links
+//! with data in flight alike, while a peer process merely stopped with a
+//! full window is waited for;
+//! [`NetError::HostSilent`](crate::error::NetError::HostSilent)).
 //! So a lost host is reported about 3.1 s after it went, a dead process
 //! within about 100 ms.
 //!

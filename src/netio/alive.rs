@@ -4,16 +4,23 @@
 //! closes the socket and the reader gets end-of-file. A host that crashes,
 //! loses power or is cut off sends nothing at all, and plain TCP waits for
 //! ever on an idle connection (or ~15 minutes of retransmissions on a busy
-//! one). [`watch_liveness`] arms the kernel's own watch on a connection so
-//! that such a silence becomes a socket error (`ETIMEDOUT`) after
-//! [`DEAD_AFTER`], which the reader reports as the peer's failure:
+//! one). Two ways to arm a connection:
 //!
-//! - idle connection: keepalive probes every second after a second of
-//!   silence (`TCP_KEEPIDLE`, `TCP_KEEPINTVL`); the connection is dropped
-//!   once nothing came back for `DEAD_AFTER` (`TCP_USER_TIMEOUT` overrides
-//!   the probe count, `TCP_KEEPCNT`, which is only the fallback);
-//! - connection with unacknowledged data: `TCP_USER_TIMEOUT` drops it once
-//!   data stayed unacknowledged for `DEAD_AFTER`.
+//! - [`watch_liveness`]: the kernel's own watch, for connections that
+//!   carry small records only (the ring transports' news links over
+//!   libfabric and verbs). Silence becomes a socket error (`ETIMEDOUT`)
+//!   after [`DEAD_AFTER`], which the reader reports as the peer's failure:
+//!   on an idle connection keepalive probes go out every second after a
+//!   second of silence (`TCP_KEEPIDLE`, `TCP_KEEPINTVL`) and the
+//!   connection is dropped once nothing came back for `DEAD_AFTER`
+//!   (`TCP_USER_TIMEOUT` overrides the probe count, `TCP_KEEPCNT`, which
+//!   is only the fallback); with data unacknowledged, `TCP_USER_TIMEOUT`
+//!   drops it once the data stayed unacknowledged that long.
+//! - [`keep_alive`]: the keepalive probes alone, for connections that
+//!   carry bulk data (the TCP wire), whose silence the caller judges with
+//!   [`super::silence`]. `TCP_USER_TIMEOUT` would also end such a
+//!   connection while its peer's process is merely stopped with a full
+//!   receive window (see there); a news link's records never fill one.
 
 #![allow(unsafe_code)]
 
@@ -24,14 +31,15 @@ use std::time::Duration;
 
 /// How long a peer's host may stay completely silent — acknowledging
 /// nothing, answering no keepalive probe — before its connection fails
-/// with `ETIMEDOUT` and the peer is reported dead.
+/// and the peer is reported dead.
 ///
 /// The trade-off: shorter reports a dead host sooner; too short declares a
 /// live host dead. What counts as silence here cannot be caused by a busy
 /// or stopped *process*: keepalive probes and acknowledgements come from
 /// the peer host's kernel, and a peer that does not read (its receive
-/// window full) answers the kernel's zero-window probes, which keeps the
-/// connection alive however long it computes. Only the network can make
+/// window full) answers the kernel's zero-window probes, which
+/// [`super::silence`] counts as an answer (the kernel's user time-out
+/// does not, hence [`keep_alive`] for bulk connections). Only the network can make
 /// a live host look silent: on heavy congestion Linux retransmits a lost
 /// segment after 200 ms at least, doubling each time (0.2, 0.6, 1.4, 3.0 s
 /// after the first send), so 3 s means the first send and three
@@ -44,6 +52,34 @@ pub(crate) const DEAD_AFTER: Duration = Duration::from_secs(3);
 /// The idle time before the first keepalive probe, and between probes.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
+/// Keepalive probes on `s` every second after a second of silence (or
+/// sooner when `dead_after` is shorter), and the kernel's fallback: the
+/// connection fails with `ETIMEDOUT` once that many probes in a row went
+/// unanswered, about `dead_after` plus a second. No user time-out: the
+/// caller judges silence with data in flight ([`super::silence`]).
+///
+/// # Errors
+/// The OS error of a `setsockopt` (not a TCP socket, say).
+pub(crate) fn keep_alive(s: &TcpStream, dead_after: Duration) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    let (every, count) = probing(dead_after);
+    set(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, every)?;
+    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, every)?;
+    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, count)
+}
+
+/// Seconds between keepalive probes, and how many go unanswered before
+/// the kernel gives up, for a budget of `dead_after`: probes start and
+/// repeat every second, or sooner when the whole budget is shorter, so
+/// that at least one probe goes out in time.
+fn probing(dead_after: Duration) -> (libc::c_int, libc::c_int) {
+    let ms = dead_after.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+    let every = PROBE_EVERY.min(dead_after).as_secs().max(1) as libc::c_int;
+    let count = (ms / 1000 / every as u32).clamp(1, 127) as libc::c_int;
+    (every, count)
+}
+
 /// Arm the kernel's watch on `s` (see the module docs): the connection
 /// fails with `ETIMEDOUT` once the peer's host has been silent for
 /// `dead_after` (rounded up to whole milliseconds, at least one second of
@@ -53,17 +89,9 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// The OS error of a `setsockopt` (not a TCP socket, say).
 pub(crate) fn watch_liveness(s: &TcpStream, dead_after: Duration) -> io::Result<()> {
     let ms = dead_after.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
-    // Probes start and repeat every second, or sooner when the whole
-    // budget is shorter, so that at least one probe goes out in time.
-    let every = PROBE_EVERY.min(dead_after).as_secs().max(1) as libc::c_int;
-    let count = (ms / 1000 / every as u32).clamp(1, 127) as libc::c_int;
-    let fd = s.as_raw_fd();
-    set(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, every)?;
-    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, every)?;
-    set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, count)?;
+    keep_alive(s, dead_after)?;
     set(
-        fd,
+        s.as_raw_fd(),
         libc::IPPROTO_TCP,
         libc::TCP_USER_TIMEOUT,
         ms as libc::c_int,
@@ -158,6 +186,20 @@ mod tests {
         assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 1);
         assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 1);
         assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT), 500);
+    }
+
+    /// A bulk connection gets the probes but no user time-out (which a
+    /// stopped peer's zero window would trip: `super::super::silence`).
+    #[test]
+    fn a_kept_alive_connection_has_probes_and_no_user_timeout() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        keep_alive(&c, DEAD_AFTER).unwrap();
+        let fd = c.as_raw_fd();
+        assert_eq!(get(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 1);
+        assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 3);
+        assert_eq!(get(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT), 0);
     }
 
     #[test]

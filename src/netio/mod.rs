@@ -2,11 +2,13 @@
 //! authenticating a TCP connection with the job secret ([`auth`]),
 //! admitting many incoming handshakes at once under one deadline each
 //! ([`gate`]), and connecting with retries until the start-up deadline
-//! ([`connect`]), and arming the kernel's watch that turns a silent
-//! host into a socket error ([`alive`]). It knows sockets, the secret and deadlines; nothing of
-//! ranks' roles, rings or endpoints.
+//! ([`connect`]), arming the kernel's watch that turns a silent host into
+//! a socket error ([`alive`]), and judging a bulk connection's silence
+//! from what the kernel knows of it ([`silence`]). It knows sockets, the
+//! secret and deadlines; nothing of ranks' roles, rings or endpoints.
 
 pub(crate) mod alive;
 pub(crate) mod auth;
 pub(crate) mod connect;
 pub(crate) mod gate;
+pub(crate) mod silence;

@@ -22,12 +22,14 @@
 //! gone; other peers are unaffected. A peer process that dies on a live
 //! host ends its connection at once (end-of-file); a host that crashes,
 //! loses power or is cut off says nothing, so every connection carries
-//! the kernel's liveness watch ([`crate::netio::alive`]: keepalive probes
-//! and `TCP_USER_TIMEOUT`), which fails it with `ETIMEDOUT` once the host
-//! was silent for `dead_after` (`FASTMSG_NET_DEAD_AFTER_MS`, 3 s) —
-//! [`NetError::HostSilent`](crate::error::NetError::HostSilent) when the
-//! reader sees it, the send's error when a sender blocked on the full
-//! socket does.
+//! keepalive probes ([`crate::netio::alive`]) and the NIC thread's
+//! silence watch ([`crate::netio::silence`]: what the kernel knows of the
+//! connection, every 100 ms), which ends it once the host was silent for
+//! `dead_after` (`FASTMSG_NET_DEAD_AFTER_MS`, 3 s) with
+//! [`NetError::HostSilent`](crate::error::NetError::HostSilent); a send
+//! blocked on the socket returns. A peer *process* that is stopped (a
+//! debugger, `SIGSTOP`) with a full receive window is not silent: its
+//! kernel answers the zero-window probes, and the sender waits.
 //!
 //! The NIC writes into the shared segment (window area, doorbell) through
 //! views that hold the segment's mapping ([`NetTargets`]), so this

@@ -40,6 +40,7 @@ use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::link::Links;
+use crate::netio::silence::{SilenceWatch, LOOK_EVERY};
 use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::transport::rma::wire::PeerArea;
@@ -49,7 +50,7 @@ use crate::window::WindowView;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the rank's progress count must stand still before the NIC
 /// thread reads the sockets itself.
@@ -90,6 +91,9 @@ pub(crate) struct Shared {
     /// Connections attached so far ([`Shared::attach`]): the NIC thread
     /// adds their sockets to its poll set when the count moves.
     pub(crate) attached: AtomicU32,
+    /// How long a peer's host may stay silent before the NIC thread's
+    /// watch ends its connection ([`crate::netio::silence`]).
+    pub(crate) dead_after: Duration,
 }
 
 impl std::fmt::Debug for Shared {
@@ -121,6 +125,7 @@ impl Shared {
         ranks: &[Rank],
         fds: &[RawFd],
         targets: NicTargets,
+        dead_after: Duration,
     ) -> Shared {
         let conns = fds
             .iter()
@@ -152,6 +157,7 @@ impl Shared {
             owner: AtomicU32::new(RANK),
             beat: AtomicU64::new(0),
             attached: AtomicU32::new(fds.iter().filter(|&&fd| fd >= 0).count() as u32),
+            dead_after,
         }
     }
 
@@ -220,15 +226,33 @@ impl Shared {
                 false
             }
             Err(Stop::Fail(e)) => {
-                c.live = false;
-                self.links.fail(k, e);
-                // SAFETY: shutting down a socket we read; the wire owns
-                // the descriptor and closes it after joining the thread.
-                unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
-                self.ring_bell();
+                self.end_failed(&mut c, e);
                 false
             }
         }
+    }
+
+    /// Peer `k`'s host has been silent (`why`, the NIC thread's watch):
+    /// its connection ends as failed — the rank's next look reports
+    /// [`NetError::HostSilent`], and a send blocked on the socket returns.
+    pub(crate) fn host_silent(&self, k: usize, why: String) {
+        let mut c = self.conns[k].lock().unwrap_or_else(|p| p.into_inner());
+        if c.live {
+            let rank = c.rank(self);
+            self.end_failed(&mut c, NetError::HostSilent { rank, why });
+        }
+    }
+
+    /// End connection `c` with failure `e`: recorded in the links, the
+    /// socket shut down (both ways: a sender blocked on it returns), the
+    /// rank woken.
+    fn end_failed(&self, c: &mut Conn, e: NetError) {
+        c.live = false;
+        self.links.fail(c.k, e);
+        // SAFETY: shutting down a socket we read; the wire owns the
+        // descriptor and closes it after joining the thread.
+        unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
+        self.ring_bell();
     }
 }
 
@@ -529,6 +553,8 @@ pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
         .collect();
     let mut beat = sh.beat.load(Ordering::Relaxed);
     let mut attached = sh.attached.load(Ordering::Relaxed);
+    let mut watches = vec![SilenceWatch::new(sh.dead_after); n];
+    let mut next_look = Instant::now() + LOOK_EVERY;
     loop {
         // SYNC POINT nic-attach (acquire side): a connection attached since
         // the last look joins the poll set.
@@ -575,6 +601,21 @@ pub(crate) fn run(sh: Arc<Shared>, wake_fd: RawFd) {
             // Every connection ended (one never attached is still to come).
             if attached as usize == n && pfds[1..].iter().all(|p| p.fd < 0) {
                 return;
+            }
+        }
+        // Every LOOK_EVERY, whoever reads the sockets: a peer's host that
+        // went silent ends its connection (a send blocked on it returns).
+        let now = Instant::now();
+        if now >= next_look {
+            next_look = now + LOOK_EVERY;
+            for (k, w) in watches.iter_mut().enumerate() {
+                let p = &mut pfds[k + 1];
+                if p.fd >= 0 {
+                    if let Some(why) = w.look(p.fd, now) {
+                        sh.host_silent(k, why);
+                        p.fd = -1;
+                    }
+                }
             }
         }
         // The rank stood still for a whole STALL: read its sockets.

@@ -87,7 +87,8 @@ impl TcpWire {
     /// The wire of rank `me`: puts land in `targets.window`; its `bell`,
     /// if any, is rung when a record lands while the rank may sleep; a
     /// peer whose host stays silent for `dead_after` fails
-    /// ([`crate::netio::alive::watch_liveness`] on every connection).
+    /// (keepalive probes on every connection, the NIC thread's
+    /// [`crate::netio::silence::SilenceWatch`] over them).
     pub(crate) fn new(
         me: Rank,
         targets: &super::NetTargets,
@@ -271,10 +272,12 @@ impl RmaWire for TcpWire {
         side: &TcpStream,
     ) -> io::Result<()> {
         side.set_nodelay(true)?;
-        // A host that crashes or is cut off says nothing: without the
-        // kernel's watch its connection would wait for ever (idle) or for
-        // the ~15 minutes of retransmissions (data in flight).
-        crate::netio::alive::watch_liveness(side, self.dead_after)?;
+        // A host that crashes or is cut off says nothing: without a watch
+        // its connection would wait for ever (idle) or for the ~15 minutes
+        // of retransmissions (data in flight). Keepalive probes here; the
+        // NIC thread judges the silence (`crate::netio::silence`), which a
+        // peer merely stopped with a full window does not trip.
+        crate::netio::alive::keep_alive(side, self.dead_after)?;
         let stream = side.try_clone()?;
         let fd = stream.as_raw_fd();
         set_at(&mut self.theirs, k, *theirs);
@@ -316,6 +319,7 @@ impl RmaWire for TcpWire {
             &self.ranks,
             &fds,
             self.targets.clone(),
+            self.dead_after,
         ));
         if fds.len() > 1 {
             self.epoll = Some(epoll_of(&fds)?);

@@ -68,11 +68,11 @@ impl RecordHeader {
 /// that two ranks sending to each other cannot both wait on full buffers)
 /// and then the socket is waited on for at most a millisecond.
 ///
-/// The wait ends with an error, not only with progress: a connection the
-/// kernel gave up on (a silent host: `ETIMEDOUT` once data stayed
-/// unacknowledged for the user time-out that `crate::netio::alive`
-/// sets), reset, or shut down by the reader that found the peer failed
-/// (`nic::Shared::service`) makes the next `sendmsg` fail. It has no
+/// The wait ends with an error, not only with progress: a connection
+/// reset, or shut down by the reader that found the peer failed
+/// (`nic::Shared::service`) or by the NIC thread's watch that found its
+/// host silent (`nic::Shared::host_silent`), makes the next `sendmsg`
+/// fail. It has no
 /// deadline of its own on purpose: a live peer that does not read (its
 /// window full while it computes) is waited for, however long.
 ///
