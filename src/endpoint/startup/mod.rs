@@ -122,20 +122,6 @@ pub(super) fn start(
         } else {
             mesh::connect(&plan.listener, &mesh_job, &plan.peers)?
         };
-        if matches!(config.net.mode, NetMode::Ofi | NetMode::Verbs) {
-            // After start-up their set-up connections carry the news of a
-            // peer's departure: the kernel's watch turns a lost host's
-            // silence into an error there too (TCP's wire arms its own).
-            for (rank, s) in &links {
-                crate::netio::alive::watch_liveness(s, config.net.dead_after).map_err(
-                    |source| crate::error::ConnectError::Io {
-                        op: "watch for a lost host on the connection to",
-                        peer: format!("rank {rank}"),
-                        source,
-                    },
-                )?;
-            }
-        }
         if config.net.mode == NetMode::Ofi {
             #[cfg(feature = "ofi")]
             {
@@ -157,6 +143,7 @@ pub(super) fn start(
                     plan.geometry,
                     links,
                     targets,
+                    config.net.dead_after,
                 )?;
                 net_peers = t.peers();
                 transports.push(AnyTransport::Ofi(t));
@@ -172,6 +159,7 @@ pub(super) fn start(
                     plan.geometry,
                     links,
                     targets,
+                    config.net.dead_after,
                 )?;
                 net_peers = v.peers();
                 transports.push(AnyTransport::Verbs(v));

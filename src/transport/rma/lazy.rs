@@ -69,6 +69,9 @@ impl<W: RmaWire> RmaTransport<W> {
         }
         let (area, desc) = i.theirs.split_at(PeerArea::BYTES);
         let remote = PeerArea::decode(area.try_into().expect("checked length"));
+        if let Err(e) = self.wire.arm(&i.stream, self.dead_after) {
+            return self.unreach(k, format!("watching for a lost host on the link: {e}"));
+        }
         if let Err(e) = self.wire.connect(k, rank.0, &remote, desc, &i.stream) {
             return self.unreach(k, format!("connecting the wire: {e}"));
         }

@@ -123,6 +123,9 @@ pub struct RmaTransport<W: RmaWire> {
     next: usize,
     /// Lazy set-up: the connector (dials, and links handed over).
     lazy: Option<Connector>,
+    /// How long a peer's host may stay silent before its link fails: each
+    /// set-up link is armed with it as it connects ([`RmaWire::arm`]).
+    dead_after: std::time::Duration,
     /// Safe mode: how many slots' `landed` flags are set (reports not yet
     /// taken); while 0 no ring can be ready.
     reports: Cell<usize>,

@@ -17,6 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::time::Duration;
 
 impl<W: RmaWire> RmaTransport<W> {
     /// The transport for peers `ranks` (sorted), none connected yet: its
@@ -27,6 +28,7 @@ impl<W: RmaWire> RmaTransport<W> {
         geometry: RingGeometry,
         ranks: Vec<Rank>,
         targets: NetTargets,
+        dead_after: Duration,
     ) -> Result<RmaTransport<W>, W::Error> {
         let n = ranks.len();
         let ring_bytes = geometry.ring_bytes() as usize;
@@ -55,6 +57,7 @@ impl<W: RmaWire> RmaTransport<W> {
             peer_of_rank,
             next: 0,
             lazy: None,
+            dead_after,
             failed: RefCell::new(Vec::new()),
             unreachable: Vec::new(),
             ended: RefCell::new(Vec::new()),
@@ -82,7 +85,8 @@ impl<W: RmaWire> RmaTransport<W> {
     }
 
     /// Connect every peer of `links` (authenticated TCP connections, which
-    /// carry the set-up exchange) over `wire`: the full mesh up front.
+    /// carry the set-up exchange) over `wire`: the full mesh up front. A
+    /// peer whose host stays silent for `dead_after` fails.
     ///
     /// # Errors
     /// The wire's error, from registration, the exchange or connecting.
@@ -92,10 +96,11 @@ impl<W: RmaWire> RmaTransport<W> {
         geometry: RingGeometry,
         mut links: Vec<(Rank, TcpStream)>,
         targets: NetTargets,
+        dead_after: Duration,
     ) -> Result<RmaTransport<W>, W::Error> {
         links.sort_by_key(|l| l.0);
         let ranks = links.iter().map(|l| l.0).collect();
-        let mut t = Self::blank(wire, world, geometry, ranks, targets)?;
+        let mut t = Self::blank(wire, world, geometry, ranks, targets, dead_after)?;
         for (k, (rank, mut side)) in links.into_iter().enumerate() {
             let offsets = t.my_area(k);
             let mine = t.wire.describe(k, &offsets)?;
@@ -111,6 +116,11 @@ impl<W: RmaWire> RmaTransport<W> {
             }
             let (area, desc) = theirs.split_at(PeerArea::BYTES);
             let remote = PeerArea::decode(area.try_into().expect("checked length"));
+            t.wire.arm(&side, dead_after).map_err(|e| {
+                t.wire.setup_error(format!(
+                    "watch for a lost host on the link to rank {rank}: {e}"
+                ))
+            })?;
             t.wire.connect(k, rank.0, &remote, desc, &side)?;
             t.activate(k, Peer::new(rank, geometry, remote, side));
         }
@@ -165,7 +175,8 @@ impl<W: RmaWire> RmaTransport<W> {
             return Ok(None);
         }
         let bell = targets.bell.clone();
-        let mut t = Self::blank(wire, world, geometry, ranks, targets)?;
+        let dead_after = job.dead_after;
+        let mut t = Self::blank(wire, world, geometry, ranks, targets, dead_after)?;
         let mut mine = Vec::with_capacity(peers.len());
         for k in 0..peers.len() {
             let offsets = t.my_area(k);

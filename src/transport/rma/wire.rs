@@ -178,6 +178,18 @@ pub trait RmaWire {
         remote: &[u8],
         side: &TcpStream,
     ) -> Result<(), Self::Error>;
+    /// Arm the set-up connection `side`, called before each
+    /// [`connect`](Self::connect), so that the peer's host going silent
+    /// for `dead_after` fails it ([`crate::netio::alive`]). The default,
+    /// for a link that carries only the peer's news (a few bytes at a
+    /// time), is the kernel's whole watch; a wire whose records travel on
+    /// `side` itself arms it for bulk data instead.
+    ///
+    /// # Errors
+    /// The OS error of a socket option.
+    fn arm(&self, side: &TcpStream, dead_after: std::time::Duration) -> std::io::Result<()> {
+        crate::netio::alive::watch_liveness(side, dead_after)
+    }
     /// Whether this wire connects peers after [`started`](Self::started)
     /// (lazy set-up, `crate::transport::rma::connect`): if it returns
     /// `true` it keeps `ranks` (peer `k` is `ranks[k]`), gets

@@ -111,7 +111,7 @@ pub(crate) fn start(
     dead_after: Duration,
 ) -> std::io::Result<TcpTransport> {
     let wire = TcpWire::new(me, &targets, dead_after);
-    RmaTransport::new(wire, world, geometry, links, targets)
+    RmaTransport::new(wire, world, geometry, links, targets, dead_after)
 }
 
 /// Start the TCP transport of rank `me` of `world` with no peer connected

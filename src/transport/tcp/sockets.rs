@@ -272,12 +272,6 @@ impl RmaWire for TcpWire {
         side: &TcpStream,
     ) -> io::Result<()> {
         side.set_nodelay(true)?;
-        // A host that crashes or is cut off says nothing: without a watch
-        // its connection would wait for ever (idle) or for the ~15 minutes
-        // of retransmissions (data in flight). Keepalive probes here; the
-        // NIC thread judges the silence (`crate::netio::silence`), which a
-        // peer merely stopped with a full window does not trip.
-        crate::netio::alive::keep_alive(side, self.dead_after)?;
         let stream = side.try_clone()?;
         let fd = stream.as_raw_fd();
         set_at(&mut self.theirs, k, *theirs);
@@ -295,6 +289,14 @@ impl RmaWire for TcpWire {
             sh.attach(k, fd);
         }
         Ok(())
+    }
+
+    /// The records travel on `side`: keepalive probes alone, and the NIC
+    /// thread judges the silence (`crate::netio::silence`), which a peer
+    /// merely stopped with a full window does not trip (the kernel's user
+    /// time-out would).
+    fn arm(&self, side: &TcpStream, dead_after: std::time::Duration) -> io::Result<()> {
+        crate::netio::alive::keep_alive(side, dead_after)
     }
 
     fn ready(&mut self, _slots: u32) -> io::Result<()> {
