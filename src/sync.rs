@@ -170,6 +170,12 @@ pub mod mutant {
         /// `LazyPairs::take`: the flag is lowered by a plain store, not an
         /// Acquire swap (the code before the loom model).
         HandoverPlainLower,
+        /// `Placements::count_after`: the count is bumped Relaxed, not
+        /// Release.
+        PlacementCountRelaxed,
+        /// `Placements::count_after`: the count is bumped before the
+        /// placement, not after.
+        PlacementCountedFirst,
     }
 
     #[cfg(loom)]

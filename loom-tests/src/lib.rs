@@ -4,7 +4,8 @@
 //! [`fastmsg::internal::queue`], [`fastmsg::internal::ring`],
 //! [`fastmsg::internal::flow`], [`fastmsg::internal::wake`],
 //! [`fastmsg::internal::window`], [`fastmsg::internal::link`],
-//! [`fastmsg::internal::lazy_pairs`] — compiled
+//! [`fastmsg::internal::lazy_pairs`], the ring placement count in
+//! [`fastmsg::internal::ring`] — compiled
 //! against loom's atomics, cells and locks through `fastmsg`'s `sync` shim;
 //! frame bytes live in `frames::LoomFrames`, a `FrameStore`, ring slots in
 //! `ring_store::LoomRing`, a `RingStore`, and window bytes in
@@ -25,6 +26,7 @@
 //! | 6 window words | `window` | writer (peer or NIC), reader | a flag raised after a put makes the put's bytes visible; an acknowledgement lets the writer reuse them; two rounds |
 //! | 7 link words | `link` | NIC thread, application | every departure (failure, goodbye) reported once, never lost behind an alert count already seen; a flush round makes the records before it visible |
 //! | 8 lazy pairs | `lazy_pairs` | 2 ranks' dials + handshakes; 2 handshakes + a rank's poll | crossing dials leave exactly one connection per pair, the same at both ends, none missing; every handed-over link is installed once, and a link whose dial returned is settling until then |
+//! | 9 ring placements | `placements` | 2 placers (rank, NIC thread), the rank's poll | a poll that skips the rings while the placement count stands still never misses a fragment placed before or during its scan |
 //!
 //! Each model module has the model passing on the real code and one test
 //! per seeded mutant (`fastmsg::internal::mutant`, see `src/sync.rs`) asserting that
@@ -56,6 +58,8 @@ mod free_list;
 mod lazy_pairs;
 #[cfg(all(loom, test))]
 mod link;
+#[cfg(all(loom, test))]
+mod placements;
 #[cfg(all(loom, test))]
 mod recv_dedicated;
 #[cfg(all(loom, test))]

@@ -504,8 +504,10 @@ impl RingTx {
     }
 }
 
+mod placements;
 #[cfg(not(loom))]
 mod region;
+pub use placements::{Placements, ScanGate};
 #[cfg(not(loom))]
 pub use region::RingRegion;
 

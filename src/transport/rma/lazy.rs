@@ -84,6 +84,8 @@ impl<W: RmaWire> RmaTransport<W> {
         self.peers[k] = Slot::Up(Box::new(peer));
         self.active.push(k);
         self.watch.push(self.watch_of(k));
+        // Its ring may hold what was placed before it joined.
+        self.scan.reset();
     }
 
     /// Peer `k`'s watch as its reader stands.
@@ -102,6 +104,8 @@ impl<W: RmaWire> RmaTransport<W> {
     /// changed.
     pub(super) fn rewatch(&mut self, i: usize) {
         self.watch[i] = self.watch_of(self.active[i]);
+        // Its ring may be back in service with a fragment waiting.
+        self.scan.reset();
     }
 
     #[inline]

@@ -59,7 +59,7 @@ use self::wire::{Area, Event, PeerArea, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
-use crate::ring::{RingGeometry, RingRegion, TRAILER_BYTES};
+use crate::ring::{RingGeometry, RingRegion, ScanGate, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
@@ -123,6 +123,9 @@ pub struct RmaTransport<W: RmaWire> {
     next: usize,
     /// Lazy set-up: the connector (dials, and links handed over).
     lazy: Option<Connector>,
+    /// Where the wire counts its placements ([`RmaWire::placements`]):
+    /// the count at the last scan that found every ring empty.
+    scan: ScanGate,
     /// How long a peer's host may stay silent before its link fails: each
     /// set-up link is armed with it as it connects ([`RmaWire::arm`]).
     dead_after: std::time::Duration,
@@ -294,7 +297,16 @@ impl<W: RmaWire> RmaTransport<W> {
         if self.notify {
             return self.reports.get() != 0 && self.scan_reported();
         }
-        (0..self.active.len()).any(|i| self.landed(i))
+        // As in `poll`: loaded before the scan.
+        let mark = self.wire.placements();
+        if mark.is_some_and(|m| !self.scan.due(m)) {
+            return false;
+        }
+        let any = (0..self.active.len()).any(|i| self.landed(i));
+        if let (false, Some(m)) = (any, mark) {
+            self.scan.empty_at(m);
+        }
+        any
     }
 
     #[inline(never)]
@@ -357,6 +369,11 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             // Safe mode: no ring is ready before its write was reported.
             return None;
         }
+        // Loaded before the scan (model 9, `crate::ring::placements`).
+        let mark = self.wire.placements();
+        if mark.is_some_and(|m| !self.scan.due(m)) {
+            return None;
+        }
         let n = self.active.len();
         let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
@@ -369,6 +386,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                 }
             }
             i = if i + 1 == n { 0 } else { i + 1 };
+        }
+        if let Some(m) = mark {
+            self.scan.empty_at(m);
         }
         None
     }

@@ -11,7 +11,7 @@ use super::peer::{Peer, Slot};
 use super::wire::{PeerArea, RmaWire};
 use super::{RmaTransport, PUT_BUF};
 use crate::id::Rank;
-use crate::ring::{RingGeometry, RingRegion};
+use crate::ring::{RingGeometry, RingRegion, ScanGate};
 use crate::transport::tcp::NetTargets;
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
@@ -57,6 +57,7 @@ impl<W: RmaWire> RmaTransport<W> {
             peer_of_rank,
             next: 0,
             lazy: None,
+            scan: ScanGate::new(),
             dead_after,
             failed: RefCell::new(Vec::new()),
             unreachable: Vec::new(),

@@ -224,6 +224,15 @@ pub trait RmaWire {
     /// Whether anything lands without [`progress`](Self::progress) (an
     /// adapter placing writes itself); if not, credit waits call it.
     fn lands_by_itself(&self) -> bool;
+    /// A wire that places ring writes itself (on this host, by software):
+    /// its placement count now ([`crate::ring::Placements::mark`]), so the
+    /// poll may skip rings nothing was placed on since they were found
+    /// empty. `None` (the default): writes land by themselves (RDMA), every
+    /// poll looks at every ring.
+    #[inline]
+    fn placements(&self) -> Option<u64> {
+        None
+    }
 
     /// Whether the wire reads the set-up connections itself (its data
     /// travels on them): it reports each peer's end as [`Event::Ended`]

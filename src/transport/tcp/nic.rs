@@ -41,7 +41,7 @@ use crate::error::NetError;
 use crate::id::Rank;
 use crate::link::Links;
 use crate::netio::silence::{SilenceWatch, LOOK_EVERY};
-use crate::ring::{publish_trailer, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
+use crate::ring::{publish_trailer, Placements, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::transport::rma::wire::PeerArea;
 use crate::transport::shm::mapping::MapRef;
@@ -94,6 +94,10 @@ pub(crate) struct Shared {
     /// How long a peer's host may stay silent before the NIC thread's
     /// watch ends its connection ([`crate::netio::silence`]).
     pub(crate) dead_after: Duration,
+    /// Counted after every drain that published a ring trailer, by rank
+    /// and NIC thread alike: the poll skips the rings while it stands
+    /// still ([`crate::ring::Placements`]).
+    pub(crate) placements: Placements,
 }
 
 impl std::fmt::Debug for Shared {
@@ -135,6 +139,7 @@ impl Shared {
                     k,
                     fd,
                     live: fd >= 0,
+                    published: false,
                     want: Want::Header,
                     got: 0,
                     hdr: [0; HEADER_BYTES],
@@ -158,6 +163,7 @@ impl Shared {
             beat: AtomicU64::new(0),
             attached: AtomicU32::new(fds.iter().filter(|&&fd| fd >= 0).count() as u32),
             dead_after,
+            placements: Placements::new(),
         }
     }
 
@@ -217,7 +223,12 @@ impl Shared {
         if !c.live {
             return false;
         }
-        match c.drain(self) {
+        let drained = self.placements.count_after(|| {
+            c.published = false;
+            let r = c.drain(self);
+            (r, c.published)
+        });
+        match drained {
             Ok(()) => true,
             Err(Stop::Bye(closed)) => {
                 c.live = false;
@@ -292,6 +303,8 @@ pub(crate) struct Conn {
     fd: RawFd,
     /// Still read: no goodbye, no failure yet.
     live: bool,
+    /// The current drain published a ring trailer.
+    published: bool,
     want: Want,
     got: usize,
     hdr: [u8; HEADER_BYTES],
@@ -510,6 +523,7 @@ impl Conn {
                 let ring = sh.rings.ring(sh.ring_offset(self.k), sh.geometry);
                 // Trailer last, stamp with Release.
                 publish_trailer(&ring, slot, &t);
+                self.published = true;
                 sh.ring_bell();
                 Want::Header
             }

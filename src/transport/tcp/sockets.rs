@@ -291,6 +291,13 @@ impl RmaWire for TcpWire {
         Ok(())
     }
 
+    /// Ring writes land only when the rank or the NIC thread applies them,
+    /// and both count it.
+    #[inline]
+    fn placements(&self) -> Option<u64> {
+        self.shared.as_ref().map(|s| s.placements.mark())
+    }
+
     /// The records travel on `side`: keepalive probes alone, and the NIC
     /// thread judges the silence (`crate::netio::silence`), which a peer
     /// merely stopped with a full window does not trip (the kernel's user
