@@ -127,7 +127,9 @@ pub struct NetConfig {
     /// probe, acknowledging no data — before it is reported dead
     /// (`FASTMSG_NET_DEAD_AFTER_MS`; TCP connections; 3 s by default, see
     /// the trade-off at `crate::netio::alive::DEAD_AFTER`). A peer process
-    /// that dies on a live host is reported at once, whatever this is.
+    /// that dies on a live host is reported at once, whatever this is. An
+    /// idle connection is judged on keepalive probes, one a second at
+    /// most, two unanswered: there a lost host takes at least 2 s.
     pub dead_after: Duration,
 }
 
