@@ -68,7 +68,7 @@ impl Collectives {
         let (me, size) = (b.rank(), b.size());
         let window = b.window(&format!("fastmsg-coll/{}", cfg.name), window_bytes(size));
         let name = format!("fastmsg-coll/{}", cfg.name);
-        let eng = Engine::new(me, size, window, cfg);
+        let eng = Engine::new(me, size, window, cfg, b.config().close_warn);
         let e = Rc::clone(&eng);
         // A rooted collective's messages in a group of more than 128 members
         // carry the root after the payload (`crate::sig`).

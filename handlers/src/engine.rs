@@ -192,10 +192,19 @@ pub(crate) struct Engine {
     t: RefCell<Tables>,
     /// One-sided state (window barriers and allreduce).
     pub(crate) one_sided: RefCell<crate::window::OneSided>,
+    /// A blocking wait that lasts this long says what it waits for
+    /// (`crate::stall`; the endpoint's `close_warn`).
+    pub(crate) warn_after: std::time::Duration,
 }
 
 impl Engine {
-    pub(crate) fn new(me: Rank, size: u32, window: WindowId, cfg: CollConfig) -> Rc<Engine> {
+    pub(crate) fn new(
+        me: Rank,
+        size: u32,
+        window: WindowId,
+        cfg: CollConfig,
+        warn_after: std::time::Duration,
+    ) -> Rc<Engine> {
         let world = Rc::new(Group::world(me, size));
         let t = Tables {
             world: Some(GroupState::new(world)),
@@ -209,6 +218,7 @@ impl Engine {
             cfg,
             t: RefCell::new(t),
             one_sided: RefCell::new(crate::window::OneSided::default()),
+            warn_after,
         })
     }
 
@@ -747,13 +757,52 @@ impl Engine {
         if let Some(r) = self.collect(tag, seq) {
             return r;
         }
-        let waited = ep.wait_until(|| self.finished(tag, seq));
+        let mut stall = crate::stall::StallWatch::new(self.warn_after);
+        let waited = ep.wait_until(|| {
+            self.finished(tag, seq) || {
+                stall.tick(|| self.describe(tag, seq));
+                false
+            }
+        });
         match self.collect(tag, seq) {
             Some(r) => r,
             None => Err(waited
                 .err()
                 .map_or(CollError::NoInstance { seq }, CollError::from)),
         }
+    }
+
+    /// What instance `seq` of group `tag` is, for the stall warning:
+    /// `rank R has waited in <collective> #seq of <group> (N members,
+    /// root R)`.
+    fn describe(&self, tag: u32, seq: u32) -> String {
+        let t = self.t.borrow();
+        let gs = if tag == 0 {
+            t.world.as_ref()
+        } else {
+            t.others.get(&tag)
+        };
+        let Some(gs) = gs else {
+            return format!("rank {} has waited in collective #{seq}", self.me);
+        };
+        let g = &gs.group;
+        let group = if g.is_world() {
+            "the world group".to_string()
+        } else {
+            format!("group {tag}")
+        };
+        let (kind, root) = gs
+            .live
+            .iter()
+            .find(|l| l.seq == seq)
+            .map(|l| (l.machine.kind().name(), l.machine.root()))
+            .unwrap_or(("collective", None));
+        let root = root.map_or(String::new(), |i| format!(", root rank {}", g.rank(i)));
+        format!(
+            "rank {} has waited in {kind} #{seq} of {group} ({} members{root})",
+            self.me,
+            g.n()
+        )
     }
 
     /// Take the next world instance number for a one-sided collective of

@@ -66,7 +66,11 @@
 //!   when a message passes between members that disagree; where members'
 //!   roots make no member send at all — each names another as the root,
 //!   e.g. two members naming each other — the call waits, as an MPI
-//!   broadcast would: nothing is sent that could tell them.
+//!   broadcast would: nothing is sent that could tell them. After
+//!   `FASTMSG_CLOSE_WARN` (10 s by default) and at each doubling, such a
+//!   wait — like any blocking collective that waits that long, for a
+//!   member that is late or called something else — logs a warning naming
+//!   the collective, its instance, group and root (`tests/stall.rs`).
 //! - Custom operators: told apart only by [`Reduce::id`] (see there).
 
 mod abort;
@@ -86,6 +90,7 @@ mod machine;
 pub mod op;
 mod request;
 mod sig;
+mod stall;
 mod window;
 mod wire;
 

@@ -225,6 +225,8 @@ impl Flags {
             let mut bad = None;
             let mut polls = 0u32;
             let mut gave_up = false;
+            let mut stall = crate::stall::StallWatch::new(eng.warn_after);
+            let me = ep.rank();
             let waited = ep.wait_until(|| {
                 match self.poll(from, &mut next) {
                     Ok(Some(o)) => {
@@ -244,6 +246,15 @@ impl Flags {
                 if polls % SCAN_EVERY == 0 {
                     gave_up = eng.one_sided_failed(self.seq);
                     odd = self.scan();
+                    stall.tick(|| {
+                        let waits_for = from.get(next).map_or(String::new(), |r| {
+                            format!(" (the flag it looks for now: rank {r}'s)")
+                        });
+                        format!(
+                            "rank {me} has waited in one-sided collective #{} of the world group{waits_for}",
+                            self.seq
+                        )
+                    });
                 }
                 gave_up || odd.is_some()
             });

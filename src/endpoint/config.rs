@@ -34,7 +34,9 @@ pub struct Config {
     /// (`ExtractError::Aborted`); used by [`crate::threads`].
     pub abort: Option<Arc<AtomicBool>>,
     /// How long `close` waits before saying which ranks have not called
-    /// it (then again at each doubling; `FASTMSG_CLOSE_WARN`, seconds).
+    /// it, and a blocking collective of `fastmsg-handlers` before saying
+    /// what it waits in (then again at each doubling;
+    /// `FASTMSG_CLOSE_WARN`, seconds).
     pub close_warn: Duration,
     /// Bytes of sends this rank may keep parked (waiting for credit)
     /// before a send from outside any handler makes progress instead of

@@ -150,7 +150,7 @@ pub static SETTINGS: &[Setting] = &[
         "FASTMSG_CLOSE_WARN",
         "10",
         None,
-        "seconds close waits before naming missing ranks"
+        "seconds close (and a blocking collective) waits before saying what it waits for"
     ),
     setting!(
         "FASTMSG_MAX_PARKED",
