@@ -37,7 +37,7 @@ use common::netns::{stop, Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::bootstrap::Launcher;
 use fastmsg::error::{PmixError, StartError};
-use fastmsg::{EndpointBuilder, Rank};
+use fastmsg::{Endpoint, EndpointBuilder, HandlerId, Rank};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;
@@ -444,15 +444,14 @@ fn net_rank_program() {
     }
 }
 
-/// A rank of `lost_host`. Both: a hello round trip (the pair is
-/// connected), then `ready-<rank>` in `FASTMSG_TEST_DIR`. Rank 1 then
-/// takes what comes until its own connection fails (it is the one cut
-/// off). Rank 0 waits for nothing that will come (`send`: streams 64 KiB
-/// messages to rank 1 instead) until its failure is reported, checks that
-/// the failure names rank 1, and writes `result-0`: `peer failure, rank
-/// 1: <error>` (anything else: `unexpected: …`).
-fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
-    let dir = std::path::PathBuf::from(std::env::var("FASTMSG_TEST_DIR").expect("test dir"));
+/// The test's directory, where ranks and test leave their files
+/// (`FASTMSG_TEST_DIR`).
+fn test_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(std::env::var("FASTMSG_TEST_DIR").expect("test dir"))
+}
+
+/// A handler `sink` that counts the whole messages it gets, and the count.
+fn counting_sink(b: &mut EndpointBuilder) -> (HandlerId, Rc<Cell<u64>>) {
     let got = Rc::new(Cell::new(0u64));
     let g = got.clone();
     let sink = b.register_fn("sink", move |_ctx, p| {
@@ -461,11 +460,37 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         }
         Ok(())
     });
+    (sink, got)
+}
+
+/// One message each way between ranks 0 and 1 (the pair is connected):
+/// returns once this rank's `got` counts one.
+fn hello(ep: &mut Endpoint, sink: HandlerId, got: &Cell<u64>) {
+    let other = Rank(1 - ep.rank().0);
+    ep.send(other, sink, &[b"hello"]).expect("hello");
+    ep.wait_until(|| got.get() >= 1).expect("hello back");
+}
+
+/// Write rank 0's `result-0` whole (a rename): the test polls for it.
+fn write_result(dir: &std::path::Path, text: &str) {
+    std::fs::write(dir.join("result-0.tmp"), text).unwrap();
+    std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
+}
+
+/// A rank of `lost_host`. Both: a hello round trip (the pair is
+/// connected), then `ready-<rank>` in `FASTMSG_TEST_DIR`. Rank 1 then
+/// takes what comes until its own connection fails (it is the one cut
+/// off). Rank 0 waits for nothing that will come (`send`: streams 64 KiB
+/// messages to rank 1 instead) until its failure is reported, checks that
+/// the failure names rank 1, and writes `result-0`: `peer failure, rank
+/// 1: <error>` (anything else: `unexpected: …`).
+fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
+    let dir = test_dir();
+    let (sink, got) = counting_sink(&mut b);
     let mut ep = b.start().expect("start");
     let me = ep.rank().0;
     let other = Rank(1 - me);
-    ep.send(other, sink, &[b"hello"]).expect("hello");
-    ep.wait_until(|| got.get() >= 1).expect("hello back");
+    hello(&mut ep, sink, &got);
     let ready = |what: &str| std::fs::write(dir.join(format!("{what}-{me}")), b"").unwrap();
     if me == 1 {
         ready("ready");
@@ -501,8 +526,7 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         e => format!("unexpected: {e:?}"),
     };
     // Whole or absent for the test that polls for it.
-    std::fs::write(dir.join("result-0.tmp"), &text).unwrap();
-    std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
+    write_result(&dir, &text);
 }
 
 /// A rank of `a_stopped_peer_is_waited_for`. Both: a hello round trip.
@@ -515,21 +539,13 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
 /// `ok`, or what went wrong.
 fn stopped_peer_rank(mut b: EndpointBuilder) {
     const MIB: usize = 1 << 20;
-    let dir = std::path::PathBuf::from(std::env::var("FASTMSG_TEST_DIR").expect("test dir"));
-    let got = Rc::new(Cell::new(0u64));
-    let g = got.clone();
-    let sink = b.register_fn("sink", move |_ctx, p| {
-        if p.is_last() {
-            g.set(g.get() + 1);
-        }
-        Ok(())
-    });
+    let dir = test_dir();
+    let (sink, got) = counting_sink(&mut b);
     let win = b.window("w", MIB);
     let mut ep = b.start().expect("start");
     let me = ep.rank().0;
     let other = Rank(1 - me);
-    ep.send(other, sink, &[b"hello"]).expect("hello");
-    ep.wait_until(|| got.get() >= 1).expect("hello back");
+    hello(&mut ep, sink, &got);
     if me == 1 {
         std::fs::write(dir.join("ready-1"), std::process::id().to_string()).unwrap();
         ep.wait_until(|| got.get() >= 2).expect("done");
@@ -569,8 +585,7 @@ fn stopped_peer_rank(mut b: EndpointBuilder) {
         Ok(()) => "ok".to_string(),
         Err(e) => e,
     };
-    std::fs::write(dir.join("result-0.tmp"), &text).unwrap();
-    std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
+    write_result(&dir, &text);
 }
 
 /// Rank 3 stays away for 6 s; the others' start must fail on their
