@@ -297,11 +297,22 @@ impl<W: RmaWire> RmaTransport<W> {
         if self.notify {
             return self.reports.get() != 0 && self.scan_reported();
         }
-        // As in `poll`: loaded before the scan.
+        // As in `poll`: loaded before the scan; while it stands still the
+        // rings are not looked at.
         let mark = self.wire.placements();
         if mark.is_some_and(|m| !self.scan.due(m)) {
             return false;
         }
+        self.scan_landed(mark)
+    }
+
+    /// The rings' scan of [`any_ready`](Self::any_ready), out of line: the
+    /// transports' dispatch inlines `has_arrivals` for every transport,
+    /// and shared memory's empty poll wants it small (the scan inline cost
+    /// that poll an instruction). A scan that finds nothing at placement
+    /// count `mark` records it.
+    #[inline(never)]
+    fn scan_landed(&self, mark: Option<u64>) -> bool {
         let any = (0..self.active.len()).any(|i| self.landed(i));
         if let (false, Some(m)) = (any, mark) {
             self.scan.empty_at(m);
