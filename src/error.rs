@@ -576,11 +576,24 @@ pub enum SendError {
         /// Bytes written.
         written: u64,
     },
-    /// The destination process is gone.
-    #[error("rank {rank} has exited or died; cannot send to it")]
+    /// The destination process is gone: it exited, died, or failed on
+    /// the network (the next `extract` or wait names how, once).
+    #[error("rank {rank} has exited or died, or failed on the network; cannot send to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
+    },
+    /// The destination's network connection, made on first use
+    /// (`FASTMSG_CONNECT=lazy`), could not be made: this rank is out of
+    /// file descriptors, the peer did not answer within `FASTMSG_TIMEOUT`,
+    /// its listener is gone, or it failed to authenticate. Every later send
+    /// or put to it fails the same way.
+    #[error("could not connect to rank {rank} on first use: {why}")]
+    Unreachable {
+        /// The destination.
+        rank: Rank,
+        /// What failed (the connection error, naming the peer's address).
+        why: String,
     },
     /// The message was aborted by an earlier error of this writer; start
     /// a new one.
@@ -633,11 +646,21 @@ pub enum PutError {
         /// Offset given.
         offset: usize,
     },
-    /// The destination process is gone.
-    #[error("rank {rank} has exited or died; cannot put to it")]
+    /// The destination process is gone: it exited, died, or failed on
+    /// the network (the next `extract` or wait names how, once).
+    #[error("rank {rank} has exited or died, or failed on the network; cannot put to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
+    },
+    /// The destination's network connection, made on first use, could not
+    /// be made (as [`SendError::Unreachable`]).
+    #[error("could not connect to rank {rank} on first use: {why}")]
+    Unreachable {
+        /// The destination.
+        rank: Rank,
+        /// What failed (the connection error, naming the peer's address).
+        why: String,
     },
 }
 

@@ -433,6 +433,10 @@ impl Core {
             return Err(SendError::PeerGone { rank: dest });
         }
         if self.net.borrow().is_gone(dest) {
+            // Its connection could not be made (lazy set-up): say why.
+            if let Some(why) = self.net.borrow().unreachable(dest) {
+                return Err(SendError::Unreachable { rank: dest, why });
+            }
             // The transport found it gone before the engine did (a corrupt
             // shared queue, a receiver that died under a send's wait) and
             // raised the alarm: the next `extract` names the cause.

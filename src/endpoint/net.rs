@@ -417,6 +417,14 @@ impl Net {
         }
     }
 
+    /// Why `dest` could not be reached, if its connection could not be made.
+    pub(crate) fn unreachable(&self, dest: Rank) -> Option<String> {
+        match self.route[dest.index()] {
+            SHM => None,
+            k => self.wide[k as usize - 1].unreachable(dest),
+        }
+    }
+
     /// Whether some transport has something to poll.
     #[inline(always)]
     fn has_arrivals(&self) -> bool {

@@ -273,6 +273,12 @@ pub trait Transport {
     fn check_peers(&mut self) -> Result<(), ExtractError>;
     /// Whether `dest` is known to be gone.
     fn is_gone(&self, dest: Rank) -> bool;
+    /// Why `dest` could not be reached, if it is gone because its
+    /// connection could not be made (lazy set-up) rather than because it
+    /// left or failed.
+    fn unreachable(&self, _dest: Rank) -> Option<String> {
+        None
+    }
     /// Whether a frame towards `dest` could be reserved now (re-reads
     /// returned credit; used before sleeping).
     fn has_credit(&self, dest: Rank) -> bool;
@@ -394,6 +400,9 @@ impl Transport for AnyTransport {
     }
     fn is_gone(&self, dest: Rank) -> bool {
         dispatch!(self, t => t.is_gone(dest))
+    }
+    fn unreachable(&self, dest: Rank) -> Option<String> {
+        dispatch!(self, t => t.unreachable(dest))
     }
     fn has_credit(&self, dest: Rank) -> bool {
         dispatch!(self, t => t.has_credit(dest))

@@ -12,7 +12,7 @@ impl<W: RmaWire> RmaTransport<W> {
     pub(super) fn ensure(&mut self, k: usize) -> bool {
         match self.peers[k] {
             Slot::Up(_) => return true,
-            Slot::Down => return false,
+            Slot::Down(_) => return false,
             Slot::Idle => {}
         }
         let Some(lazy) = &self.lazy else {
@@ -43,7 +43,7 @@ impl<W: RmaWire> RmaTransport<W> {
     }
 
     pub(super) fn unreach(&mut self, k: usize, why: String) {
-        self.peers[k] = Slot::Down;
+        self.peers[k] = Slot::Down(why.clone());
         self.unreachable.push((k, why));
     }
 

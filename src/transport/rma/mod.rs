@@ -523,9 +523,16 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     fn is_gone(&self, dest: Rank) -> bool {
         self.peer_index(dest).is_some_and(|k| match &self.peers[k] {
             Slot::Up(p) => p.gone,
-            Slot::Down => true,
+            Slot::Down(_) => true,
             Slot::Idle => false,
         })
+    }
+
+    fn unreachable(&self, dest: Rank) -> Option<String> {
+        match &self.peers[self.peer_index(dest)?] {
+            Slot::Down(why) => Some(why.clone()),
+            _ => None,
+        }
     }
 
     fn has_credit(&self, dest: Rank) -> bool {
@@ -547,10 +554,15 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
     }
 
     fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
-        let k = self
-            .peer_index(dest)
-            .filter(|&k| self.ensure(k) && !self.p(k).gone)
-            .ok_or(PutError::PeerGone { rank: dest })?;
+        let Some(k) = self.peer_index(dest) else {
+            return Err(PutError::PeerGone { rank: dest });
+        };
+        if !self.ensure(k) || self.p(k).gone {
+            return Err(match self.unreachable(dest) {
+                Some(why) => PutError::Unreachable { rank: dest, why },
+                None => PutError::PeerGone { rank: dest },
+            });
+        }
         let local = self.put_off();
         for (i, chunk) in data.chunks(PUT_BUF).enumerate() {
             let to = at + (i * PUT_BUF) as u64;

@@ -58,8 +58,9 @@ pub(crate) enum Slot {
     Idle,
     /// Connected.
     Up(Box<Peer>),
-    /// Its lazy connection failed: gone, reported once by `check_peers`.
-    Down,
+    /// Its lazy connection failed (why): gone, reported once by
+    /// `check_peers`, and named by every send or put to it.
+    Down(String),
 }
 
 impl Slot {
