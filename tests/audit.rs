@@ -97,17 +97,14 @@ fn nap(ms: u64, spin: bool) {
     }
 }
 
-/// What the library reports of a failure after a call failed: the first
-/// error `extract` returns within a second (its watchdog looks every
-/// 100 ms), as ` (extract: …)`.
+/// What the library reports of a failure after a call failed: the error
+/// a blocking wait of up to a second returns (its idle health check is
+/// what reports a transport's own findings), as ` (then wait_until: …)`.
 fn cause(ep: &mut fastmsg::Endpoint) -> Option<String> {
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(1) {
-        if let Err(w) = ep.extract(usize::MAX) {
-            return Some(format!(" (extract: {w})"));
-        }
-    }
-    None
+    ep.wait_until(|| t.elapsed() > Duration::from_secs(1))
+        .err()
+        .map(|w| format!(" (then wait_until: {w})"))
 }
 
 /// The rank program (see the module docs); does nothing as a plain test.
