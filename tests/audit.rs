@@ -21,6 +21,10 @@
 //! - `FASTMSG_TEST_CLOSE_NAP` = `rank:ms`: that rank sleeps before `close`.
 //! - `FASTMSG_TEST_ALARM_US`: every rank installs a SIGALRM handler (no
 //!   SA_RESTART) fired every that many microseconds of real time.
+//! - `FASTMSG_TEST_SIGPIPE_DFL`: every rank restores SIGPIPE's default
+//!   action (killing), as a C or Fortran main program has it.
+//! - `FASTMSG_TEST_IGNORE_TERM`: every rank ignores SIGTERM (so survivors
+//!   of a killed rank record their outcome before fmrun's SIGKILL).
 //! - `FASTMSG_TEST_DIR`: each rank writes `pid-<rank>` there at start and
 //!   `done-<rank>` (`ok` or the error) at its end.
 //!
@@ -123,6 +127,17 @@ fn audit_rank_program() {
             std::process::id().to_string(),
         )
         .unwrap();
+    }
+    if std::env::var_os("FASTMSG_TEST_SIGPIPE_DFL").is_some() {
+        // As a C or Fortran main program leaves it (Rust's runtime ignores it).
+        // SAFETY: restoring a default disposition.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    if std::env::var_os("FASTMSG_TEST_IGNORE_TERM").is_some() {
+        // Survive fmrun's SIGTERM after a rank's death (until its SIGKILL)
+        // long enough to record how the death was reported.
+        // SAFETY: setting a disposition.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
     }
     if let Some(us) = std::env::var("FASTMSG_TEST_ALARM_US")
         .ok()
