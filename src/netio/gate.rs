@@ -54,17 +54,34 @@ impl<'a> Bounded<'a> {
     }
 }
 
+/// A socket time-out (`EAGAIN`, which reads "Resource temporarily
+/// unavailable") as what it is: the deadline passed with no answer.
+fn timed_out(r: std::io::Result<usize>, left: Duration) -> std::io::Result<usize> {
+    r.map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer within the handshake's time-out ({:.1} s left of it at the call; FASTMSG_TIMEOUT)",
+                left.as_secs_f64()
+            ),
+        ),
+        _ => e,
+    })
+}
+
 impl Read for Bounded<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.s.set_read_timeout(Some(self.left()?))?;
-        (&mut &*self.s).read(buf)
+        let left = self.left()?;
+        self.s.set_read_timeout(Some(left))?;
+        timed_out((&mut &*self.s).read(buf), left)
     }
 }
 
 impl Write for Bounded<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.s.set_write_timeout(Some(self.left()?))?;
-        (&mut &*self.s).write(buf)
+        let left = self.left()?;
+        self.s.set_write_timeout(Some(left))?;
+        timed_out((&mut &*self.s).write(buf), left)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
