@@ -299,10 +299,10 @@ impl Endpoint {
         // (peers still closing must not take our exit for a failure).
         core.set_closed();
         // Network transports: wait until what peers sent before closing has
-        // landed here (the release may have overtaken it on another path).
-        core.net
-            .borrow_mut()
-            .for_each(|t| t.quiesce(std::time::Duration::from_secs(60)))?;
+        // landed here (the release may have overtaken it on another path);
+        // a live peer however long, saying so after `close_warn`.
+        let warn = core.close_warn;
+        core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
         self.print_stats_if_asked();

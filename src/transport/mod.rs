@@ -301,11 +301,14 @@ pub trait Transport {
     /// another path (network transports); a store-based transport has
     /// nothing to wait for.
     ///
+    /// A live peer is waited for however long (it may be stopped in a
+    /// debugger): after `warn` and at each doubling the wait logs whom it
+    /// waits for.
+    ///
     /// # Errors
-    /// A network failure, or [`ExtractError::Network`] if peers do not
-    /// answer within `timeout`.
-    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
-        let _ = timeout;
+    /// A network failure: a peer that died, left or went silent.
+    fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
+        let _ = warn;
         Ok(())
     }
 }
@@ -413,7 +416,7 @@ impl Transport for AnyTransport {
     fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
         dispatch!(self, t => t.put_u64(dest, at, value))
     }
-    fn quiesce(&mut self, timeout: std::time::Duration) -> Result<(), ExtractError> {
-        dispatch!(self, t => t.quiesce(timeout))
+    fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
+        dispatch!(self, t => t.quiesce(warn))
     }
 }

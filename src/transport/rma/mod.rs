@@ -596,7 +596,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         self.put(dest, at, &value.to_le_bytes())
     }
 
-    fn quiesce(&mut self, timeout: Duration) -> Result<(), ExtractError> {
+    fn quiesce(&mut self, warn: Duration) -> Result<(), ExtractError> {
         // Tell every peer "all I sent before this has landed" by a flush
         // word written after it (fenced), then wait for theirs. Not waited
         // for: a peer that saw every flush may leave before acknowledging
@@ -615,6 +615,8 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         }
         let mut flushed = 0;
         let start = Instant::now();
+        let mut next_warn = warn.max(Duration::from_millis(1));
+        let mut rounds = 0u32;
         loop {
             // Peers connected since (lazy set-up) get this round's word too.
             while flushed < self.active.len() {
@@ -637,8 +639,12 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             if settling && self.lazy_arrived() {
                 self.install_arrived();
             }
+            rounds = rounds.saturating_add(1);
             let Some(k) = waiting else {
                 if settling {
+                    // Bounded by the connect time-out: the handshake thread
+                    // holds it only while it answers a dial.
+                    let timeout = self.lazy.as_ref().map_or(warn, Connector::timeout);
                     if start.elapsed() > timeout {
                         // The peer whose accepted link never came in.
                         let k = (0..self.peers.len())
@@ -653,22 +659,38 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                             msg: format!("its connection still being accepted after {timeout:?}"),
                         }));
                     }
-                    std::thread::yield_now();
+                    quiesce_pause(rounds);
                     continue;
                 }
                 self.quiet = true;
                 return Ok(());
             };
+            // A peer that died, left or went silent is reported here; a
+            // live one (computing, stopped in a debugger) is waited for.
             self.peer_news(k)?;
-            if start.elapsed() > timeout {
-                return Err(ExtractError::Network(NetError::Io {
-                    rank: self.ranks[k],
-                    op: "flush at close",
-                    msg: format!("no answer in {timeout:?}"),
-                }));
+            let waited = start.elapsed();
+            if waited >= next_warn {
+                next_warn = next_warn.saturating_mul(2);
+                tracing::warn!(
+                    "close has waited {:.0} s for rank {}'s flush (everything it sent before its close): its connection is alive, so it is still running or stopped (a debugger?); waiting on",
+                    waited.as_secs_f64(),
+                    self.ranks[k]
+                );
             }
-            std::thread::yield_now();
+            quiesce_pause(rounds);
         }
+    }
+}
+
+/// Between two looks of `quiesce`: yield while the wait is young (a
+/// peer's flush usually lands within microseconds), then sleep a
+/// millisecond, so that a long wait leaves the cores to the ranks it waits
+/// for.
+fn quiesce_pause(rounds: u32) {
+    if rounds < 1000 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
