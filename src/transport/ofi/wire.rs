@@ -19,7 +19,7 @@ use super::fabric::{strerror, Fabric, Mr};
 use super::sys::{self, CqDataEntry};
 use crate::error::OfiError;
 use crate::ring::{RingGeometry, RingRegion};
-use crate::transport::rma::wire::{wait_for_sync, Event, PeerArea, RmaWire};
+use crate::transport::rma::wire::{link_alive, wait_for_sync, Event, Lateness, PeerArea, RmaWire};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +28,10 @@ use std::time::{Duration, Instant};
 const CTX_RING: usize = 1;
 const CTX_SYNC: usize = 2;
 /// How long a write may wait for room in the send queue, or a synchronous
-/// write for its completion, before the peer counts as failed.
+/// write for its completion, before the wait says so (then at each
+/// doubling). It waits on while the peer's set-up connection lives: on a
+/// manual-progress provider a write into a peer that computes completes
+/// only once it polls again.
 const STUCK: Duration = Duration::from_secs(30);
 /// The most empty polls between two progress calls on a manual-progress
 /// provider. Each is a system call there (`tcp;ofi_rxm` polls its sockets:
@@ -42,6 +45,9 @@ const MANUAL_PERIOD: u32 = 1024;
 #[derive(Debug, Clone, Copy)]
 struct Remote {
     addr: u64,
+    /// The set-up connection (kept open by the transport while the wire
+    /// lives): asked whether the peer lives while a write waits.
+    side: std::os::fd::RawFd,
     rings_base: u64,
     rings_key: u64,
     window_base: u64,
@@ -114,10 +120,11 @@ impl OfiWire {
         &self.mrs[1]
     }
 
-    /// Post with `f` until the provider takes it (progressing while its
-    /// queue is full), for at most [`STUCK`].
-    fn post(&self, what: &str, mut f: impl FnMut() -> isize) -> Result<(), String> {
-        let start = Instant::now();
+    /// Post with `f`, a write to peer `k`, until the provider takes it
+    /// (progressing while its queue is full), while `k` lives.
+    fn post(&self, k: usize, what: &str, mut f: impl FnMut() -> isize) -> Result<(), String> {
+        let mut late = Lateness::new(STUCK);
+        let alive = || link_alive(self.peers[k].side);
         loop {
             let r = f();
             if r == 0 {
@@ -127,23 +134,21 @@ impl OfiWire {
                 return Err(format!("{what}: {}", strerror(r)));
             }
             self.progress();
-            if start.elapsed() > STUCK {
-                return Err(format!("{what}: no room in the send queue for {STUCK:?}"));
-            }
+            late.look(&alive, what)
+                .map_err(|why| format!("{what}: no room in the send queue, and {why}"))?;
         }
     }
 
-    /// Wait until every ring write posted has completed.
+    /// Wait until every ring write posted has completed, while every peer
+    /// lives.
     fn settle(&self) -> Result<(), String> {
-        let start = Instant::now();
+        let mut late = Lateness::new(STUCK);
+        let alive = || self.peers.iter().try_for_each(|p| link_alive(p.side));
         while self.outstanding.get() > 0 {
             self.progress();
-            if start.elapsed() > STUCK {
-                return Err(format!(
-                    "{} writes not completed after {STUCK:?}",
-                    self.outstanding.get()
-                ));
-            }
+            late.look(&alive, "a fence").map_err(|why| {
+                format!("{} writes not completed, and {why}", self.outstanding.get())
+            })?;
         }
         Ok(())
     }
@@ -221,7 +226,7 @@ impl RmaWire for OfiWire {
         rank: u32,
         _theirs: &PeerArea,
         remote: &[u8],
-        _side: &std::net::TcpStream,
+        side: &std::net::TcpStream,
     ) -> Result<(), OfiError> {
         let bad = |why: String| OfiError::Call {
             call: "address exchange".into(),
@@ -248,6 +253,7 @@ impl RmaWire for OfiWire {
         debug_assert_eq!(self.peers.len(), k);
         self.peers.push(Remote {
             addr,
+            side: std::os::fd::AsRawFd::as_raw_fd(side),
             rings_base: w(0),
             rings_key: w(1),
             window_base: w(2),
@@ -320,7 +326,7 @@ impl RmaWire for OfiWire {
         let ctx = Self::ctx(k, CTX_RING);
         let remote = p.rings_base + at;
         let data = notify.map(|pos| u64::from(self.rank) * self.slots + (pos % self.slots));
-        self.post("fi_write", || {
+        self.post(k, "fi_write", || {
             // SAFETY: a live endpoint, registered source and target.
             (unsafe {
                 match data {
@@ -364,7 +370,7 @@ impl RmaWire for OfiWire {
     fn write_word(&mut self, k: usize, at: u64, value: u64) -> Result<(), String> {
         let p = self.peers[k];
         let v = value.to_le_bytes();
-        self.post("fi_inject_write", || {
+        self.post(k, "fi_inject_write", || {
             // SAFETY: a live endpoint; the 8 bytes are copied during the
             // call (inject), within the provider's inject size.
             (unsafe {
@@ -390,7 +396,7 @@ impl RmaWire for OfiWire {
         let src = unsafe { self.mrs_base(1).add(local) };
         let want = self.synced.get() + 1;
         let ctx = Self::ctx(k, CTX_SYNC);
-        self.post("fi_write", || {
+        self.post(k, "fi_write", || {
             // SAFETY: a live endpoint, registered source and target.
             (unsafe {
                 sys::fm_ofi_write(
@@ -405,7 +411,15 @@ impl RmaWire for OfiWire {
                 )
             }) as isize
         })?;
-        wait_for_sync(&self.synced, want, &self.events, STUCK, || self.progress())
+        let side = p.side;
+        wait_for_sync(
+            &self.synced,
+            want,
+            &self.events,
+            STUCK,
+            || link_alive(side),
+            || self.progress(),
+        )
     }
 
     fn progress(&self) {

@@ -21,6 +21,8 @@
 //!   is ready; a wire that reads the set-up connections starts reading
 //!   there (before, the transport's own handshake bytes travel on them).
 
+#![allow(unsafe_code)]
+
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::ring::{RingGeometry, RingRegion};
@@ -79,16 +81,20 @@ pub enum Area {
 /// Drive `progress` until the count of completed synchronous writes
 /// reaches `want`: the wait of every wire's
 /// [`write_sync`](RmaWire::write_sync). The first [`Event::Failed`] found
-/// among `events`, or `stuck` passing without the completion, is the error.
+/// among `events`, or `alive` (asked every [`LOOK_EVERY`]) saying the
+/// peer is gone, is the error; a completion late by `warn` (then at each
+/// doubling) is logged, and waited for: on a provider whose progress is
+/// manual a write into a peer that computes completes only when it polls.
 #[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
 pub(crate) fn wait_for_sync(
     done: &Cell<u64>,
     want: u64,
     events: &RefCell<Vec<Event>>,
-    stuck: Duration,
+    warn: Duration,
+    alive: impl Fn() -> Result<(), String>,
     progress: impl Fn(),
 ) -> Result<(), String> {
-    let start = Instant::now();
+    let mut late = Lateness::new(warn);
     while done.get() < want {
         progress();
         if let Some(Event::Failed { why, .. }) = events
@@ -98,11 +104,89 @@ pub(crate) fn wait_for_sync(
         {
             return Err(why.clone());
         }
-        if start.elapsed() > stuck {
-            return Err(format!("write not completed after {stuck:?}"));
-        }
+        late.look(&alive, "a one-sided write")?;
     }
     Ok(())
+}
+
+/// How often a wait for a peer's completion asks whether it lives.
+#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
+pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// The clock of a wait for a peer's completion ([`wait_for_sync`], a
+/// provider's full queue, a fence): asks `alive` every [`LOOK_EVERY`],
+/// logs after `warn` and at each doubling.
+#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
+pub(crate) struct Lateness {
+    start: Instant,
+    next_look: Duration,
+    next_warn: Duration,
+}
+
+#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
+impl Lateness {
+    /// Start the clock.
+    pub(crate) fn new(warn: Duration) -> Lateness {
+        Lateness {
+            start: Instant::now(),
+            next_look: LOOK_EVERY,
+            next_warn: warn,
+        }
+    }
+
+    /// One turn of the wait for `what`: `alive`'s error once it is time
+    /// to ask; a warning once it is time to say so.
+    pub(crate) fn look(
+        &mut self,
+        alive: &impl Fn() -> Result<(), String>,
+        what: &str,
+    ) -> Result<(), String> {
+        let waited = self.start.elapsed();
+        if waited < self.next_look {
+            return Ok(());
+        }
+        self.next_look = waited + LOOK_EVERY;
+        alive()?;
+        if waited >= self.next_warn {
+            self.next_warn = self.next_warn.saturating_mul(2);
+            tracing::warn!(
+                "{what} has waited {:.0} s for its completion; the peer's connection is alive (it computes without polling, or is stopped), so waiting on",
+                waited.as_secs_f64()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether the peer at the other end of set-up connection `fd` (which
+/// carries only its goodbye after start-up) still lives, judged without
+/// reading: a byte waiting (its goodbye: it is leaving), end-of-file, or
+/// an error (the kernel gave up on a silent host, `crate::netio::alive`)
+/// is its end; nothing to read is a live peer.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) fn link_alive(fd: std::os::fd::RawFd) -> Result<(), String> {
+    let mut b = [0u8; 1];
+    // SAFETY: peeking one byte of our own socket into `b`, non-blocking;
+    // what the transport reads later is not consumed.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr() as *mut libc::c_void,
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match r {
+        1 => Err("the peer is leaving (its goodbye came)".into()),
+        0 => Err("the peer's connection ended".into()),
+        _ => {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(()),
+                _ => Err(format!("the peer's connection failed: {e}")),
+            }
+        }
+    }
 }
 
 /// What a wire's progress found.

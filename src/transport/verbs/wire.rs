@@ -304,7 +304,14 @@ impl RmaWire for VerbsWire {
                 ibv_send_flags::IBV_SEND_SIGNALED,
             )
             .map_err(|r| format!("ibv_post_send failed ({r})"))?;
-        wait_for_sync(&self.sync_done, want, &self.events, STUCK, || {
+        // Verbs completes a write without the target's help: a completion
+        // this late means a broken queue pair, so the wait ends at STUCK.
+        let start = std::time::Instant::now();
+        let stuck = || match start.elapsed() > STUCK {
+            true => Err(format!("write not completed after {STUCK:?}")),
+            false => Ok(()),
+        };
+        wait_for_sync(&self.sync_done, want, &self.events, STUCK, stuck, || {
             self.progress()
         })
     }
