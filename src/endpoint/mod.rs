@@ -55,7 +55,9 @@
 //!   failed, since what it waits for may depend on that peer: nothing
 //!   spins for ever;
 //! - a send, `begin_message` or put to a failed or closed peer fails at
-//!   once with `PeerGone`, every time; sends parked for it are dropped
+//!   once with `PeerGone`, every time (to a peer whose network connection
+//!   could not be made on first use: `Unreachable`, naming why — the peer
+//!   may well be alive); sends parked for it are dropped
 //!   (their memory freed); a send waiting for credit from a peer fails
 //!   when that peer fails, and other sends go on;
 //! - a message the failed peer was still sending is delivered as
