@@ -243,7 +243,7 @@ pub enum SegmentError {
     },
     /// A live job of this user holds the segment name (its creator's
     /// lifeline is held).
-    #[error("shared segment {path} belongs to a live job (its creator, pid {pid} in its own PID namespace, is alive); two jobs use the same job id: choose another FASTMSG_JOB / fmrun --job")]
+    #[error("shared segment {path} belongs to a live job (its creator, pid {pid} as it recorded it in its PID namespace, is alive); two jobs use the same job id: choose another FASTMSG_JOB / fmrun --job")]
     InUse {
         /// Segment path.
         path: PathBuf,
@@ -719,7 +719,7 @@ pub enum ExtractError {
     /// A peer process died, or ended without leaving in order (killed,
     /// crashed, `exit` without dropping its endpoint). Sticky: every later
     /// blocking call (and every send to that rank) fails too.
-    #[error("rank {rank} (pid {pid} in its own PID namespace) died or exited without closing its endpoint")]
+    #[error("rank {rank} (pid {pid}, as it recorded it in its PID namespace) died or exited without closing its endpoint")]
     PeerDied {
         /// The dead rank.
         rank: Rank,
