@@ -319,11 +319,11 @@ fn signal(pid: u32, sig: &str) -> bool {
 
 /// Bug A (see the audit report): a rank whose lazy network connection
 /// cannot be made *because of its own state* — here it has used up its
-/// open-file limit, as an application holding many files does — gets
+/// open-file limit, as an application holding many files does — got
 /// `SendError::PeerGone`, "rank 2 has exited or died; cannot send to it",
-/// though rank 2 is alive and well. The cause (EMFILE on the socket) is
-/// in no message any rank prints. Expected: an error naming the cause
-/// (`NetError::Unreachable`'s reason, "Too many open files").
+/// though rank 2 is alive and well, and the cause (EMFILE on the socket)
+/// was in no message any rank printed. Now the send fails with
+/// `SendError::Unreachable`, naming it ("Too many open files").
 #[test]
 fn a_lazy_connect_that_fails_here_names_its_cause_not_a_dead_peer() {
     let dir = job_dir("fds");

@@ -62,11 +62,17 @@ fn run_with(hosts: &Hosts, scenario: &str, env: Vec<(String, String)>) {
 /// between the namespaces' addresses, shared memory unused).
 #[cfg(feature = "ofi")]
 fn run_ofi(hosts: &Hosts, scenario: &str) {
-    let env = vec![
+    run_with(hosts, scenario, ofi_env());
+}
+
+/// The ranks' environment for every pair over libfabric, provider
+/// `tcp;ofi_rxm`.
+#[cfg(feature = "ofi")]
+fn ofi_env() -> Vec<(String, String)> {
+    vec![
         ("FASTMSG_NET".into(), "ofi".into()),
         ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
-    ];
-    run_with(hosts, scenario, env);
+    ]
 }
 
 #[cfg(feature = "ofi")]
@@ -234,11 +240,7 @@ fn a_lost_host_is_reported_after_the_configured_silence() {
 #[test]
 fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
     if let Some(h) = Hosts::create("a_lost_host_is_reported_over_ofi") {
-        let env = vec![
-            ("FASTMSG_NET".into(), "ofi".into()),
-            ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
-        ];
-        lost_host_with(&h, "lost-host-wait", env);
+        lost_host_with(&h, "lost-host-wait", ofi_env());
     }
 }
 
@@ -284,11 +286,7 @@ fn a_stopped_peer_is_waited_for_not_reported_silent() {
 #[test]
 fn a_stopped_peer_is_waited_for_over_ofi() {
     if let Some(h) = Hosts::create("a_stopped_peer_over_ofi") {
-        let env = vec![
-            ("FASTMSG_NET".into(), "ofi".into()),
-            ("FI_PROVIDER".into(), "tcp;ofi_rxm".into()),
-        ];
-        stopped_peer(&h, env);
+        stopped_peer(&h, ofi_env());
     }
 }
 
