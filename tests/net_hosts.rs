@@ -134,27 +134,33 @@ fn lost_host(hosts: &Hosts, scenario: &str) -> (Duration, String) {
     lost_host_with(hosts, scenario, Vec::new())
 }
 
-/// [`lost_host`] with more environment for the ranks.
-fn lost_host_with(
-    hosts: &Hosts,
-    scenario: &str,
-    mut env: Vec<(String, String)>,
-) -> (Duration, String) {
-    // One directory per pair of namespaces (tests run side by side).
-    let dir = std::env::temp_dir().join(format!("fm-{scenario}-{}", hosts.ns[0]));
+/// A fresh directory for the files of one test's ranks, per pair of
+/// namespaces (tests run side by side).
+fn pair_dir(hosts: &Hosts, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fm-{name}-{}", hosts.ns[0]));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let job = Job {
+    dir
+}
+
+/// `scenario` with one rank per namespace, `env` and `FASTMSG_TEST_DIR`
+/// (`dir`) for the ranks, bounded by 60 s.
+fn one_rank_per_host<'a>(dir: &Path, scenario: &'a str, mut env: Vec<(String, String)>) -> Job<'a> {
+    env.push(("FASTMSG_TEST_DIR".into(), dir.display().to_string()));
+    Job {
         fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
         rank_test: "net_rank_program",
         per_host: 1,
         scenario,
-        env: {
-            env.push(("FASTMSG_TEST_DIR".into(), dir.display().to_string()));
-            env
-        },
+        env,
         limit: Duration::from_secs(60),
-    };
+    }
+}
+
+/// [`lost_host`] with more environment for the ranks.
+fn lost_host_with(hosts: &Hosts, scenario: &str, env: Vec<(String, String)>) -> (Duration, String) {
+    let dir = pair_dir(hosts, scenario);
+    let job = one_rank_per_host(&dir, scenario, env);
     let mut children = hosts.spawn(&job);
     let outcome = (|| {
         // Both ranks started and talked (bounded: start-up and a hello).
@@ -294,21 +300,9 @@ fn a_stopped_peer_is_waited_for_over_ofi() {
 /// stop rank 1 once both are ready, let rank 0 put to it for four
 /// seconds, resume it, and check that rank 0 finishes with `ok`.
 fn stopped_peer(hosts: &Hosts, mut env: Vec<(String, String)>) {
-    let dir = std::env::temp_dir().join(format!("fm-stopped-{}", hosts.ns[0]));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let job = Job {
-        fmrun: Path::new(env!("CARGO_BIN_EXE_fmrun")),
-        rank_test: "net_rank_program",
-        per_host: 1,
-        scenario: "stopped-peer",
-        env: {
-            env.push(("FASTMSG_TEST_DIR".into(), dir.display().to_string()));
-            env.push(("FASTMSG_NET_DEAD_AFTER_MS".into(), "1000".into()));
-            env
-        },
-        limit: Duration::from_secs(60),
-    };
+    let dir = pair_dir(hosts, "stopped");
+    env.push(("FASTMSG_NET_DEAD_AFTER_MS".into(), "1000".into()));
+    let job = one_rank_per_host(&dir, "stopped-peer", env);
     let mut children = hosts.spawn(&job);
     let mut stopped: Option<i32> = None;
     let outcome = (|| {
