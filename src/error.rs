@@ -285,6 +285,20 @@ pub enum SegmentError {
         /// How long.
         waited: Duration,
     },
+    /// Some ranks of this host never attached to its segment in time.
+    #[error(
+        "waited {waited:?} in shared segment {path} for {} of the {} ranks of this host to attach: {ranks}; are all ranks of the job started?",
+        ranks.missing.len(),
+        ranks.local
+    )]
+    NotAttached {
+        /// Segment path.
+        path: PathBuf,
+        /// Which ranks came and which did not.
+        ranks: Box<Attendance>,
+        /// How long.
+        waited: Duration,
+    },
     /// More processes attached than the job has local ranks.
     #[error("shared segment {path}: more than {local} processes attached")]
     TooManyAttached {
@@ -1040,5 +1054,42 @@ impl Error {
                 | Error::Start(StartError::Segment(SegmentError::Aborted { .. }))
                 | Error::Start(StartError::Exchange(ExtractError::Aborted))
         )
+    }
+}
+
+/// Who attached to a host's segment and who did not
+/// ([`SegmentError::NotAttached`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attendance {
+    /// Ranks expected on this host.
+    pub local: u32,
+    /// The missing ranks' indices among this host's ranks.
+    pub missing: Vec<u32>,
+    /// The global ranks that did attach, in order.
+    pub attached: Vec<u32>,
+    /// The missing ranks' global ranks, where the job tells them (every
+    /// rank of the job on this host).
+    pub missing_ranks: Option<Vec<u32>>,
+}
+
+/// Names the missing ranks: by global rank where known, else by index on
+/// this host beside the global ranks that came.
+impl std::fmt::Display for Attendance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        match &self.missing_ranks {
+            Some(ranks) => write!(f, "rank(s) {} never attached", list(ranks)),
+            None if self.attached.is_empty() => write!(
+                f,
+                "the ranks with local index {} never attached, nor did any other",
+                list(&self.missing)
+            ),
+            None => write!(
+                f,
+                "the ranks with local index {} never attached (global ranks {} did)",
+                list(&self.missing),
+                list(&self.attached)
+            ),
+        }
     }
 }

@@ -119,3 +119,50 @@ fn a_garbage_file_of_ours_at_the_name_is_replaced_every_time() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A rank that never starts: the ranks that did are told, by global rank,
+/// which one never attached to the host's segment (before, the error said
+/// only "every local rank to attach").
+#[test]
+fn a_rank_that_never_starts_is_named_by_the_ranks_that_did() {
+    let dir = common::procs::private_shm_dir("trust-missing");
+    let job = format!("missing-{}", std::process::id());
+    // Ranks 0 and 1 of a 3-rank job; rank 2 is never started.
+    let mut ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "trust_rank",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
+                .env("FASTMSG_RANK", rank.to_string())
+                .env("FASTMSG_SIZE", "3")
+                .env("FASTMSG_JOB", &job)
+                .env("FASTMSG_SHM_DIR", &dir)
+                .env("FASTMSG_TIMEOUT", "2")
+                .stdin(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for (rank, child) in ranks.iter_mut().enumerate() {
+        let status = common::procs::wait_until(child, deadline);
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "rank {rank}: {err}");
+        assert!(
+            err.contains("rank(s) 2 never attached"),
+            "rank {rank}: {err}"
+        );
+        assert!(
+            err.contains("for 1 of the 3 ranks of this host"),
+            "rank {rank}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

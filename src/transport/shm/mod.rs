@@ -297,7 +297,9 @@ impl ShmTransport {
                 op: e.call,
                 source: std::io::Error::from_raw_os_error(e.errno),
             })?;
-        let peers = seg.wait_all_attached(job.timeout, job.abort)?;
+        let peers = seg
+            .wait_all_attached(job.timeout, job.abort)
+            .map_err(|e| name_missing(e, job))?;
         wait_all_armed(&seg, job.timeout, job.abort)?;
         let layout = *seg.layout();
         let mut smt_of_rank = vec![u32::MAX; job.world as usize];
@@ -571,6 +573,21 @@ impl RxQueue {
         self.watch = self.q.watch(self.head);
         (pos, p)
     }
+}
+
+/// Where every rank of the job is on this host, the ranks that never
+/// attached are the job's ranks that did not: name them.
+fn name_missing(mut e: SegmentError, job: &ShmJob<'_>) -> SegmentError {
+    if let SegmentError::NotAttached { ranks, .. } = &mut e {
+        if job.local_size == job.world {
+            ranks.missing_ranks = Some(
+                (0..job.world)
+                    .filter(|r| ranks.attached.binary_search(r).is_err())
+                    .collect(),
+            );
+        }
+    }
+    e
 }
 
 /// Wait until every local rank has armed its lifeline (each does right

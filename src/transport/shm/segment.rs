@@ -42,7 +42,7 @@ use super::layout::{Layout, Params, HEADER_BYTES};
 use super::liveness::{Life, LifeGuard, LifeLine};
 use super::mapping::{MapRef, Mapping};
 use crate::bootstrap::job_file_prefix;
-use crate::error::SegmentError;
+use crate::error::{Attendance, SegmentError};
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use memmap2::MmapMut;
@@ -690,11 +690,37 @@ impl Segment {
         Ok(smt)
     }
 
+    /// The error of a wait for attachment that timed out: which SMT ids
+    /// are still missing, and which global ranks came.
+    fn not_attached(&self, waited: Duration) -> SegmentError {
+        let (mut missing, mut attached) = (Vec::new(), Vec::new());
+        for smt in 0..self.layout.params.local {
+            let e = self.smt_entry(smt);
+            // SYNC POINT smt-entry (acquire side): pairs with `attach`.
+            if e.ready.load(Ordering::Acquire) == 0 {
+                missing.push(smt);
+            } else {
+                attached.push(e.rank.load(Ordering::Relaxed));
+            }
+        }
+        attached.sort_unstable();
+        SegmentError::NotAttached {
+            path: self.path.clone(),
+            ranks: Box::new(Attendance {
+                local: self.layout.params.local,
+                missing,
+                attached,
+                missing_ranks: None,
+            }),
+            waited,
+        }
+    }
+
     /// Wait until every local rank has attached; return the global rank and
     /// pid of each SMT id.
     ///
     /// # Errors
-    /// [`SegmentError::Timeout`] if some rank does not attach in time.
+    /// [`SegmentError::NotAttached`] if some rank does not attach in time.
     pub fn wait_all_attached(
         &mut self,
         timeout: Duration,
@@ -714,11 +740,7 @@ impl Segment {
                     });
                 }
                 if start.elapsed() > timeout {
-                    return Err(SegmentError::Timeout {
-                        path: self.path.clone(),
-                        what: "every local rank to attach",
-                        waited: start.elapsed(),
-                    });
+                    return Err(self.not_attached(start.elapsed()));
                 }
                 // Spin, then yield, then (another process is slow to
                 // start) sleep between looks.
@@ -983,6 +1005,28 @@ mod tests {
         f.set_len(seg.layout().total / 2).unwrap();
         let e = Segment::open(&p, "j", params(), T, None).unwrap_err();
         assert!(matches!(e, SegmentError::Truncated { .. }), "{e}");
+    }
+
+    #[test]
+    fn ranks_that_never_attach_are_named() {
+        let p = path("absent-rank");
+        let mut seg = Segment::create(&p, "j", params()).unwrap();
+        seg.attach(7).unwrap();
+        let e = seg
+            .wait_all_attached(Duration::from_millis(100), None)
+            .unwrap_err();
+        let SegmentError::NotAttached { ranks, .. } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(
+            (&ranks.missing[..], &ranks.attached[..]),
+            (&[1][..], &[7][..])
+        );
+        assert!(
+            e.to_string()
+                .contains("the ranks with local index 1 never attached (global ranks 7 did)"),
+            "{e}"
+        );
     }
 
     #[test]
