@@ -13,33 +13,30 @@
 //! good reasons (a long computation), and a *failed* member is an error at
 //! once anyway.
 
-use std::time::{Duration, Instant};
+use fastmsg::log::LongWait;
+use std::time::Duration;
 
 /// The clock of one blocking wait.
 #[derive(Debug)]
 pub(crate) struct StallWatch {
-    since: Instant,
-    next: Duration,
+    clock: LongWait,
 }
 
 impl StallWatch {
     /// Start the clock: the first warning after `warn`.
     pub(crate) fn new(warn: Duration) -> StallWatch {
         StallWatch {
-            since: Instant::now(),
-            next: warn.max(Duration::from_millis(1)),
+            clock: LongWait::new(warn),
         }
     }
 
     /// Called each time the wait looks at its condition: once the wait
-    /// passed the next mark, log `what` (how long it has waited is added)
-    /// and double the mark. Returns whether it logged.
+    /// passed the next mark, log `what` (how long it has waited is added).
+    /// Returns whether it logged.
     pub(crate) fn tick(&mut self, what: impl FnOnce() -> String) -> bool {
-        let waited = self.since.elapsed();
-        if waited < self.next {
+        let Some(waited) = self.clock.due() else {
             return false;
-        }
-        self.next = self.next.saturating_mul(2);
+        };
         tracing::warn!(
             "{} for {:.0} s: every member must call the same collectives in the same order, with the same root; a member that has not called it yet, or called another first, keeps it waiting",
             what(),

@@ -15,13 +15,13 @@
 use super::control::OP_STRAGGLERS;
 use super::core::Core;
 use crate::id::Rank;
-use std::time::{Duration, Instant};
+use crate::log::LongWait;
+use std::time::Duration;
 
 /// The clock of one `close`.
 #[derive(Debug)]
 pub(crate) struct StraggleWatch {
-    since: Instant,
-    next: Duration,
+    clock: LongWait,
 }
 
 /// Log one warning (`crate::log` writes each line to stderr in one
@@ -39,8 +39,7 @@ impl StraggleWatch {
     /// Start the clock (first report after `warn`).
     pub(crate) fn new(warn: Duration) -> Self {
         StraggleWatch {
-            since: Instant::now(),
-            next: warn.max(Duration::from_millis(1)),
+            clock: LongWait::new(warn),
         }
     }
 
@@ -53,11 +52,9 @@ impl StraggleWatch {
                 list(&missing)
             ));
         }
-        let waited = self.since.elapsed();
-        if waited < self.next {
+        let Some(waited) = self.clock.due() else {
             return;
-        }
-        self.next = self.next.saturating_mul(2);
+        };
         if me != Rank(0) {
             say(format!(
                 "rank {me} has waited {:.0?} in close for rank 0's release (rank 0 names the ranks that have not called close once it is in close itself)",

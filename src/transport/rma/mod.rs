@@ -59,6 +59,7 @@ use self::wire::{Area, Event, PeerArea, RmaWire};
 use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
+use crate::log::LongWait;
 use crate::ring::{RingGeometry, RingRegion, ScanGate, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
@@ -614,8 +615,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             self.install_arrived();
         }
         let mut flushed = 0;
-        let start = Instant::now();
-        let mut next_warn = warn.max(Duration::from_millis(1));
+        let mut clock = LongWait::new(warn);
         let mut rounds = 0u32;
         loop {
             // Peers connected since (lazy set-up) get this round's word too.
@@ -645,7 +645,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
                     // Bounded by the connect time-out: the handshake thread
                     // holds it only while it answers a dial.
                     let timeout = self.lazy.as_ref().map_or(warn, Connector::timeout);
-                    if start.elapsed() > timeout {
+                    if clock.waited() > timeout {
                         // The peer whose accepted link never came in.
                         let k = (0..self.peers.len())
                             .find(|&k| {
@@ -668,9 +668,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             // A peer that died, left or went silent is reported here; a
             // live one (computing, stopped in a debugger) is waited for.
             self.peer_news(k)?;
-            let waited = start.elapsed();
-            if waited >= next_warn {
-                next_warn = next_warn.saturating_mul(2);
+            if let Some(waited) = clock.due() {
                 tracing::warn!(
                     "close has waited {:.0} s for rank {}'s flush (everything it sent before its close): its connection is alive, so it is still running or stopped (a debugger?); waiting on",
                     waited.as_secs_f64(),

@@ -25,11 +25,12 @@
 
 use crate::error::NetError;
 use crate::id::Rank;
+use crate::log::LongWait;
 use crate::ring::{RingGeometry, RingRegion};
 use std::cell::{Cell, RefCell};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where this rank's words for one peer lie in its rings area (byte
 /// offsets): the ring that peer writes, its credit word and its flush
@@ -118,9 +119,8 @@ pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// logs after `warn` and at each doubling.
 #[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
 pub(crate) struct Lateness {
-    start: Instant,
+    clock: LongWait,
     next_look: Duration,
-    next_warn: Duration,
 }
 
 #[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
@@ -128,9 +128,8 @@ impl Lateness {
     /// Start the clock.
     pub(crate) fn new(warn: Duration) -> Lateness {
         Lateness {
-            start: Instant::now(),
+            clock: LongWait::new(warn),
             next_look: LOOK_EVERY,
-            next_warn: warn,
         }
     }
 
@@ -141,14 +140,13 @@ impl Lateness {
         alive: &impl Fn() -> Result<(), String>,
         what: &str,
     ) -> Result<(), String> {
-        let waited = self.start.elapsed();
+        let waited = self.clock.waited();
         if waited < self.next_look {
             return Ok(());
         }
         self.next_look = waited + LOOK_EVERY;
         alive()?;
-        if waited >= self.next_warn {
-            self.next_warn = self.next_warn.saturating_mul(2);
+        if let Some(waited) = self.clock.due() {
             tracing::warn!(
                 "{what} has waited {:.0} s for its completion; the peer's connection is alive (it computes without polling, or is stopped), so waiting on",
                 waited.as_secs_f64()

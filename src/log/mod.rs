@@ -21,6 +21,13 @@
 //! [`set_thread_rank`] (the thread that builds an endpoint), else the
 //! process's rank from its launcher ([`set_process_rank`]), else the
 //! process label (`fastmsg`, or e.g. `fmrun` for the launcher).
+//!
+//! A wait that may last long logs that it still waits on one clock,
+//! [`LongWait`]: after a first delay, then at each doubling.
+
+mod long_wait;
+
+pub use long_wait::LongWait;
 
 use std::cell::Cell;
 use std::fmt;
