@@ -3,6 +3,7 @@
 //! Wires that carry their data on those connections report the same as
 //! `Event::Ended`.
 
+use super::wire::{look_at_link, LinkNews};
 use super::*;
 
 impl<W: RmaWire> RmaTransport<W> {
@@ -10,34 +11,19 @@ impl<W: RmaWire> RmaTransport<W> {
     /// goodbye byte, its end, or nothing.
     pub(super) fn side_news(&mut self, k: usize) -> Result<(), ExtractError> {
         let p = self.p_mut(k);
-        let mut b = [0u8; 1];
-        // SAFETY: reading one byte from our own socket, non-blocking.
-        let r = unsafe {
-            libc::recv(
-                p.side.as_raw_fd(),
-                b.as_mut_ptr() as *mut libc::c_void,
-                1,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        let how = match r {
-            1 if b[0] == BYE_CLOSED => Ok(true),
-            1 if b[0] == BYE_LEFT => Ok(false),
-            0 | 1 => Err(NetError::Disconnected {
+        let how = match look_at_link(p.side.as_raw_fd(), false) {
+            LinkNews::Quiet => return Ok(()),
+            LinkNews::Byte(BYE_CLOSED) => Ok(true),
+            LinkNews::Byte(BYE_LEFT) => Ok(false),
+            LinkNews::Byte(_) => Err(NetError::Disconnected {
                 rank: p.rank,
-                mid_record: r == 1,
+                mid_record: true,
             }),
-            _ => {
-                let e = std::io::Error::last_os_error();
-                match e.kind() {
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => {
-                        return Ok(())
-                    }
-                    // The kernel gave up on a silent host (a connection
-                    // armed by `crate::netio::alive`), or it was reset.
-                    _ => Err(crate::netio::alive::receive_failed(p.rank, &e)),
-                }
-            }
+            LinkNews::Ended => Err(NetError::Disconnected {
+                rank: p.rank,
+                mid_record: false,
+            }),
+            LinkNews::Failed(e) => Err(crate::netio::alive::receive_failed(p.rank, &e)),
         };
         self.departed(k, how)
     }

@@ -156,34 +156,53 @@ impl Lateness {
     }
 }
 
-/// Whether the peer at the other end of set-up connection `fd` (which
-/// carries only its goodbye after start-up) still lives, judged without
-/// reading: a byte waiting (its goodbye: it is leaving), end-of-file, or
-/// an error (the kernel gave up on a silent host, `crate::netio::alive`)
-/// is its end; nothing to read is a live peer.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
-pub(crate) fn link_alive(fd: std::os::fd::RawFd) -> Result<(), String> {
+/// What one look at a peer's news link says: its set-up connection,
+/// which after start-up carries only its goodbye byte.
+#[derive(Debug)]
+pub(crate) enum LinkNews {
+    /// Nothing to read: the peer lives.
+    Quiet,
+    /// A byte came: its goodbye (or, if not a goodbye byte, garbage).
+    Byte(u8),
+    /// End-of-file: the connection ended without a goodbye.
+    Ended,
+    /// The connection failed: reset, or the kernel gave up on a silent
+    /// host (a link armed by `crate::netio::alive`).
+    Failed(std::io::Error),
+}
+
+/// Look at news link `fd` without blocking: `peek` leaves the byte for a
+/// later look (a wait that only asks whether the peer lives), else it is
+/// consumed (the transport reading the peer's end).
+pub(crate) fn look_at_link(fd: std::os::fd::RawFd, peek: bool) -> LinkNews {
     let mut b = [0u8; 1];
-    // SAFETY: peeking one byte of our own socket into `b`, non-blocking;
-    // what the transport reads later is not consumed.
-    let r = unsafe {
-        libc::recv(
-            fd,
-            b.as_mut_ptr() as *mut libc::c_void,
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
+    let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: reading (or peeking) one byte of our own socket into `b`,
+    // non-blocking.
+    let r = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, 1, flags) };
     match r {
-        1 => Err("the peer is leaving (its goodbye came)".into()),
-        0 => Err("the peer's connection ended".into()),
+        1 => LinkNews::Byte(b[0]),
+        0 => LinkNews::Ended,
         _ => {
             let e = std::io::Error::last_os_error();
             match e.kind() {
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(format!("the peer's connection failed: {e}")),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => LinkNews::Quiet,
+                _ => LinkNews::Failed(e),
             }
         }
+    }
+}
+
+/// Whether the peer at the other end of news link `fd` still lives,
+/// judged by a peek (the transport still reads its goodbye later): any
+/// news but none is its end.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) fn link_alive(fd: std::os::fd::RawFd) -> Result<(), String> {
+    match look_at_link(fd, true) {
+        LinkNews::Quiet => Ok(()),
+        LinkNews::Byte(_) => Err("the peer is leaving (its goodbye came)".into()),
+        LinkNews::Ended => Err("the peer's connection ended".into()),
+        LinkNews::Failed(e) => Err(format!("the peer's connection failed: {e}")),
     }
 }
 
