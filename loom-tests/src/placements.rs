@@ -8,9 +8,9 @@
 //!   trailer's stamp stored with Release (as `ring::publish_trailer`),
 //!   counted after with [`Placements::count_after`]. The rank polls twice
 //!   meanwhile as `RmaTransport::poll` does — the count loaded first, the
-//!   rings scanned only when [`ScanGate::due`], the stamps loaded with
+//!   rings scanned only when [`ScanGate::begin`] lets a scan through, the stamps loaded with
 //!   Acquire (as its `landed`), one fragment taken per poll, a scan that
-//!   finds nothing recorded with [`ScanGate::empty_at`] — then, after the
+//!   finds nothing recorded with [`ScanGate::found_empty`] — then, after the
 //!   joins, until a poll takes nothing. Checked: both fragments are taken
 //!   (a count seen before the stamp it follows would record an empty scan
 //!   at a count that never moves again, and the fragment would wait for
@@ -39,17 +39,16 @@ fn place(r: &Rings, i: usize) {
 
 /// One poll; whether it took a fragment.
 fn poll(r: &Rings, gate: &ScanGate, taken: &mut [bool; 2]) -> bool {
-    let mark = r.placements.mark();
-    if !gate.due(mark) {
+    let Some(scan) = gate.begin(Some(r.placements.mark())) else {
         return false;
-    }
+    };
     for (stamp, took) in r.stamps.iter().zip(taken.iter_mut()) {
         if !*took && stamp.load(Ordering::Acquire) == 1 {
             *took = true;
             return true;
         }
     }
-    gate.empty_at(mark);
+    gate.found_empty(scan);
     false
 }
 

@@ -507,7 +507,7 @@ impl RingTx {
 mod placements;
 #[cfg(not(loom))]
 mod region;
-pub use placements::{Placements, ScanGate};
+pub use placements::{Placements, Scan, ScanGate};
 #[cfg(not(loom))]
 pub use region::RingRegion;
 

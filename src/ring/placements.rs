@@ -6,7 +6,7 @@
 //! on this host applies it — the rank in its progress, or its NIC thread
 //! (`transport::tcp::nic`). Such a placer counts its placements
 //! ([`Placements::count_after`]: after the trailers it published), and the
-//! poll ([`ScanGate`]) skips the rings while the count is where it stood
+//! poll ([`ScanGate::begin`]) skips the rings while the count is where it stood
 //! when a scan last found them all empty: an empty poll costs one load
 //! however many peers are connected, not one per ring.
 //!
@@ -14,7 +14,7 @@
 //! - placer: publish trailers (stamp last, Release), *then* count (a
 //!   Release read-modify-write: two placers may count at once);
 //! - poller: load the count (Acquire) *before* scanning; a scan that finds
-//!   nothing records that count ([`ScanGate::empty_at`]); a later poll
+//!   nothing records that count ([`ScanGate::found_empty`]); a later poll
 //!   scans again only when the count moved. A trailer published before a
 //!   count the poller saw is visible to its scan (the count's Release and
 //!   Acquire order it); one published after moves the count again.
@@ -83,23 +83,38 @@ impl Default for ScanGate {
     }
 }
 
+/// A scan the gate let through, with the count loaded before it (`None`:
+/// the wire counts nothing).
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a scan that finds nothing tells the gate (`ScanGate::found_empty`)"]
+pub struct Scan {
+    mark: Option<u64>,
+}
+
 impl ScanGate {
     /// Scan at the first poll.
     pub fn new() -> ScanGate {
         ScanGate::default()
     }
 
-    /// Whether the rings must be scanned, the count being `mark` (loaded
-    /// before the scan): nothing was placed since a scan found them empty.
+    /// Before a scan, the count being `mark` (loaded before the scan;
+    /// `None` where the wire counts nothing: always scan): the scan to
+    /// make, or `None` while nothing was placed since a scan found every
+    /// ring empty.
     #[inline]
-    pub fn due(&self, mark: u64) -> bool {
-        mark != self.empty_at.get()
+    pub fn begin(&self, mark: Option<u64>) -> Option<Scan> {
+        match mark {
+            Some(m) if m == self.empty_at.get() => None,
+            _ => Some(Scan { mark }),
+        }
     }
 
-    /// The scan after loading `mark` found every ring empty.
+    /// `scan` found every ring empty.
     #[inline]
-    pub fn empty_at(&self, mark: u64) {
-        self.empty_at.set(mark);
+    pub fn found_empty(&self, scan: Scan) {
+        if let Some(m) = scan.mark {
+            self.empty_at.set(m);
+        }
     }
 
     /// The rings changed otherwise (one joined the poll): scan next time.

@@ -60,7 +60,7 @@ use crate::error::{ExtractError, NetError, ProtocolError, PutError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::log::LongWait;
-use crate::ring::{RingGeometry, RingRegion, ScanGate, TRAILER_BYTES};
+use crate::ring::{RingGeometry, RingRegion, Scan, ScanGate, TRAILER_BYTES};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering;
 use crate::transport::{ReleaseToken, RxFragment, Transport, TxFrame};
@@ -298,25 +298,24 @@ impl<W: RmaWire> RmaTransport<W> {
         if self.notify {
             return self.reports.get() != 0 && self.scan_reported();
         }
-        // As in `poll`: loaded before the scan; while it stands still the
-        // rings are not looked at.
-        let mark = self.wire.placements();
-        if mark.is_some_and(|m| !self.scan.due(m)) {
-            return false;
+        // The count loaded before the scan; while it stands still the
+        // rings are not looked at (as in `poll`).
+        match self.scan.begin(self.wire.placements()) {
+            Some(scan) => self.scan_landed(scan),
+            None => false,
         }
-        self.scan_landed(mark)
     }
 
     /// The rings' scan of [`any_ready`](Self::any_ready), out of line: the
     /// transports' dispatch inlines `has_arrivals` for every transport,
     /// and shared memory's empty poll wants it small (the scan inline cost
-    /// that poll an instruction). A scan that finds nothing at placement
-    /// count `mark` records it.
+    /// that poll an instruction). A scan that finds nothing tells the
+    /// gate.
     #[inline(never)]
-    fn scan_landed(&self, mark: Option<u64>) -> bool {
+    fn scan_landed(&self, scan: Scan) -> bool {
         let any = (0..self.active.len()).any(|i| self.landed(i));
-        if let (false, Some(m)) = (any, mark) {
-            self.scan.empty_at(m);
+        if !any {
+            self.scan.found_empty(scan);
         }
         any
     }
@@ -381,11 +380,9 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             // Safe mode: no ring is ready before its write was reported.
             return None;
         }
-        // Loaded before the scan (model 9, `crate::ring::placements`).
-        let mark = self.wire.placements();
-        if mark.is_some_and(|m| !self.scan.due(m)) {
-            return None;
-        }
+        // The count loaded before the scan (model 9,
+        // `crate::ring::placements`).
+        let scan = self.scan.begin(self.wire.placements())?;
         let n = self.active.len();
         let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
@@ -399,9 +396,7 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
             }
             i = if i + 1 == n { 0 } else { i + 1 };
         }
-        if let Some(m) = mark {
-            self.scan.empty_at(m);
-        }
+        self.scan.found_empty(scan);
         None
     }
 
