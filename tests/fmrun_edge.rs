@@ -207,6 +207,43 @@ fn output_is_forwarded_in_whole_lines_tagged_with_the_rank() {
     assert_eq!(next, vec![LINES; RANKS as usize], "every line, once");
 }
 
+/// One thread forwards every rank's output: 12 ranks cost fmrun one
+/// thread besides its main thread, not two per rank (256 ranks once took
+/// 512 threads, and under a memory limit the ones that could not start
+/// dropped their ranks' pipes and messages).
+#[test]
+fn one_thread_forwards_every_ranks_output() {
+    const RANKS: usize = 12;
+    let mut child = fmrun(&["-n", &RANKS.to_string()], &[("EDGE_MODE", "wait")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    // Every rank's line came through: the forwarding works for all.
+    await_lines(&mut err, "waiting", RANKS);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let threads: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("Threads: in /proc/PID/status");
+    // SIGTERM: fmrun stops its ranks and removes the job's files.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        threads, 2,
+        "fmrun's threads with {RANKS} ranks: main and one forwarder"
+    );
+}
+
 fn files_with_prefix(dir: &Path, prefix: &str) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| {

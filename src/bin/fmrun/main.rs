@@ -126,7 +126,23 @@ fn main() -> ExitCode {
     });
     install_handlers();
     let mut live: Vec<(u32, libc::pid_t)> = Vec::new();
-    let mut forwarders = Forwarders::new();
+    // One thread forwards every rank's output; if it cannot start (a
+    // memory or thread limit), the ranks write to fmrun's own streams.
+    let forwarders = match Forwarders::start() {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!("cannot start the output thread ({e}): the ranks write to fmrun's stdout and stderr directly, untagged, lines of different ranks possibly mixed");
+            None
+        }
+    };
+    let (rank_out, rank_err) = if forwarders.is_some() {
+        (Stdio::piped as fn() -> Stdio, Stdio::piped as fn() -> Stdio)
+    } else {
+        (
+            Stdio::inherit as fn() -> Stdio,
+            Stdio::inherit as fn() -> Stdio,
+        )
+    };
     let mut code = 0;
     for local in 0..args.ranks {
         let rank = args.rank_offset + local;
@@ -143,8 +159,8 @@ fn main() -> ExitCode {
             .env("FASTMSG_SECRET", &secret)
             .env_remove("FASTMSG_SECRET_FILE")
             .stdin(Stdio::inherit())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdout(rank_out())
+            .stderr(rank_err());
         ranks::die_with_parent(&mut cmd);
         let opts = [
             ("FASTMSG_QUEUES", args.queues.map(|v| v.to_string())),
@@ -167,12 +183,14 @@ fn main() -> ExitCode {
         cmd.env(fastmsg::settings::FLAGS_VAR, given.join(","));
         match cmd.spawn() {
             Ok(mut child) => {
-                let tag = args.tag_output.then(|| format!("[{rank}] "));
-                if let Some(o) = child.stdout.take() {
-                    forwarders.spawn(o, Stream::Out, tag.clone());
-                }
-                if let Some(e) = child.stderr.take() {
-                    forwarders.spawn(e, Stream::Err, tag);
+                if let Some(f) = &forwarders {
+                    let tag = args.tag_output.then(|| format!("[{rank}] "));
+                    if let Some(o) = child.stdout.take() {
+                        f.add(o, Stream::Out, tag.clone());
+                    }
+                    if let Some(e) = child.stderr.take() {
+                        f.add(e, Stream::Err, tag);
+                    }
                 }
                 live.push((rank, child.id() as libc::pid_t));
             }
@@ -231,6 +249,8 @@ fn main() -> ExitCode {
         }
     }
     cleanup::remove_job_files(&shm_dir, &job);
-    forwarders.finish(Duration::from_secs(2));
+    if let Some(f) = forwarders {
+        f.finish(Duration::from_secs(2));
+    }
     ExitCode::from(code.clamp(0, 255) as u8)
 }

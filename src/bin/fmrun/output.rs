@@ -1,18 +1,31 @@
 //! Forwarding the ranks' output line by line.
 //!
-//! Each rank's stdout and stderr is a pipe read by a thread of its own;
-//! a complete line (or, at the end, the unterminated rest with a newline
-//! added) goes to fmrun's stdout or stderr in one write under the stream's
-//! lock, so lines of different ranks never interleave mid-line. With
-//! `--tag-output` each line starts with `[rank] `. Lines longer than
-//! [`MAX_LINE`] are cut into pieces of that length (each tagged).
+//! Each rank's stdout and stderr is a pipe; one thread reads them all
+//! (`poll(2)`), so a job of N ranks costs fmrun one thread, not 2N (each
+//! with its own stack: 256 ranks once took 512 threads, and under a
+//! memory limit the threads that could not start dropped their pipes and
+//! the ranks' messages with them). A complete line (or, at the end, the
+//! unterminated rest with a newline added) goes to fmrun's stdout or
+//! stderr in one write under the stream's lock, so lines of different
+//! ranks never interleave mid-line. With `--tag-output` each line starts
+//! with `[rank] `. Lines longer than [`MAX_LINE`] are cut into pieces of
+//! that length (each tagged).
+//!
+//! If the thread cannot start, [`Forwarders::start`] says so and fmrun
+//! lets the ranks write to its own streams directly (untagged, lines
+//! possibly interleaved): nothing is lost.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::sync::mpsc::{Receiver, Sender};
-use std::time::{Duration, Instant};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::time::Duration;
 
 /// The longest piece forwarded in one write.
 const MAX_LINE: usize = 64 * 1024;
+
+/// How often the thread looks for pipes added meanwhile (only while the
+/// ranks are being started).
+const ADD_EVERY_MS: i32 = 10;
 
 /// Which of fmrun's streams a pipe feeds.
 #[derive(Clone, Copy)]
@@ -23,72 +36,144 @@ pub enum Stream {
     Err,
 }
 
-/// The forwarding threads of a job.
+/// One rank's pipe and what it has sent of a line so far.
+struct Pipe {
+    file: std::fs::File,
+    to: Stream,
+    tag: Option<String>,
+    partial: Vec<u8>,
+}
+
+/// The job's forwarding thread.
 pub struct Forwarders {
-    done_tx: Sender<()>,
-    done_rx: Receiver<()>,
-    running: usize,
+    add: Sender<Pipe>,
+    done: Receiver<()>,
 }
 
 impl Forwarders {
-    pub fn new() -> Self {
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        Forwarders {
-            done_tx,
-            done_rx,
-            running: 0,
-        }
+    /// Start the forwarding thread.
+    ///
+    /// # Errors
+    /// The thread could not be started (the caller then lets the ranks
+    /// inherit fmrun's streams).
+    pub fn start() -> std::io::Result<Forwarders> {
+        let (add, pipes) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("fmrun-output".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                forward_all(&pipes);
+                let _ = done_tx.send(());
+            })?;
+        Ok(Forwarders { add, done })
     }
 
     /// Forward `pipe` to `to`, each line tagged with `tag` if given.
-    pub fn spawn(&mut self, pipe: impl Read + Send + 'static, to: Stream, tag: Option<String>) {
-        let done = self.done_tx.clone();
-        let started = std::thread::Builder::new()
-            .name("fmrun-output".into())
-            .spawn(move || {
-                forward(pipe, to, tag.as_deref());
-                let _ = done.send(());
-            });
-        if started.is_ok() {
-            self.running += 1;
-        }
+    pub fn add(&self, pipe: impl Into<OwnedFd>, to: Stream, tag: Option<String>) {
+        let _ = self.add.send(Pipe {
+            file: std::fs::File::from(pipe.into()),
+            to,
+            tag,
+            partial: Vec::new(),
+        });
     }
 
     /// Wait (at most `limit`) for every pipe to reach its end: the ranks
     /// have exited, but a process they started may still hold a pipe.
-    pub fn finish(mut self, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while self.running > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if self.done_rx.recv_timeout(left).is_err() {
-                return;
+    pub fn finish(self, limit: Duration) {
+        drop(self.add);
+        let _ = self.done.recv_timeout(limit);
+    }
+}
+
+/// The thread: read every pipe as it becomes readable until all have
+/// ended and no more can be added.
+fn forward_all(added: &Receiver<Pipe>) {
+    let mut pipes: Vec<Pipe> = Vec::new();
+    let mut adding = true;
+    let mut buf = vec![0u8; MAX_LINE];
+    loop {
+        while adding {
+            match added.try_recv() {
+                Ok(p) => pipes.push(p),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => adding = false,
             }
-            self.running -= 1;
+        }
+        if pipes.is_empty() && !adding {
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = pipes
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.file.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let wait = if adding { ADD_EVERY_MS } else { -1 };
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd entries for
+        // the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+        if n <= 0 {
+            continue; // time to look for added pipes, or EINTR
+        }
+        // From the back, so that a pipe removed (its place taken by the
+        // last, already looked at) leaves the others' indices unchanged.
+        for k in (0..fds.len()).rev() {
+            if fds[k].revents == 0 {
+                continue;
+            }
+            // Readable, hung up or failed: one read says which (a pipe
+            // reported ready does not block).
+            match pipes[k].file.read(&mut buf) {
+                Ok(0) => pipes.swap_remove(k).flush_rest(),
+                Ok(n) => pipes[k].take(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => pipes.swap_remove(k).flush_rest(),
+            }
         }
     }
 }
 
-fn forward(pipe: impl Read, to: Stream, tag: Option<&str>) {
-    let mut r = BufReader::with_capacity(MAX_LINE, pipe);
-    let mut line = Vec::with_capacity(256);
-    loop {
-        line.clear();
-        if let Some(t) = tag {
+impl Pipe {
+    /// `bytes` arrived: write every complete line (and every piece of
+    /// [`MAX_LINE`]), keep the rest.
+    fn take(&mut self, mut bytes: &[u8]) {
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+            self.partial.extend_from_slice(&bytes[..=end]);
+            bytes = &bytes[end + 1..];
+            self.emit();
+        }
+        self.partial.extend_from_slice(bytes);
+        while self.partial.len() >= MAX_LINE {
+            let rest = self.partial.split_off(MAX_LINE);
+            self.emit();
+            self.partial = rest;
+        }
+    }
+
+    /// The pipe ended: the unterminated rest, if any, with a newline.
+    fn flush_rest(mut self) {
+        if !self.partial.is_empty() {
+            self.emit();
+        }
+    }
+
+    /// Write the held line (tagged, newline-terminated) in one write and
+    /// empty it. A closed stream (fmrun | head) only discards: the pipe
+    /// keeps being drained so the rank never blocks on it.
+    fn emit(&mut self) {
+        let mut line = Vec::with_capacity(self.partial.len() + 16);
+        if let Some(t) = &self.tag {
             line.extend_from_slice(t.as_bytes());
         }
-        let head = line.len();
-        match (&mut r).take(MAX_LINE as u64).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
+        line.append(&mut self.partial);
         if line.last() != Some(&b'\n') {
             line.push(b'\n'); // the end, or a piece of an over-long line
         }
-        debug_assert!(line.len() > head);
-        // One write of the whole line under the stream's lock; a closed
-        // stream (fmrun | head) only discards: keep draining the pipe so
-        // the rank never blocks on it.
-        let _ = match to {
+        let _ = match self.to {
             Stream::Out => {
                 let mut o = std::io::stdout().lock();
                 o.write_all(&line).and_then(|()| o.flush())
