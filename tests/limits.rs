@@ -7,6 +7,10 @@
 //! fmrun raises its own for the ranks' pipes, or refuses at once. Limits
 //! are set for the launched job (or each rank) alone, through
 //! `sh -c 'ulimit …; exec …'`.
+//!
+//! The address space: a rank whose network rings do not fit its memory
+//! limit gets a start error naming the bytes, the settings that size them
+//! and the OS's error (before, a panic in the ring allocation).
 
 mod common;
 
@@ -150,4 +154,26 @@ fn a_low_soft_limit_is_raised_for_the_connections() {
         reports.iter().all(|&(soft, fds)| soft == 67 && fds <= 19),
         "{reports:?}"
     );
+}
+
+#[test]
+fn rings_larger_than_the_address_space_limit_are_a_typed_start_error() {
+    // 1024 slots of 1 MiB: a ring of 1 GiB per peer (within the host's
+    // memory, which start-up checks first), past the 800 MB the rank may
+    // map, whatever the machine's overcommit policy.
+    let out = run(
+        "true",
+        "ulimit -v 800000 && export FASTMSG_NET_SLOTS=1024 FASTMSG_NET_SLOT_SIZE=1048576",
+        2,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job started: {err}");
+    assert!(
+        err.contains("START-ERROR")
+            && err.contains("bytes for the rings of 1 network peer(s)")
+            && err.contains("FASTMSG_NET_SLOTS")
+            && err.contains("os error 12"),
+        "no start error naming the rings' memory: {err}"
+    );
+    assert!(!err.contains("panicked"), "a rank panicked: {err}");
 }

@@ -38,22 +38,30 @@ impl RingRegion {
     /// `bytes` of zeroed memory (at least one page).
     ///
     /// # Panics
-    /// If the allocation fails (as `Vec` would) or `bytes` overflows.
+    /// If the allocation fails (as `Vec` would) or `bytes` overflows: for
+    /// tests, benches and fuzz targets; the transports use
+    /// [`try_zeroed`](Self::try_zeroed) and report the failure.
     pub fn zeroed(bytes: u64) -> RingRegion {
         Self::try_zeroed(bytes)
-            .unwrap_or_else(|_| panic!("cannot allocate a ring region of {bytes} bytes"))
+            .unwrap_or_else(|e| panic!("cannot allocate a ring region of {bytes} bytes: {e}"))
     }
 
-    /// `bytes` of zeroed memory (at least one page), or `Err(bytes)` if
-    /// the mapping fails or the size does not fit the address space.
+    /// `bytes` of zeroed memory (at least one page).
     ///
     /// # Errors
-    /// The number of bytes that could not be mapped.
-    pub fn try_zeroed(bytes: u64) -> Result<RingRegion, u64> {
+    /// The mapping failed (the OS's error: out of memory, or an address
+    /// space limit such as `ulimit -v`), or the size does not fit the
+    /// address space.
+    pub fn try_zeroed(bytes: u64) -> Result<RingRegion, std::io::Error> {
         let len = usize::try_from(bytes.max(1))
             .ok()
             .and_then(|b| b.checked_next_multiple_of(4096))
-            .ok_or(bytes)?;
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    "larger than the address space",
+                )
+            })?;
         // SAFETY: a fresh anonymous private mapping at an address the
         // kernel picks (page aligned, zero filled); the result is checked.
         let base = unsafe {
@@ -67,7 +75,7 @@ impl RingRegion {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(bytes);
+            return Err(std::io::Error::last_os_error());
         }
         Ok(RingRegion {
             base: base.cast(),

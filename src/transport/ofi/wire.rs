@@ -193,6 +193,14 @@ impl OfiWire {
 impl RmaWire for OfiWire {
     type Error = OfiError;
 
+    fn memory_error(&self, why: String) -> OfiError {
+        OfiError::Call {
+            call: "mmap".into(),
+            provider: self.fabric.provider.clone(),
+            why,
+        }
+    }
+
     fn register(
         &mut self,
         _geometry: RingGeometry,

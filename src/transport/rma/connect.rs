@@ -152,7 +152,8 @@ impl Connector {
         };
         let thread = std::thread::Builder::new()
             .name(format!("fastmsg-accept-{}", job.me))
-            .spawn(move || accept_loop(listener, efd, answer))?;
+            .spawn(move || accept_loop(listener, efd, answer))
+            .map_err(|e| crate::netio::thread_error("accepting", e))?;
         Ok(Connector {
             job,
             peers,

@@ -32,8 +32,16 @@ impl<W: RmaWire> RmaTransport<W> {
     ) -> Result<RmaTransport<W>, W::Error> {
         let n = ranks.len();
         let ring_bytes = geometry.ring_bytes() as usize;
-        let rings = Arc::new(RingRegion::zeroed((ring_bytes * n + 128 * n) as u64));
-        let staging = RingRegion::zeroed((ring_bytes * n + PUT_BUF + 64 * n) as u64);
+        let map = |bytes: usize, what: &str| {
+            RingRegion::try_zeroed(bytes as u64).map_err(|e| {
+                wire.memory_error(format!(
+                    "cannot map {bytes} bytes for the {what} of {n} network peer(s) ({} slots of {} bytes per ring: FASTMSG_NET_SLOTS, FASTMSG_NET_SLOT_SIZE): {e}; lower those settings or raise the process's memory limit",
+                    geometry.slots, geometry.slot_bytes
+                ))
+            })
+        };
+        let rings = Arc::new(map(ring_bytes * n + 128 * n, "rings")?);
+        let staging = map(ring_bytes * n + PUT_BUF + 64 * n, "send staging")?;
         wire.register(geometry, &rings, (staging.base(), staging.len()), {
             let (base, len) = targets.window.raw();
             (base, len as usize)

@@ -252,6 +252,10 @@ pub trait RmaWire {
     /// Set-up errors (the transport's start error).
     type Error: std::fmt::Display;
 
+    /// The set-up error for memory the transport could not map (`why`
+    /// says how much, for what, and the OS's error).
+    fn memory_error(&self, why: String) -> Self::Error;
+
     /// Register this rank's memory: `rings` (rings of `geometry`, written
     /// by peers; the wire may keep the `Arc`), `staging` (where this
     /// rank's writes come from), `window` (the one-sided window area).

@@ -238,6 +238,10 @@ impl TcpWire {
 impl RmaWire for TcpWire {
     type Error = io::Error;
 
+    fn memory_error(&self, why: String) -> io::Error {
+        io::Error::new(io::ErrorKind::OutOfMemory, why)
+    }
+
     fn register(
         &mut self,
         geometry: RingGeometry,
@@ -346,7 +350,8 @@ impl RmaWire for TcpWire {
         self.nic = Some(
             std::thread::Builder::new()
                 .name(format!("fastmsg-nic-{}", self.me))
-                .spawn(move || nic::run(sh, efd))?,
+                .spawn(move || nic::run(sh, efd))
+                .map_err(|e| crate::netio::thread_error("NIC", e))?,
         );
         Ok(())
     }

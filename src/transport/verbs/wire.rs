@@ -140,6 +140,14 @@ impl VerbsWire {
 impl RmaWire for VerbsWire {
     type Error = VerbsError;
 
+    fn memory_error(&self, why: String) -> VerbsError {
+        VerbsError::Call {
+            call: "mmap",
+            device: self.dev.name.clone(),
+            why,
+        }
+    }
+
     fn register(
         &mut self,
         _geometry: RingGeometry,
