@@ -2,7 +2,7 @@
 //! meet — a rank stopped (`SIGSTOP`, a debugger) or computing for seconds
 //! without polling, a timer signal firing every millisecond, a rank late
 //! to `start` — driven by `fmrun`, with the scenarios that found bugs as
-//! `#[ignore]`d reproductions (see the audit report) and the harness
+//! tests (each says what it found, and what was fixed) and the harness
 //! (`audit_rank_program`) usable by hand from scripts/repro/.
 //!
 //! `audit_rank_program`, configured by environment (all optional):
@@ -352,14 +352,13 @@ fn a_lazy_connect_that_fails_here_names_its_cause_not_a_dead_peer() {
 
 /// Bug A, second face: a peer *stopped* (a debugger, SIGSTOP) when
 /// another rank first sends to it, for longer than `FASTMSG_TIMEOUT`
-/// (5 s here, as CI jobs set it; 60 s by default), is reported as having
-/// "exited or died" by the sender's `send`, and the sender's job fails,
-/// though the peer's kernel accepted the connection (the peer is alive)
-/// and it resumes 12 s later. Expected: the first send waits for a live
-/// peer as every other wait does (or, if bounded, a time-out error that
-/// says so), and the job finishes.
+/// (5 s here, as CI jobs set it; 60 s by default), was reported as having
+/// "exited or died" by the sender's `send` (later: `Unreachable`, naming
+/// the time-out), and the sender's job failed, though the peer's kernel
+/// accepted the connection (the peer is alive) and it resumes 12 s later.
+/// Now the first send waits for the live peer as every other wait does
+/// (`netio::patience`), and the job finishes.
 #[test]
-#[ignore = "known limitation: a connection on first use is bounded by FASTMSG_TIMEOUT; past it the send fails with SendError::Unreachable naming the time-out"]
 fn a_stopped_peer_first_sent_to_is_not_reported_dead() {
     let dir = job_dir("lazy-stop");
     let mut cmd = common::fmrun::fmrun(

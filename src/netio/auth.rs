@@ -19,6 +19,7 @@
 //! naming what was wrong, and the server logs every refusal.
 
 use super::gate::Bounded;
+use super::patience::Patience;
 use crate::error::{ConnectError, HandshakeError};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -149,22 +150,40 @@ impl Hello {
     }
 }
 
-/// Client side: introduce ourselves, check the server knows the secret,
-/// prove we do, all by `deadline` (however the server paces its bytes).
-/// Returns the server's rank.
-///
-/// # Errors
-/// [`HandshakeError`] naming what failed (a refusal by the server is
-/// reported with its reason).
+/// [`client_with`] by `deadline` alone (the tests' client).
+#[cfg(test)]
 pub(crate) fn client(
     s: &TcpStream,
     secret: &[u8],
     hello: &Hello,
     deadline: Instant,
 ) -> Result<u32, HandshakeError> {
+    client_with(s, secret, hello, deadline, None)
+}
+
+/// Client side: introduce ourselves, check the server knows the secret,
+/// prove we do, all by `deadline` (however the server paces its bytes).
+/// With `patience`, the server's first answer is waited for without bound
+/// while its host lives ([`super::patience`]), and the rest of the
+/// handshake then has [`HANDSHAKE_TIMEOUT`]. Returns the server's rank.
+///
+/// # Errors
+/// [`HandshakeError`] naming what failed (a refusal by the server is
+/// reported with its reason).
+fn client_with(
+    s: &TcpStream,
+    secret: &[u8],
+    hello: &Hello,
+    deadline: Instant,
+    patience: Option<(Patience, &dyn Fn() -> String)>,
+) -> Result<u32, HandshakeError> {
     let mut b = Bounded::new(s, deadline);
     let hello_b = hello.encode(&nonce());
     b.write_all(&hello_b).map_err(io)?;
+    if let Some((p, who)) = patience {
+        super::patience::await_answer(s, p, who)?;
+        b = Bounded::new(s, Instant::now() + HANDSHAKE_TIMEOUT);
+    }
     let mut ch = [0u8; 64];
     b.read_exact(&mut ch).map_err(io)?;
     let magic = u64_at(&ch, 0);
@@ -216,10 +235,14 @@ pub(crate) enum Listening {
     NotYet,
     /// Yes (a peer's start-up listener, dialed on first use): a refused
     /// connection means the peer is gone and fails at once, as a
-    /// [`ConnectError::Io`] whose operation is `op`.
+    /// [`ConnectError::Io`] whose operation is `op`; one accepted but not
+    /// answered is a live peer, waited for with `patience` if given.
     Already {
         /// The operation the error names.
         op: &'static str,
+        /// How to wait for the peer's first answer (`None`: by the
+        /// deadline).
+        patience: Option<Patience>,
     },
 }
 
@@ -248,13 +271,20 @@ pub(crate) fn client_retry(
         Listening::NotYet => (Duration::from_millis(10), Duration::from_millis(200)),
         Listening::Already { .. } => (Duration::from_millis(5), Duration::from_millis(200)),
     };
+    let patience = match listening {
+        Listening::Already { patience, .. } => patience,
+        Listening::NotYet => None,
+    };
     loop {
         let s = match listening {
             Listening::NotYet => super::connect::connect_retry(addr, deadline, &who)?,
-            Listening::Already { op } => super::connect::connect_once(addr, deadline, op, &who)?,
+            Listening::Already { op, .. } => {
+                super::connect::connect_once(addr, deadline, op, &who)?
+            }
         };
         let attempt = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
-        match client(&s, secret, hello, attempt) {
+        let who_dyn: &dyn Fn() -> String = &who;
+        match client_with(&s, secret, hello, attempt, patience.map(|p| (p, who_dyn))) {
             Ok(rank) => return Ok((rank, s)),
             Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
                 drop(s);
@@ -465,7 +495,10 @@ mod tests {
         let who = || "rank 7".to_string();
         let by = Instant::now() + Duration::from_secs(30);
         let start = Instant::now();
-        let already = Listening::Already { op: "dial" };
+        let already = Listening::Already {
+            op: "dial",
+            patience: None,
+        };
         let e = client_retry(at, b"k", &hello(), by, already, who).unwrap_err();
         assert!(
             start.elapsed() < Duration::from_secs(1),

@@ -4,7 +4,8 @@
 //! ([`gate`]), and connecting with retries until the start-up deadline
 //! ([`connect`]), arming the kernel's watch that turns a silent host into
 //! a socket error ([`alive`]), and judging a bulk connection's silence
-//! from what the kernel knows of it ([`silence`]); and the error of a
+//! from what the kernel knows of it ([`silence`]), waiting for a known
+//! peer's first answer while its host lives ([`patience`]); and the error of a
 //! network thread that could not start ([`thread_error`]). It knows
 //! sockets, the secret and deadlines; nothing of ranks' roles, rings or
 //! endpoints.
@@ -13,6 +14,7 @@ pub(crate) mod alive;
 pub(crate) mod auth;
 pub(crate) mod connect;
 pub(crate) mod gate;
+pub(crate) mod patience;
 pub(crate) mod silence;
 
 /// A thread the network needs (a NIC, an accepting thread) could not

@@ -40,6 +40,7 @@ use crate::id::Rank;
 use crate::lazy_pairs::LazyPairs;
 use crate::netio::auth::{self, Hello, Purpose};
 use crate::netio::gate::Gate;
+use crate::netio::patience::Patience;
 use crate::transport::shm::mapping::MapRef;
 use crate::transport::tcp::mesh;
 use crate::wake::Doorbell;
@@ -234,8 +235,15 @@ impl Connector {
             params: self.job.params,
         };
         // The peer's start-up listener listened: refused means it is gone.
+        // Accepted by the peer's kernel but not answered: a live peer,
+        // stopped or swapped out, waited for while its host answers
+        // (warned about at the connect time-out, then at each doubling).
         let listening = auth::Listening::Already {
             op: "connect (on first use) to",
+            patience: Some(Patience {
+                dead_after: self.job.dead_after,
+                warn: self.job.timeout,
+            }),
         };
         let secret = &self.job.secret;
         let s = auth::client_to_rank(addr, rank.0, secret, &hello, deadline, listening, who)?;
@@ -244,8 +252,9 @@ impl Connector {
             peer: who(),
             source,
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        s.set_read_timeout(Some(left.max(Duration::from_millis(10))))
+        // The peer answers now: the rest by a fresh deadline (the wait for
+        // its first answer may have outlasted the first one).
+        s.set_read_timeout(Some(self.job.timeout.max(Duration::from_millis(10))))
             .map_err(io)?;
         let mut w = &s;
         send_desc(&mut w, &self.mine[k]).map_err(io)?;
