@@ -106,12 +106,37 @@ pub fn init_as(label: &str) {
 /// does not parse.
 fn filter_from_env() -> (EnvFilter, Option<(String, String)>) {
     match crate::settings::var(LOG_VAR) {
-        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(v.trim()) {
+        Ok(v) if !v.trim().is_empty() => match parse_filter(v.trim()) {
             Ok(f) => (f, None),
-            Err(e) => (EnvFilter::new(DEFAULT_FILTER), Some((v, e.to_string()))),
+            Err(why) => (EnvFilter::new(DEFAULT_FILTER), Some((v, why))),
         },
         _ => (EnvFilter::new(DEFAULT_FILTER), None),
     }
+}
+
+/// The levels a bare directive may name.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// `text` as a filter. `EnvFilter` takes a bare word that is not a level
+/// for a target to show at every level, so a misspelt level (`wran`)
+/// would silence every line of the library, the warning about the
+/// misspelling included: a bare word must be a level or name a module of
+/// fastmsg (`fastmsg::…`, `fastmsg_handlers::…`) or fmrun.
+fn parse_filter(text: &str) -> Result<EnvFilter, String> {
+    for d in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !d.contains('=') && !d.contains('[');
+        if bare
+            && !LEVELS.contains(&d.to_ascii_lowercase().as_str())
+            && !d.starts_with("fastmsg")
+            && !d.starts_with("fmrun")
+        {
+            return Err(format!(
+                "{d:?} is neither a level ({}) nor a module of fastmsg (fastmsg::…)",
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    EnvFilter::try_new(text).map_err(|e| e.to_string())
 }
 
 /// `tag LEVEL target: message fields`, one line.
@@ -144,6 +169,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_level_is_refused_not_taken_for_a_target() {
+        for bad in ["wran", "warn,bogus", "verbose"] {
+            let e = parse_filter(bad).unwrap_err();
+            assert!(e.contains("neither a level"), "{bad}: {e}");
+        }
+        for good in [
+            "warn",
+            "DEBUG",
+            "warn,fastmsg::transport=debug",
+            "fastmsg",
+            "off",
+        ] {
+            assert!(parse_filter(good).is_ok(), "{good}");
+        }
+    }
 
     #[test]
     fn thread_rank_wins_over_process_rank() {
