@@ -78,6 +78,11 @@ fn every_setting_is_validated_with_a_typed_error() {
             "invalid setting FASTMSG_CLOSE_WARN",
         ),
         (
+            &[("FASTMSG_TIMEOUT", "0")],
+            2,
+            "invalid setting FASTMSG_TIMEOUT: 0 s",
+        ),
+        (
             &[("FASTMSG_TIMEOUT", "soon")],
             2,
             "FASTMSG_TIMEOUT=\"soon\"",

@@ -377,7 +377,7 @@ impl Config {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_NET_SLOTS / FASTMSG_NET_SLOT_SIZE",
                 why: format!(
-                    "{} slots of {} bytes; need a power of two of 4 ..= 65536 slots of a multiple of 64 bytes in 128 ..= 16 MiB",
+                    "{} slots of {} bytes; need a power of two of 4 ..= 65536 slots of a multiple of 64 bytes in 64 ..= 16 MiB",
                     self.net.rings.slots, self.net.rings.slot_bytes
                 ),
             });
@@ -388,6 +388,13 @@ impl Config {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_NET_DEAD_AFTER_MS",
                 why: format!("{ms} ms; must be 1 ..= {}", i32::MAX),
+            });
+        }
+        if self.timeout.is_zero() {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_TIMEOUT",
+                why: "0 s: ranks could not wait for each other at all at start-up (at least 1)"
+                    .into(),
             });
         }
         for (what, d) in [
