@@ -154,8 +154,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         })
     };
 
+    // What this run uses, for the banner (the launcher's settings applied).
+    let wait = b.config().wait;
+    let net = b.config().net.clone();
     let mut ep = b.start()?;
-    let wait = fastmsg::WaitPolicy::Auto;
 
     // Ring.
     let t0 = Instant::now();
@@ -195,7 +197,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let token = ring_done.get().unwrap_or(0);
     let hops = laps * u64::from(n);
-    println!("fastmsg demo: {n} ranks over shared memory on this host (wait policy {wait:?} unless FASTMSG_WAIT)");
+    let over = match (&net.mode, &net.root) {
+        (fastmsg::NetMode::Auto, None) => "over shared memory on this host".to_owned(),
+        (fastmsg::NetMode::Auto, Some(root)) => {
+            format!("over shared memory within a host, TCP between hosts (rendezvous {root})")
+        }
+        (mode, _) => format!("every pair over the network ({mode:?})"),
+    };
+    println!("fastmsg demo: {n} ranks {over}, wait policy {wait:?}");
     println!(
         "ring        : {laps} laps x {n} hops, token = {token} (expected {hops}), {:.2} us per hop",
         ring_time.as_secs_f64() * 1e6 / hops as f64

@@ -15,7 +15,7 @@
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,15p' "$0"; exit 2; }
 R=$1; K=$2; shift 2
-ANCHORS=${FASTMSG_ANCHORS_SH:-$(dirname "$0")/../../shared/anchors/run.sh}
+ANCHORS=${ANCHORS_SH:-$(dirname "$0")/../../shared/anchors/run.sh}
 for d in "$@"; do
     [ "$d" = mpi ] && { [ -x "$ANCHORS" ] || { echo "no anchors at $ANCHORS"; exit 1; }; continue; }
     [ -x "$d/target/release/fmrun" ] || { echo "missing release fmrun in $d"; exit 1; }

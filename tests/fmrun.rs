@@ -46,6 +46,24 @@ fn leftovers(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// A rank killed by a signal is named as such (before: "exited with
+/// status 139", which reads like an exit code the program chose).
+#[test]
+fn a_rank_killed_by_a_signal_is_named_with_its_signal() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fmrun"))
+        .args(["-n", "2", "sh", "-c", "kill -SEGV $$"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(139),
+        "128 + 11, as a shell says: {err}"
+    );
+    assert!(err.contains("was killed by signal 11 ("), "{err}");
+}
+
 #[test]
 fn a_failing_rank_stops_the_job_with_its_status() {
     let mut child = fmrun(&["-n", "3", "--grace", "1"], &[("FAIL_RANK", "2")])

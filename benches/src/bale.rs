@@ -21,8 +21,8 @@ use std::time::Duration;
 pub struct BaleOptions {
     /// The cargo target directory with the release `fmrun` and examples.
     pub target: PathBuf,
-    /// `../shared/anchors/run.sh`.
-    pub anchors: PathBuf,
+    /// `../shared/anchors/run.sh` (`None`: fastmsg alone).
+    pub anchors: Option<PathBuf>,
     /// Rank counts.
     pub ranks: Vec<u32>,
     /// Runs per (kernel, ranks, side).
@@ -123,20 +123,29 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
                     .arg("--json");
                 let log = o.out.join(format!("{kernel}-fastmsg-{n}-{run}.log"));
                 let f = fastmsg_rate(&run_child(cmd, &log)?, field)?;
-                let mut cmd = Command::new(&o.anchors);
-                cmd.arg(kernel).arg(n.to_string());
-                let log = o.out.join(format!("{kernel}-mpi-{n}-{run}.log"));
-                let m = mpi_rate(&run_child(cmd, &log)?, field)?;
-                eprintln!(
-                    "bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s, MPI {m:.3e}/s ({:.2}x)",
-                    f / m
-                );
+                let m = match &o.anchors {
+                    Some(anchors) => {
+                        let mut cmd = Command::new(anchors);
+                        cmd.arg(kernel).arg(n.to_string());
+                        let log = o.out.join(format!("{kernel}-mpi-{n}-{run}.log"));
+                        let m = mpi_rate(&run_child(cmd, &log)?, field)?;
+                        eprintln!(
+                            "bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s, MPI {m:.3e}/s ({:.2}x)",
+                            f / m
+                        );
+                        Some(m)
+                    }
+                    None => {
+                        eprintln!("bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s");
+                        None
+                    }
+                };
                 let row = rows
                     .iter_mut()
                     .find(|r| r.kernel == kernel && r.ranks == n)
                     .expect("a row per kernel and rank count");
                 row.fastmsg.push(f);
-                row.mpi.push(m);
+                row.mpi.extend(m);
             }
         }
     }

@@ -97,9 +97,9 @@ const JOB: &str = "fuzzjob";
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // $FASTMSG_FUZZ_DIR (.ci/fuzz sets it to a directory it removes),
+        // $FUZZ_DIR (.ci/fuzz sets it to a directory it removes),
         // else /dev/shm; one directory per fuzzing process.
-        let base = std::env::var_os("FASTMSG_FUZZ_DIR").unwrap_or_else(|| "/dev/shm".into());
+        let base = std::env::var_os("FUZZ_DIR").unwrap_or_else(|| "/dev/shm".into());
         let d = PathBuf::from(base).join(format!("fastmsg-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("fuzz directory");
         d

@@ -72,7 +72,7 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         runs: usize,
         /// The anchors' `run.sh` (default `../shared/anchors/run.sh`
-        /// beside the repository, or `$FASTMSG_ANCHORS_SH`).
+        /// beside the repository, or `$ANCHORS_SH`).
         #[arg(long)]
         anchors: Option<PathBuf>,
         /// Wait policy of the fastmsg runs (`fmrun --wait`; default: the
@@ -231,6 +231,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             anchors: anchors.clone(),
             wait: wait.clone(),
             build: !args.no_build,
+            mpi: !args.no_mpi,
         };
         return bale(&repo, &target, o);
     }
@@ -354,6 +355,8 @@ struct BaleArgs<'a> {
     anchors: Option<PathBuf>,
     wait: Option<String>,
     build: bool,
+    /// Measure the MPI side (not with `--no-mpi`).
+    mpi: bool,
 }
 
 /// `fmbench bale`: build, run, print the table.
@@ -369,13 +372,28 @@ fn bale(
         anchors,
         wait,
         build,
+        mpi,
     } = a;
     if build {
         build_examples(repo, &["histo", "ig", "agglat"])?;
     }
     let anchors = anchors
-        .or_else(|| std::env::var_os("FASTMSG_ANCHORS_SH").map(PathBuf::from))
+        .or_else(|| std::env::var_os("ANCHORS_SH").map(PathBuf::from))
         .unwrap_or_else(|| repo.join("../shared/anchors/run.sh"));
+    // Without the anchors (or with --no-mpi) fastmsg is measured alone,
+    // and the table says so with its empty MPI column.
+    let anchors = if !mpi {
+        eprintln!("fmbench bale: --no-mpi: the MPI side is not measured");
+        None
+    } else if !anchors.exists() {
+        eprintln!(
+            "fmbench bale: {} not found (the comparison programs of ../shared/anchors, beside the checkout; or --anchors, $ANCHORS_SH): the MPI side is not measured",
+            anchors.display()
+        );
+        None
+    } else {
+        Some(anchors)
+    };
     let o = bale::BaleOptions {
         target: target.to_owned(),
         anchors,

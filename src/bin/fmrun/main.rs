@@ -233,15 +233,15 @@ fn main() -> ExitCode {
         } else {
             reap(true)
         };
-        if let Some((pid, c)) = got {
+        if let Some((pid, ending)) = got {
             let Some(i) = live.iter().position(|&(_, p)| p == pid) else {
                 continue;
             };
             let (rank, _) = live.swap_remove(i);
-            if c != 0 && code == 0 {
-                code = c;
+            if ending.code != 0 && code == 0 {
+                code = ending.code;
                 if stopping.is_none() {
-                    tracing::error!("rank {rank} exited with status {c}; stopping the other ranks");
+                    tracing::error!("rank {rank} {ending}; stopping the other ranks");
                     kill_all(&live, libc::SIGTERM);
                     stopping = Some(Instant::now());
                 }
