@@ -139,11 +139,14 @@ impl ProbeResult {
     }
 }
 
+/// What `FASTMSG_COPY` may say.
+pub(crate) const EXPECTED: &str = "expected auto, plain, vector[:BYTES], stream[:BYTES] or tune";
+
 /// `FASTMSG_COPY` or the stored plan could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyPlanError {
     /// `FASTMSG_COPY` has a value this build does not know.
-    #[error("FASTMSG_COPY={0:?}: expected auto, plain, vector[:BYTES], stream[:BYTES] or tune")]
+    #[error("FASTMSG_COPY={0:?}: {EXPECTED}")]
     BadEnv(String),
     /// The plan file could not be read or written.
     #[error("copy plan {path}: {source}")]

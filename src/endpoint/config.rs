@@ -244,10 +244,10 @@ impl Config {
         // Read when the first copy settles the plan; checked here so that a
         // typo is an error at start, not a warning and plain copies.
         if let Ok(v) = crate::settings::var("FASTMSG_COPY") {
-            crate::copy::check_env(&v).map_err(|e| ConfigError::BadEnv {
+            crate::copy::check_env(&v).map_err(|_| ConfigError::BadEnv {
                 var: "FASTMSG_COPY",
                 value: v.clone(),
-                why: e.to_string(),
+                why: crate::copy::EXPECTED.into(),
             })?;
         }
         if let Some(q) = env_num("FASTMSG_QUEUES")? {
