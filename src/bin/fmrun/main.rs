@@ -128,7 +128,7 @@ fn main() -> ExitCode {
     let mut live: Vec<(u32, libc::pid_t)> = Vec::new();
     // One thread forwards every rank's output; if it cannot start (a
     // memory or thread limit), the ranks write to fmrun's own streams.
-    let forwarders = match Forwarders::start() {
+    let mut forwarders = match Forwarders::start() {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!("cannot start the output thread ({e}): the ranks write to fmrun's stdout and stderr directly, untagged, lines of different ranks possibly mixed");
@@ -183,13 +183,13 @@ fn main() -> ExitCode {
         cmd.env(fastmsg::settings::FLAGS_VAR, given.join(","));
         match cmd.spawn() {
             Ok(mut child) => {
-                if let Some(f) = &forwarders {
+                if let Some(f) = &mut forwarders {
                     let tag = args.tag_output.then(|| format!("[{rank}] "));
                     if let Some(o) = child.stdout.take() {
-                        f.add(o, Stream::Out, tag.clone());
+                        f.add(rank, o, Stream::Out, tag.clone());
                     }
                     if let Some(e) = child.stderr.take() {
-                        f.add(e, Stream::Err, tag);
+                        f.add(rank, e, Stream::Err, tag);
                     }
                 }
                 live.push((rank, child.id() as libc::pid_t));
@@ -241,6 +241,10 @@ fn main() -> ExitCode {
             if ending.code != 0 && code == 0 {
                 code = ending.code;
                 if stopping.is_none() {
+                    // The rank's own last words first.
+                    if let Some(f) = &mut forwarders {
+                        f.drained(rank, Duration::from_millis(200));
+                    }
                     tracing::error!("rank {rank} {ending}; stopping the other ranks");
                     kill_all(&live, libc::SIGTERM);
                     stopping = Some(Instant::now());

@@ -15,10 +15,11 @@
 //! lets the ranks write to its own streams directly (untagged, lines
 //! possibly interleaved): nothing is lost.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest piece forwarded in one write.
 const MAX_LINE: usize = 64 * 1024;
@@ -38,6 +39,7 @@ pub enum Stream {
 
 /// One rank's pipe and what it has sent of a line so far.
 struct Pipe {
+    rank: u32,
     file: std::fs::File,
     to: Stream,
     tag: Option<String>,
@@ -48,6 +50,10 @@ struct Pipe {
 pub struct Forwarders {
     add: Sender<Pipe>,
     done: Receiver<()>,
+    /// A rank's number each time one of its pipes ends.
+    ended: Receiver<u32>,
+    /// Per rank: pipes added, pipes seen ended.
+    pipes: HashMap<u32, (u32, u32)>,
 }
 
 impl Forwarders {
@@ -59,24 +65,55 @@ impl Forwarders {
     pub fn start() -> std::io::Result<Forwarders> {
         let (add, pipes) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
+        let (ended_tx, ended) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("fmrun-output".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                forward_all(&pipes);
+                forward_all(&pipes, &ended_tx);
                 let _ = done_tx.send(());
             })?;
-        Ok(Forwarders { add, done })
+        Ok(Forwarders {
+            add,
+            done,
+            ended,
+            pipes: HashMap::new(),
+        })
     }
 
-    /// Forward `pipe` to `to`, each line tagged with `tag` if given.
-    pub fn add(&self, pipe: impl Into<OwnedFd>, to: Stream, tag: Option<String>) {
+    /// Forward `pipe` of `rank` to `to`, each line tagged with `tag` if
+    /// given.
+    pub fn add(&mut self, rank: u32, pipe: impl Into<OwnedFd>, to: Stream, tag: Option<String>) {
+        self.pipes.entry(rank).or_default().0 += 1;
         let _ = self.add.send(Pipe {
+            rank,
             file: std::fs::File::from(pipe.into()),
             to,
             tag,
             partial: Vec::new(),
         });
+    }
+
+    /// Wait (at most `limit`) until everything `rank` wrote has been
+    /// forwarded: its pipes have ended (it exited). So fmrun's line about
+    /// a failed rank comes after the rank's own last words.
+    pub fn drained(&mut self, rank: u32, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self
+            .pipes
+            .get(&rank)
+            .is_some_and(|&(added, ended)| ended < added)
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.ended.recv_timeout(left) {
+                Ok(r) => {
+                    if let Some(p) = self.pipes.get_mut(&r) {
+                        p.1 += 1;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
     }
 
     /// Wait (at most `limit`) for every pipe to reach its end: the ranks
@@ -89,7 +126,7 @@ impl Forwarders {
 
 /// The thread: read every pipe as it becomes readable until all have
 /// ended and no more can be added.
-fn forward_all(added: &Receiver<Pipe>) {
+fn forward_all(added: &Receiver<Pipe>, ended: &Sender<u32>) {
     let mut pipes: Vec<Pipe> = Vec::new();
     let mut adding = true;
     let mut buf = vec![0u8; MAX_LINE];
@@ -127,11 +164,19 @@ fn forward_all(added: &Receiver<Pipe>) {
             }
             // Readable, hung up or failed: one read says which (a pipe
             // reported ready does not block).
-            match pipes[k].file.read(&mut buf) {
-                Ok(0) => pipes.swap_remove(k).flush_rest(),
-                Ok(n) => pipes[k].take(&buf[..n]),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => pipes.swap_remove(k).flush_rest(),
+            let end = match pipes[k].file.read(&mut buf) {
+                Ok(0) => true,
+                Ok(n) => {
+                    pipes[k].take(&buf[..n]);
+                    false
+                }
+                Err(e) => e.kind() != ErrorKind::Interrupted,
+            };
+            if end {
+                let p = pipes.swap_remove(k);
+                let rank = p.rank;
+                p.flush_rest();
+                let _ = ended.send(rank);
             }
         }
     }
