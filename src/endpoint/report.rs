@@ -150,11 +150,13 @@ pub fn report(cfg: &Config) -> String {
         launcher_name(j.launcher)
     );
     let _ = writeln!(out, "\nsettings");
-    let _ = writeln!(out, "  {:<24} {:<34} source", "variable", "value");
+    // The name column as wide as the longest name.
+    let w = SETTINGS.iter().map(|s| s.name.len()).max().unwrap_or(24);
+    let _ = writeln!(out, "  {:<w$} {:<34} source", "variable", "value");
     for s in SETTINGS {
         let _ = writeln!(
             out,
-            "  {:<24} {:<34} {}",
+            "  {:<w$} {:<34} {}",
             s.name,
             effective(s, cfg),
             source(s, cfg)
