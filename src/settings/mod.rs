@@ -352,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn every_setting_is_in_the_readme() {
+    fn every_setting_is_in_the_readme_in_the_tables_order() {
         let readme = include_str!("../../README.md");
         for s in SETTINGS {
             assert!(
@@ -361,5 +361,21 @@ mod tests {
                 s.name
             );
         }
+        // The README's table: one row per setting (or per group of
+        // settings named in its first cell), in this table's order.
+        let rows: Vec<&str> = readme
+            .lines()
+            .filter(|l| l.starts_with("| `FASTMSG_"))
+            .filter_map(|l| l.split('`').nth(1))
+            .collect();
+        let firsts: Vec<&str> = SETTINGS
+            .iter()
+            .map(|s| s.name)
+            .filter(|n| rows.contains(n))
+            .collect();
+        assert_eq!(
+            rows, firsts,
+            "README.md's table and SETTINGS disagree on order"
+        );
     }
 }
