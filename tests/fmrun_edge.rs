@@ -207,12 +207,12 @@ fn output_is_forwarded_in_whole_lines_tagged_with_the_rank() {
     assert_eq!(next, vec![LINES; RANKS as usize], "every line, once");
 }
 
-/// One thread forwards every rank's output: 12 ranks cost fmrun one
-/// thread besides its main thread, not two per rank (256 ranks once took
-/// 512 threads, and under a memory limit the ones that could not start
-/// dropped their ranks' pipes and messages).
+/// Two threads forward every rank's output (one per stream): 12 ranks
+/// cost fmrun two threads besides its main thread, not two per rank (256
+/// ranks once took 512 threads, and under a memory limit the ones that
+/// could not start dropped their ranks' pipes and messages).
 #[test]
-fn one_thread_forwards_every_ranks_output() {
+fn two_threads_forward_every_ranks_output() {
     const RANKS: usize = 12;
     let mut child = fmrun(&["-n", &RANKS.to_string()], &[("EDGE_MODE", "wait")])
         .stdout(Stdio::null())
@@ -239,8 +239,8 @@ fn one_thread_forwards_every_ranks_output() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(
-        threads, 2,
-        "fmrun's threads with {RANKS} ranks: main and one forwarder"
+        threads, 3,
+        "fmrun's threads with {RANKS} ranks: main and a forwarder per stream"
     );
 }
 

@@ -126,12 +126,13 @@ fn main() -> ExitCode {
     });
     install_handlers();
     let mut live: Vec<(u32, libc::pid_t)> = Vec::new();
-    // One thread forwards every rank's output; if it cannot start (a
-    // memory or thread limit), the ranks write to fmrun's own streams.
+    // Two threads forward every rank's output (one per stream); if they
+    // cannot start (a memory or thread limit), the ranks write to fmrun's
+    // own streams.
     let mut forwarders = match Forwarders::start() {
         Ok(f) => Some(f),
         Err(e) => {
-            tracing::warn!("cannot start the output thread ({e}): the ranks write to fmrun's stdout and stderr directly, untagged, lines of different ranks possibly mixed");
+            tracing::warn!("cannot start the output threads ({e}): the ranks write to fmrun's stdout and stderr directly, untagged, lines of different ranks possibly mixed");
             None
         }
     };
@@ -200,6 +201,9 @@ fn main() -> ExitCode {
                 break;
             }
         }
+    }
+    if let Some(f) = &mut forwarders {
+        f.all_added();
     }
     let mut stopping: Option<Instant> = None;
     let mut killed = false;

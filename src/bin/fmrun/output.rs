@@ -1,17 +1,20 @@
 //! Forwarding the ranks' output line by line.
 //!
-//! Each rank's stdout and stderr is a pipe; one thread reads them all
-//! (`poll(2)`), so a job of N ranks costs fmrun one thread, not 2N (each
-//! with its own stack: 256 ranks once took 512 threads, and under a
-//! memory limit the threads that could not start dropped their pipes and
-//! the ranks' messages with them). A complete line (or, at the end, the
+//! Each rank's stdout and stderr is a pipe. Two threads read them all
+//! (`poll(2)`): one the stdout pipes, one the stderr pipes. A job of N
+//! ranks costs fmrun two threads, not 2N (each with its own stack: 256
+//! ranks once took 512 threads, and under a memory limit the ones that
+//! could not start dropped their pipes and the ranks' messages with
+//! them). One per stream, so that a reader of fmrun's stdout that stalls
+//! (`| less`, a paused terminal) holds back the ranks' stdout only, never
+//! their error messages. A complete line (or, at the end, the
 //! unterminated rest with a newline added) goes to fmrun's stdout or
 //! stderr in one write under the stream's lock, so lines of different
 //! ranks never interleave mid-line. With `--tag-output` each line starts
 //! with `[rank] `. Lines longer than [`MAX_LINE`] are cut into pieces of
 //! that length (each tagged).
 //!
-//! If the thread cannot start, [`Forwarders::start`] says so and fmrun
+//! If the threads cannot start, [`Forwarders::start`] says so and fmrun
 //! lets the ranks write to its own streams directly (untagged, lines
 //! possibly interleaved): nothing is lost.
 
@@ -24,8 +27,8 @@ use std::time::{Duration, Instant};
 /// The longest piece forwarded in one write.
 const MAX_LINE: usize = 64 * 1024;
 
-/// How often the thread looks for pipes added meanwhile (only while the
-/// ranks are being started).
+/// How often the threads look for pipes added meanwhile (only while the
+/// ranks are being started: [`Forwarders::all_added`]).
 const ADD_EVERY_MS: i32 = 10;
 
 /// Which of fmrun's streams a pipe feeds.
@@ -46,9 +49,11 @@ struct Pipe {
     partial: Vec<u8>,
 }
 
-/// The job's forwarding thread.
+/// The job's forwarding threads.
 pub struct Forwarders {
-    add: Sender<Pipe>,
+    /// Where new pipes go, per stream (`None` once every rank started).
+    add: Option<[Sender<Pipe>; 2]>,
+    /// One message from each thread when it is done.
     done: Receiver<()>,
     /// A rank's number each time one of its pipes ends.
     ended: Receiver<u32>,
@@ -57,24 +62,30 @@ pub struct Forwarders {
 }
 
 impl Forwarders {
-    /// Start the forwarding thread.
+    /// Start the forwarding threads.
     ///
     /// # Errors
-    /// The thread could not be started (the caller then lets the ranks
+    /// A thread could not be started (the caller then lets the ranks
     /// inherit fmrun's streams).
     pub fn start() -> std::io::Result<Forwarders> {
-        let (add, pipes) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
         let (ended_tx, ended) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("fmrun-output".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                forward_all(&pipes, &ended_tx);
-                let _ = done_tx.send(());
-            })?;
+        let mut add = Vec::new();
+        for name in ["fmrun-stdout", "fmrun-stderr"] {
+            let (tx, pipes) = std::sync::mpsc::channel();
+            let (done_tx, ended_tx) = (done_tx.clone(), ended_tx.clone());
+            std::thread::Builder::new()
+                .name(name.into())
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    forward_all(&pipes, &ended_tx);
+                    let _ = done_tx.send(());
+                })?;
+            add.push(tx);
+        }
+        let add: [Sender<Pipe>; 2] = add.try_into().expect("two streams");
         Ok(Forwarders {
-            add,
+            add: Some(add),
             done,
             ended,
             pipes: HashMap::new(),
@@ -84,14 +95,24 @@ impl Forwarders {
     /// Forward `pipe` of `rank` to `to`, each line tagged with `tag` if
     /// given.
     pub fn add(&mut self, rank: u32, pipe: impl Into<OwnedFd>, to: Stream, tag: Option<String>) {
+        let Some(add) = &self.add else {
+            return;
+        };
         self.pipes.entry(rank).or_default().0 += 1;
-        let _ = self.add.send(Pipe {
+        let _ = add[to as usize].send(Pipe {
             rank,
             file: std::fs::File::from(pipe.into()),
             to,
             tag,
             partial: Vec::new(),
         });
+    }
+
+    /// Every rank has been started: the threads stop looking for new
+    /// pipes (until then they look every few milliseconds) and end once
+    /// every pipe has.
+    pub fn all_added(&mut self) {
+        self.add = None;
     }
 
     /// Wait (at most `limit`) until everything `rank` wrote has been
@@ -118,9 +139,15 @@ impl Forwarders {
 
     /// Wait (at most `limit`) for every pipe to reach its end: the ranks
     /// have exited, but a process they started may still hold a pipe.
-    pub fn finish(self, limit: Duration) {
-        drop(self.add);
-        let _ = self.done.recv_timeout(limit);
+    pub fn finish(mut self, limit: Duration) {
+        self.all_added();
+        let deadline = Instant::now() + limit;
+        for _ in 0..2 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.done.recv_timeout(left).is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -185,17 +212,12 @@ fn forward_all(added: &Receiver<Pipe>, ended: &Sender<u32>) {
 impl Pipe {
     /// `bytes` arrived: write every complete line (and every piece of
     /// [`MAX_LINE`]), keep the rest.
-    fn take(&mut self, mut bytes: &[u8]) {
-        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
-            self.partial.extend_from_slice(&bytes[..=end]);
-            bytes = &bytes[end + 1..];
-            self.emit();
-        }
-        self.partial.extend_from_slice(bytes);
-        while self.partial.len() >= MAX_LINE {
-            let rest = self.partial.split_off(MAX_LINE);
-            self.emit();
-            self.partial = rest;
+    fn take(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.partial.push(b);
+            if b == b'\n' || self.partial.len() == MAX_LINE {
+                self.emit();
+            }
         }
     }
 
