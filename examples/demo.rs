@@ -156,8 +156,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // What this run uses, for the banner (the launcher's settings applied).
     let wait = b.config().wait;
-    let net = b.config().net.clone();
+    let net = b.config().net.mode;
     let mut ep = b.start()?;
+    let here = ep.local_ranks().len();
 
     // Ring.
     let t0 = Instant::now();
@@ -197,12 +198,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let token = ring_done.get().unwrap_or(0);
     let hops = laps * u64::from(n);
-    let over = match (&net.mode, &net.root) {
-        (fastmsg::NetMode::Auto, None) => "over shared memory on this host".to_owned(),
-        (fastmsg::NetMode::Auto, Some(root)) => {
-            format!("over shared memory within a host, TCP between hosts (rendezvous {root})")
+    let over = match net {
+        fastmsg::NetMode::Auto if here == n as usize => {
+            "over shared memory on this host".to_owned()
         }
-        (mode, _) => format!("every pair over the network ({mode:?})"),
+        fastmsg::NetMode::Auto => format!(
+            "over shared memory within a host ({here} on rank 0's), the network between hosts"
+        ),
+        mode => format!("every pair over the network ({mode:?})"),
     };
     println!("fastmsg demo: {n} ranks {over}, wait policy {wait:?}");
     println!(

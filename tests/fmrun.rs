@@ -50,11 +50,10 @@ fn leftovers(pid: u32) -> Vec<String> {
 /// status 139", which reads like an exit code the program chose).
 #[test]
 fn a_rank_killed_by_a_signal_is_named_with_its_signal() {
-    let out = Command::new(env!("CARGO_BIN_EXE_fmrun"))
-        .args(["-n", "2", "sh", "-c", "kill -SEGV $$"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+    cmd.args(["-n", "2", "sh", "-c", "kill -SEGV $$"])
+        .stdin(Stdio::null());
+    let out = common::fmrun::run(cmd, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),

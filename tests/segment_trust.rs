@@ -37,6 +37,15 @@ fn trust_rank() {
     ep.close().expect("close");
 }
 
+/// The arguments that make this test binary run the rank program alone.
+const RANK_PROGRAM: [&str; 5] = [
+    "trust_rank",
+    "--exact",
+    "--nocapture",
+    "--test-threads",
+    "1",
+];
+
 fn segment_name(dir: &str, job: &str, host: &str) -> PathBuf {
     PathBuf::from(dir).join(format!("{}{host}", job_file_prefix(job)))
 }
@@ -45,13 +54,7 @@ fn fmrun(ranks: &str, dir: &str, job: &str, host: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fmrun"))
         .args(["-n", ranks, "--grace", "1", "--job", job, "--shm-dir", dir])
         .arg(std::env::current_exe().unwrap())
-        .args([
-            "trust_rank",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
+        .args(RANK_PROGRAM)
         .env("FASTMSG_HOST", host)
         .env("FASTMSG_TIMEOUT", "20")
         .stdin(Stdio::null())
@@ -131,13 +134,7 @@ fn a_rank_that_never_starts_is_named_by_the_ranks_that_did() {
     let mut ranks: Vec<_> = (0..2)
         .map(|rank| {
             Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "trust_rank",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
+                .args(RANK_PROGRAM)
                 .env("FASTMSG_RANK", rank.to_string())
                 .env("FASTMSG_SIZE", "3")
                 .env("FASTMSG_JOB", &job)

@@ -76,7 +76,7 @@ pub(crate) fn wire_up(
         peer: ip.to_string(),
         source,
     };
-    let listener = TcpListener::bind((ip, 0)).map_err(io)?;
+    let listener = crate::netio::connect::listen((ip, 0)).map_err(io)?;
     let me = listener.local_addr().map_err(io)?;
     kv.put(&k_addr, &me.to_string())?;
     kv.put(&k_host, &job.host)?;

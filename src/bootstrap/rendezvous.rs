@@ -232,8 +232,8 @@ pub fn join(
         }
     };
     let local = s.local_addr().map_err(io("local address of"))?;
-    let listener =
-        TcpListener::bind(SocketAddr::new(local.ip(), 0)).map_err(io("listen beside"))?;
+    let listener = crate::netio::connect::listen(SocketAddr::new(local.ip(), 0))
+        .map_err(io("listen beside"))?;
     let me = Member {
         rank,
         host: host.to_owned(),

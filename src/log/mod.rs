@@ -124,7 +124,8 @@ const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
 /// fastmsg (`fastmsg::…`, `fastmsg_handlers::…`) or fmrun.
 fn parse_filter(text: &str) -> Result<EnvFilter, String> {
     for d in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let bare = !d.contains('=') && !d.contains('[');
+        // `0` … `5`: tracing's numeric levels.
+        let bare = !d.contains('=') && !d.contains('[') && d.parse::<u8>().is_err();
         if bare
             && !LEVELS.contains(&d.to_ascii_lowercase().as_str())
             && !d.starts_with("fastmsg")
@@ -179,6 +180,8 @@ mod tests {
         for good in [
             "warn",
             "DEBUG",
+            "4",
+            "info,h2=off",
             "warn,fastmsg::transport=debug",
             "fastmsg",
             "off",

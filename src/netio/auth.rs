@@ -263,7 +263,7 @@ pub(crate) fn client_retry(
     addr: SocketAddr,
     secret: &[u8],
     hello: &Hello,
-    deadline: Instant,
+    mut deadline: Instant,
     listening: Listening,
     who: impl Fn() -> String,
 ) -> Result<(u32, TcpStream), ConnectError> {
@@ -284,7 +284,15 @@ pub(crate) fn client_retry(
         };
         let attempt = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
         let who_dyn: &dyn Fn() -> String = &who;
-        match client_with(&s, secret, hello, attempt, patience.map(|p| (p, who_dyn))) {
+        let began = Instant::now();
+        let r = client_with(&s, secret, hello, attempt, patience.map(|p| (p, who_dyn)));
+        if patience.is_some() {
+            // Time spent waiting patiently for a live peer is not spent
+            // from the retries' budget (an attempt is otherwise bounded
+            // by the handshake's time-out).
+            deadline += began.elapsed().saturating_sub(HANDSHAKE_TIMEOUT);
+        }
+        match r {
             Ok(rank) => return Ok((rank, s)),
             Err(HandshakeError::Io(_)) if Instant::now() + pause < deadline => {
                 drop(s);

@@ -110,7 +110,7 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
         Some(root) => {
             let addr = rendezvous::resolve(root)?;
             if job.rank.0 == 0 {
-                let l = TcpListener::bind(addr)
+                let l = crate::netio::connect::listen(addr)
                     .map_err(io("listen for the rendezvous at", root.clone()))?;
                 let me = Member {
                     rank: job.rank,
@@ -205,7 +205,8 @@ fn local_rendezvous(
 ) -> Result<(Vec<Member>, TcpListener), StartError> {
     let path = root_file(config);
     if job.rank.0 == 0 {
-        let l = TcpListener::bind("127.0.0.1:0").map_err(io("listen on", "the loopback".into()))?;
+        let l = crate::netio::connect::listen("127.0.0.1:0")
+            .map_err(io("listen on", "the loopback".into()))?;
         let addr = l
             .local_addr()
             .map_err(io("listen on", "the loopback".into()))?;

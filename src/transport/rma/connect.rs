@@ -7,9 +7,12 @@
 //!   towards a peer ([`Connector::dial`], on the rank's thread): it
 //!   connects to the peer's start-up listener, authenticates (the HELLO of
 //!   `crate::netio::auth`), sends its area description and reads the
-//!   answer. A dial is bounded by the job's connect timeout
+//!   answer. Connecting is bounded by the job's connect timeout
 //!   (`FASTMSG_TIMEOUT`); a refused connection (no listener: the peer is
-//!   gone) fails at once. Failure is a typed error naming the peer.
+//!   gone) fails at once. A connection the peer's kernel accepted but its
+//!   process does not answer (stopped in a debugger) is waited for while
+//!   the peer's host answers (`crate::netio::patience`), with a warning
+//!   from `FASTMSG_TIMEOUT` on. Failure is a typed error naming the peer.
 //! - **Who answers**: a thread per rank ([`Connector::start`]) waits in
 //!   `poll(2)` on the listener, authenticates each connection on a
 //!   handshake thread of its own (`crate::netio::gate`: floods and bad

@@ -691,8 +691,9 @@ impl Segment {
     }
 
     /// The error of a wait for attachment that timed out: which SMT ids
-    /// are still missing, and which global ranks came.
-    fn not_attached(&self, waited: Duration) -> SegmentError {
+    /// are still missing, and which global ranks came (`None` if none is
+    /// missing after all: the last came between the look and the clock).
+    fn not_attached(&self, waited: Duration) -> Option<SegmentError> {
         let (mut missing, mut attached) = (Vec::new(), Vec::new());
         for smt in 0..self.layout.params.local {
             let e = self.smt_entry(smt);
@@ -704,7 +705,10 @@ impl Segment {
             }
         }
         attached.sort_unstable();
-        SegmentError::NotAttached {
+        if missing.is_empty() {
+            return None;
+        }
+        Some(SegmentError::NotAttached {
             path: self.path.clone(),
             ranks: Box::new(Attendance {
                 local: self.layout.params.local,
@@ -713,7 +717,7 @@ impl Segment {
                 missing_ranks: None,
             }),
             waited,
-        }
+        })
     }
 
     /// Wait until every local rank has attached; return the global rank and
@@ -740,7 +744,10 @@ impl Segment {
                     });
                 }
                 if start.elapsed() > timeout {
-                    return Err(self.not_attached(start.elapsed()));
+                    // (None: every rank came meanwhile; the loop sees it.)
+                    if let Some(e) = self.not_attached(start.elapsed()) {
+                        return Err(e);
+                    }
                 }
                 // Spin, then yield, then (another process is slow to
                 // start) sleep between looks.

@@ -66,7 +66,14 @@ pub fn connect(
         peers.iter().filter(|p| p.0 < job.me).copied().collect();
     lower.sort_by_key(|p| std::cmp::Reverse(p.0));
     std::thread::scope(|s| {
-        let acceptor = s.spawn(move || accept_higher(listener, job, higher, deadline));
+        let acceptor = std::thread::Builder::new()
+            .name("fastmsg-mesh-accept".into())
+            .spawn_scoped(s, move || accept_higher(listener, job, higher, deadline))
+            .map_err(|e| ConnectError::Io {
+                op: "start accepting the mesh's connections for",
+                peer: format!("rank {}", job.me),
+                source: crate::netio::thread_error("accepting", e),
+            })?;
         let mut out = Vec::new();
         let mut first_err = None;
         for (rank, addr) in lower {
