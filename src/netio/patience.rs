@@ -80,3 +80,51 @@ pub(crate) fn await_answer(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    fn patience() -> Patience {
+        Patience {
+            dead_after: Duration::from_secs(3),
+            warn: Duration::from_millis(100),
+        }
+    }
+
+    /// A peer whose kernel holds the connection but whose process does
+    /// not answer (never accepts: as if stopped) is waited for past the
+    /// warning; its answer, when it comes, ends the wait.
+    #[test]
+    fn a_silent_process_on_a_live_host_is_waited_for_until_it_answers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let r = await_answer(&s, patience(), &|| "rank 1".into());
+            let _ = tx.send(r.is_ok());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(600)).is_err(),
+            "gave up on a live peer"
+        );
+        let (mut peer, _) = l.accept().unwrap();
+        peer.write_all(b"x").unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
+        t.join().unwrap();
+    }
+
+    /// A peer process that ends (its kernel closes the connection) ends
+    /// the wait at once; the read that follows finds the end.
+    #[test]
+    fn a_peer_that_closes_ends_the_wait_at_once() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        drop(l.accept().unwrap());
+        let t = Instant::now();
+        assert!(await_answer(&s, patience(), &|| "rank 1".into()).is_ok());
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+}
