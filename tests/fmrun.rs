@@ -131,4 +131,27 @@ fn bad_arguments_are_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--queues"));
+    // Tuning options by the library's rules, before any rank starts: the
+    // error names the option (not once per rank, naming the variable).
+    for (opt, value, says) in [
+        (
+            "--frame-size",
+            "100",
+            "--frame-size 100 is not a multiple of 64",
+        ),
+        ("--credits", "0", "--credits 0 credits can never send"),
+        ("--timeout", "0", "--timeout 0 s"),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+        cmd.args(["-n", "2", opt, value, "sh", "-c", "echo RANK-STARTED"])
+            .stdin(Stdio::null());
+        let out = common::fmrun::run(cmd, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{opt} {value}: {err}");
+        assert!(err.contains(says), "{opt} {value}: {err}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("RANK-STARTED"),
+            "{opt} {value}: a rank was started"
+        );
+    }
 }

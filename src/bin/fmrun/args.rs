@@ -73,3 +73,54 @@ pub struct Args {
     #[arg(required = true, value_name = "PROG")]
     pub command: Vec<String>,
 }
+
+impl Args {
+    /// Check the tuning options by the library's own rules before any
+    /// rank starts (each rank would otherwise refuse the value itself,
+    /// once per rank): an error names the option, what is wrong, and the
+    /// variable it sets.
+    ///
+    /// # Errors
+    /// The option and why, in words.
+    pub fn check_tuning(&self) -> Result<(), String> {
+        let job = fastmsg::bootstrap::JobInfo {
+            rank: fastmsg::Rank(0),
+            size: self.ranks,
+            local_rank: 0,
+            local_size: self.ranks,
+            job: "fmrun-check".into(),
+            host: "fmrun-check".into(),
+            launcher: fastmsg::bootstrap::Launcher::Fmrun,
+        };
+        let mut c = fastmsg::Config::new(job);
+        let options = [
+            ("FASTMSG_CREDITS", "--credits", self.credits.is_some()),
+            (
+                "FASTMSG_FRAME_SIZE",
+                "--frame-size",
+                self.frame_size.is_some(),
+            ),
+            ("FASTMSG_TIMEOUT", "--timeout", self.timeout.is_some()),
+        ];
+        if let Some(v) = self.credits {
+            c.shm.credits = v;
+        }
+        if let Some(v) = self.frame_size {
+            c.shm.frame_size = v;
+        }
+        if let Some(v) = self.timeout {
+            c.timeout = std::time::Duration::from_secs(v);
+        }
+        match c.validate() {
+            Err(fastmsg::error::ConfigError::Invalid { what, why }) => {
+                let flag = options
+                    .iter()
+                    .find(|o| o.0 == what && o.2)
+                    .map_or(String::new(), |o| format!("{} ", o.1));
+                Err(format!("{flag}{why} ({what})"))
+            }
+            Err(e) => Err(e.to_string()),
+            Ok(()) => Ok(()),
+        }
+    }
+}

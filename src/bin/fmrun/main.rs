@@ -75,6 +75,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    if let Err(e) = args.check_tuning() {
+        eprintln!("fmrun: {e}");
+        return ExitCode::from(2);
+    }
     if let Err(e) = limits::ensure(args.ranks) {
         eprintln!("fmrun: {e}");
         return ExitCode::from(2);
