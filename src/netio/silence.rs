@@ -41,7 +41,10 @@ use std::time::{Duration, Instant};
 /// so an answer that has not come in this long was lost, not slow.
 pub(crate) const GRACE: Duration = Duration::from_millis(200);
 
-/// How often the software NIC looks at its connections.
+/// How often a wait on a peer looks at its connection: the software NIC
+/// (every connection), a dial waiting for a live peer's answer
+/// ([`super::patience`]), a network write waiting for its completion
+/// (`transport::rma::wire::Lateness`).
 pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// What the kernel knows of one connection's peer host.

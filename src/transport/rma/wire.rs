@@ -26,6 +26,7 @@
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::log::LongWait;
+use crate::netio::silence::LOOK_EVERY;
 use crate::ring::{RingGeometry, RingRegion};
 use std::cell::{Cell, RefCell};
 use std::net::TcpStream;
@@ -109,10 +110,6 @@ pub(crate) fn wait_for_sync(
     }
     Ok(())
 }
-
-/// How often a wait for a peer's completion asks whether it lives.
-#[cfg_attr(not(any(feature = "ofi", feature = "verbs")), allow(dead_code))]
-pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// The clock of a wait for a peer's completion ([`wait_for_sync`], a
 /// provider's full queue, a fence): asks `alive` every [`LOOK_EVERY`],
