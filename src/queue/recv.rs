@@ -39,6 +39,8 @@ pub struct SlotBody {
     /// Frame holding the payload, or [`NO_FRAME`] for an inline payload.
     pub frame: u32,
     /// Inline payload (first `header.len` bytes) when `frame == NO_FRAME`.
+    /// The bytes past the payload are unspecified (senders write the slot
+    /// in place and leave what an earlier lap left there).
     pub inline: [u8; INLINE_BYTES],
 }
 
@@ -167,8 +169,19 @@ impl<'a> RecvQueue<'a> {
     /// `pos - capacity()`. Nothing is waited for, so nothing can fail.
     #[inline(always)]
     pub fn publish_dedicated(&self, pos: u64, body: &SlotBody) {
+        self.publish_dedicated_with(pos, |b| *b = *body);
+    }
+
+    /// As [`publish_dedicated`](Self::publish_dedicated), with the body
+    /// written in place by `write` (which must set every field it means
+    /// the consumer to read). A sender that builds the body in place saves
+    /// the copy of a stack-built one, whose wide loads straddle the
+    /// narrower stores that built it and so cannot be forwarded from the
+    /// store buffer: a stall per message (docs/engine.md, "Store forwarding").
+    #[inline(always)]
+    pub fn publish_dedicated_with(&self, pos: u64, write: impl FnOnce(&mut SlotBody)) {
         debug_assert!(!self.shared, "a shared queue publishes with `publish`");
-        self.fill(self.slot(pos), pos, body);
+        self.fill(self.slot(pos), pos, write);
     }
 
     /// Publish `body` at position `pos` (seed step 6), in either mode.
@@ -188,6 +201,22 @@ impl<'a> RecvQueue<'a> {
         body: &SlotBody,
         give_up: impl FnMut() -> bool,
     ) -> Result<(), PublishStalled> {
+        self.publish_with(pos, |b| *b = *body, give_up)
+    }
+
+    /// As [`publish`](Self::publish), with the body written in place by
+    /// `write` once the slot is ours (see
+    /// [`publish_dedicated_with`](Self::publish_dedicated_with)).
+    ///
+    /// # Errors
+    /// [`PublishStalled`]: nothing was written.
+    #[inline(always)]
+    pub fn publish_with(
+        &self,
+        pos: u64,
+        write: impl FnOnce(&mut SlotBody),
+        give_up: impl FnMut() -> bool,
+    ) -> Result<(), PublishStalled> {
         let slot = self.slot(pos);
         // (MUTANT PublishSkipsRecycleWait, loom only: no wait.)
         if self.shared && !mutant::on(Mutant::PublishSkipsRecycleWait) {
@@ -199,21 +228,24 @@ impl<'a> RecvQueue<'a> {
                 wait_recycled(slot, pos, self.mask, give_up)?;
             }
         }
-        self.fill(slot, pos, body);
+        self.fill(slot, pos, write);
         Ok(())
     }
 
-    /// Write `body` into `slot` and stamp it published for `pos`.
+    /// Write the body into `slot` through `write` and stamp it published
+    /// for `pos`.
     #[inline(always)]
-    fn fill(&self, slot: &Slot, pos: u64, body: &SlotBody) {
+    fn fill(&self, slot: &Slot, pos: u64, write: impl FnOnce(&mut SlotBody)) {
         // Fill the slot.
         slot.body.with_mut(|p| {
             // SAFETY: the slot is ours: in shared mode the stamp says the
             // consumer recycled it and no other producer holds position
             // `pos`; in dedicated mode the credit protocol says the consumer
-            // finished with it. `p` is valid and aligned (it points into the
-            // slot), and SlotBody is plain old data.
-            unsafe { p.write(*body) }
+            // finished with it. So no one else reads or writes the body until
+            // the stamp below, and this is the only reference. `p` is valid
+            // and aligned (it points into the slot), and SlotBody is plain
+            // old data (any bytes left from the last lap are a valid value).
+            write(unsafe { &mut *p })
         });
         // SYNC POINT rq-publish (release side): pairs with the Acquire load
         // in `try_pop_with` and in `Watch::ready`; the body written above is

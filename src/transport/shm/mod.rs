@@ -154,14 +154,8 @@ impl TxPeer {
         let pos = self.window.sent() - 1;
         let frame = (pos & (self.q.capacity() - 1)) as u32;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        self.q.publish_dedicated(
-            pos,
-            &SlotBody {
-                header,
-                frame,
-                inline: [0; INLINE_BYTES],
-            },
-        );
+        self.q
+            .publish_dedicated_with(pos, |b| fill_slot(b, header, frame, &[]));
     }
 }
 
@@ -750,6 +744,25 @@ fn gather_into_slot(inline: &mut [u8; INLINE_BYTES], pieces: &[&[u8]]) {
     }
 }
 
+/// Write a slot's body in place (`RecvQueue::publish_dedicated_with`): the
+/// header, the frame index ([`NO_FRAME`] when `pieces` ride in the slot),
+/// and the payload's bytes. Field by field, and nothing more: the slot's
+/// line is usually still in the receiver's cache, each store waits in the
+/// store buffer until the line comes over, and a copy of a header built on
+/// the stack would read it back wider than it was written (docs/engine.md,
+/// "Store forwarding"). The bytes past the payload are left as they are.
+#[inline(always)]
+fn fill_slot(b: &mut SlotBody, header: FragHeader, frame: u32, pieces: &[&[u8]]) {
+    let h = &mut b.header;
+    h.src = header.src;
+    h.handler = header.handler;
+    h.len = header.len;
+    h.flags = header.flags;
+    h.total = header.total;
+    b.frame = frame;
+    gather_into_slot(&mut b.inline, pieces);
+}
+
 /// How far ahead of the slot being taken the consumer prefetches.
 const PREFETCH_AHEAD: u64 = 2;
 
@@ -859,20 +872,16 @@ impl Transport for ShmTransport {
         let Some(peer) = self.tx.get(frame.dest.index()).and_then(Option::as_ref) else {
             return;
         };
-        let mut body = SlotBody {
-            header,
-            frame: NO_FRAME,
-            inline: [0; INLINE_BYTES],
-        };
         let shared = peer.q.is_shared();
-        match frame.inline_data() {
-            Some(d) => body.inline = *d,
-            None if shared => body.frame = frame.token as u32,
-            None => body.frame = (frame.token & (peer.q.capacity() - 1)) as u32,
-        }
+        let (index, inline): (u32, &[u8]) = match frame.inline_data() {
+            Some(d) => (NO_FRAME, d),
+            None if shared => (frame.token as u32, &[]),
+            None => ((frame.token & (peer.q.capacity() - 1)) as u32, &[]),
+        };
+        let write = |b: &mut SlotBody| fill_slot(b, header, index, &[inline]);
         if !shared {
-            peer.q.publish_dedicated(frame.token, &body);
-        } else if let Err(e) = peer.publish_shared(&body) {
+            peer.q.publish_dedicated_with(frame.token, write);
+        } else if let Err(e) = peer.publish_shared(write) {
             // The fragment is lost with the receiver (or its corrupt queue);
             // the refusal is reported by the next extract.
             self.refuse(frame.dest, e);
@@ -915,13 +924,9 @@ impl Transport for ShmTransport {
             return self.send_shared_taken(dest, header, pieces, in_slot);
         }
         if in_slot {
-            let mut body = SlotBody {
-                header,
-                frame: NO_FRAME,
-                inline: [0; INLINE_BYTES],
-            };
-            gather_into_slot(&mut body.inline, pieces);
-            peer.q.publish_dedicated(peer.window.sent() - 1, &body);
+            let pos = peer.window.sent() - 1;
+            peer.q
+                .publish_dedicated_with(pos, |b| fill_slot(b, header, NO_FRAME, pieces));
         } else {
             peer.send_framed(header, pieces);
         }

@@ -19,19 +19,23 @@ impl TxPeer {
         self.life.state().is_gone()
     }
 
-    /// Publish `body` on a shared queue at the next claimed position,
-    /// after its slot was recycled. Out of line: the dedicated queue's
-    /// publication (`RecvQueue::publish_dedicated`) waits for nothing.
+    /// Publish a body, written in place by `write`, on a shared queue at
+    /// the next claimed position, after its slot was recycled. Out of
+    /// line: the dedicated queue's publication
+    /// (`RecvQueue::publish_dedicated_with`) waits for nothing.
     ///
     /// # Errors
     /// A corrupt stamp, or the receiver gone while we waited: nothing is
     /// published (the claimed position stays empty; the queue is lost with
     /// its receiver).
     #[inline]
-    pub(super) fn publish_shared(&self, body: &SlotBody) -> Result<(), TxStalled> {
+    pub(super) fn publish_shared(
+        &self,
+        write: impl FnOnce(&mut SlotBody),
+    ) -> Result<(), TxStalled> {
         let pos = self.q.claim();
         self.q
-            .publish(pos, body, || self.receiver_gone())
+            .publish_with(pos, write, || self.receiver_gone())
             .map_err(TxStalled::Queue)
     }
 
@@ -46,11 +50,7 @@ impl TxPeer {
             .claim(|| self.receiver_gone())
             .map_err(TxStalled::Frames)?;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        self.publish_shared(&SlotBody {
-            header,
-            frame,
-            inline: [0; INLINE_BYTES],
-        })
+        self.publish_shared(|b| fill_slot(b, header, frame, &[]))
     }
 }
 
@@ -80,13 +80,7 @@ impl ShmTransport {
             return false;
         };
         let sent = if in_slot {
-            let mut body = SlotBody {
-                header,
-                frame: NO_FRAME,
-                inline: [0; INLINE_BYTES],
-            };
-            gather_into_slot(&mut body.inline, pieces);
-            peer.publish_shared(&body)
+            peer.publish_shared(|b| fill_slot(b, header, NO_FRAME, pieces))
         } else {
             peer.send_framed_shared(header, pieces)
         };

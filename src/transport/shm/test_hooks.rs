@@ -11,7 +11,7 @@ impl ShmTransport {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
         assert!(peer.take_credit());
         if peer.q.is_shared() {
-            peer.publish_shared(&body).expect("a sound queue");
+            peer.publish_shared(|b| *b = body).expect("a sound queue");
         } else {
             peer.q.publish_dedicated(peer.window.sent() - 1, &body);
         }
