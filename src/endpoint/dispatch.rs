@@ -21,7 +21,7 @@ use super::handler::pool::Run;
 use super::handler::HandlerResult;
 use super::net::{on_transport, Net, SHM};
 use super::stream::{fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start};
-use super::{Ctx, Extracted, Message, Piece};
+use super::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank};
@@ -54,13 +54,11 @@ impl Core {
     }
 
     /// A fragment the fast path did not take: feed it to its stream and
-    /// perform what that asks for.
+    /// perform what that asks for. `Ok(true)`: a new message started (the
+    /// caller counts it; a count returned, not one written through a
+    /// pointer, lets the caller keep its counts in registers).
     #[inline(never)]
-    pub(super) fn deliver(
-        self: &Rc<Self>,
-        frag: RxFragment,
-        out: &mut Extracted,
-    ) -> Result<(), ExtractError> {
+    pub(super) fn deliver(self: &Rc<Self>, frag: RxFragment) -> Result<bool, ExtractError> {
         let src = Rank(frag.header.src);
         // Counted for the close barrier once accepted: a fragment that fails
         // validation was never a message anyone sent.
@@ -71,12 +69,12 @@ impl Core {
             Ok(action) => {
                 self.received
                     .set(self.received.get() + u64::from(user_last));
-                match &action {
-                    Action::Start(_) => out.messages += 1,
-                    Action::Piece(_, info) if info.offset == 0 => out.messages += 1,
-                    _ => {}
-                }
-                self.perform(src, action)
+                let started = match &action {
+                    Action::Start(_) => true,
+                    Action::Piece(_, info) => info.offset == 0,
+                    _ => false,
+                };
+                self.perform(src, action).map(|()| started)
             }
             Err(Rejected { frag, error }) => {
                 self.release(&frag);
@@ -221,9 +219,16 @@ impl Core {
     /// once.
     #[inline(always)]
     fn start_handler(self: &Rc<Self>, src: Rank, s: Start) -> Run {
-        let msg = Message::new(Rc::clone(self), src, s.seq, s.total, s.handler);
-        let ctx = Ctx::new(Rc::clone(self));
-        self.registry.borrow_mut().entry(s.handler).start(ctx, msg)
+        let mut registry = self.registry.borrow_mut();
+        let entry = registry.entry(s.handler);
+        // The message is built in the call itself: built before the
+        // borrow, it was written field by field and then copied to the
+        // argument with wider loads, which the store buffer cannot forward
+        // (docs/engine.md, "Store forwarding").
+        entry.start(
+            Ctx::new(Rc::clone(self)),
+            Message::new(Rc::clone(self), src, s.seq, s.total, s.handler),
+        )
     }
 
     /// Report an async handler's run to its stream: it suspended, or it
