@@ -2,9 +2,15 @@
 //! (as a thread), sending to itself over shared memory.
 //!
 //! `target/release/examples/overhead [--iters N] [--only empty|fn|async]
-//! [--size B]` prints ns per empty `extract`, and ns per self-send of `B`
-//! bytes (default 0) + extract for each handler kind (median of `--runs`). Under `valgrind --tool=callgrind`
-//! with `--only`, the instruction count per iteration is repeatable.
+//! [--size B] [--heap-pad B]` prints ns per empty `extract`, and ns per
+//! self-send of `B` bytes (default 0) + extract for each handler kind
+//! (median of `--runs`). Under `valgrind --tool=callgrind` with `--only`,
+//! the instruction count per iteration is repeatable.
+//!
+//! Nanoseconds at this scale depend on where the engine's objects land in
+//! memory as well as on the code: `--heap-pad B` allocates `B` bytes
+//! before the endpoint starts, which moves them. Comparing two builds,
+//! sweep it (`scripts/overhead-sweep.sh`) rather than trust one placement.
 
 use clap::Parser;
 use fastmsg::threads;
@@ -27,6 +33,10 @@ struct Args {
     /// Payload bytes of each self-send.
     #[arg(long, default_value_t = 0)]
     size: usize,
+    /// Bytes allocated (and kept) before the endpoint starts, to move its
+    /// heap objects.
+    #[arg(long, default_value_t = 0)]
+    heap_pad: usize,
 }
 
 fn med(mut v: Vec<f64>) -> f64 {
@@ -56,6 +66,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 c.set(c.get() + 1);
                 Ok(())
             });
+            let pad: Vec<u8> = Vec::with_capacity(args.heap_pad);
+            std::hint::black_box(&pad);
             let mut ep = b.start()?;
             let me = Rank(0);
             let n = args.iters;
