@@ -243,7 +243,10 @@ impl Core {
         // SAFETY: `try_borrow_unguarded` fails if `net` is mutably borrowed
         // now (then: not idle, and the busy path borrows as usual). The
         // shared reference lives only for `needs_attention`, which reads
-        // fields and calls nothing that could borrow `net` mutably.
+        // `Net`'s fields and asks each transport whether anything arrived;
+        // transports are a lower layer and cannot reach this `RefCell`, and
+        // no handler or hook runs meanwhile, so nothing can borrow `net`
+        // mutably while the reference lives.
         let quiet = match unsafe { self.net.try_borrow_unguarded() } {
             Ok(net) => !net.needs_attention(),
             Err(_) => false,
