@@ -34,7 +34,8 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     size: usize,
     /// Bytes allocated (and kept) before the endpoint starts, to move its
-    /// heap objects.
+    /// heap objects (below glibc's mmap threshold, 128 KiB by default; a
+    /// larger allocation is mapped apart and moves nothing).
     #[arg(long, default_value_t = 0)]
     heap_pad: usize,
 }

@@ -11,10 +11,11 @@
 # ONLY is overhead's --only (empty, fn, async, fn-burst). Each DIR is a
 # checkout with a release build of the example (cargo build --release -p
 # fastmsg-examples --example overhead). One placement can favour either
-# build by a third at this scale (docs/engine.md, "Store forwarding and
-# placement"); compare medians over placements, from one run.
+# build at this scale (docs/engine.md, "Store forwarding and placement"):
+# compare medians over placements, from one run. Keep STEP * COUNT under
+# glibc's mmap threshold (128 KiB): a larger pad moves nothing.
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,16p' "$0"; exit 2; }
 ONLY=$1 STEP=$2 COUNT=$3; shift 3
 for spec in "$@"; do
     d=${spec#*=}

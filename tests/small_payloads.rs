@@ -5,7 +5,9 @@
 //! around the boundaries (inline bytes, a cache line, the frame), sent in
 //! three pieces from the main loop and echoed back from inside a handler,
 //! arrives whole and in order, with inline slots on and off, over dedicated
-//! and shared queues.
+//! and shared queues. Payloads that shrink from one message to the next,
+//! over many laps of a small queue, arrive exactly (a slot is written in
+//! place and keeps what a longer payload left past a shorter one).
 
 use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error, Rank};
@@ -121,4 +123,86 @@ fn every_size_arrives_over_a_shared_queue() {
 #[test]
 fn every_size_arrives_through_frames_without_inline_slots() {
     run(3, Some(2), false);
+}
+
+/// Inline sizes in an order where most messages are shorter than the one
+/// before, so that a slot reused a lap later holds a longer payload's
+/// bytes past the new one.
+const SHRINKING: &[usize] = &[28, 1, 27, 0, 13, 2];
+/// Laps of `SHRINKING` each rank sends to each rank.
+const LAPS: usize = 40;
+
+/// Message `k` of `src` in the shrinking test: its size from `SHRINKING`,
+/// its bytes different from lap to lap.
+fn lap_message(src: u32, k: usize) -> Vec<u8> {
+    let len = SHRINKING[k % SHRINKING.len()];
+    (0..len)
+        .map(|i| ((src as usize * 31 + k * 13 + i) as u8) ^ 0x5a)
+        .collect()
+}
+
+fn shrinking_rank(mut b: EndpointBuilder) -> Result<usize, Error> {
+    let ranks = b.size();
+    let me = b.rank().0;
+    let got = Rc::new(Cell::new(0usize));
+    // Per sender: the index of the next message expected.
+    let next = Rc::new((0..ranks).map(|_| Cell::new(0usize)).collect::<Vec<_>>());
+    let (g, n) = (Rc::clone(&got), Rc::clone(&next));
+    let h = b.register_fn("shrinking", move |_ctx, p| {
+        let src = p.source().0;
+        let k = n[src as usize].get();
+        let want = lap_message(src, k);
+        assert_eq!(p.message_len(), want.len(), "message {k} from {src}");
+        let at = p.offset();
+        assert_eq!(
+            p.data(),
+            &want[at..at + p.data().len()],
+            "message {k} from {src}"
+        );
+        if p.is_last() {
+            n[src as usize].set(k + 1);
+            g.set(g.get() + 1);
+        }
+        Ok(())
+    });
+    let mut ep = b.start()?;
+    for k in 0..LAPS * SHRINKING.len() {
+        let m = lap_message(me, k);
+        for dest in 0..ranks {
+            ep.send(Rank(dest), h, &pieces(&m))?;
+        }
+    }
+    let want = LAPS * SHRINKING.len() * ranks as usize;
+    while got.get() < want {
+        ep.extract(usize::MAX)?;
+    }
+    ep.quiesce()?;
+    ep.close()?;
+    Ok(got.get())
+}
+
+fn run_shrinking(queues: Option<u32>) {
+    let out = threads::run(
+        2,
+        |c| {
+            c.shm.queues = queues;
+            // A small queue: many laps over each slot.
+            c.shm.credits = 4;
+            c.timeout = Duration::from_secs(60);
+        },
+        shrinking_rank,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let want = LAPS * SHRINKING.len() * 2;
+    assert!(out.iter().all(|&g| g == want), "{out:?}");
+}
+
+#[test]
+fn shrinking_payloads_arrive_exactly_over_dedicated_queues() {
+    run_shrinking(None);
+}
+
+#[test]
+fn shrinking_payloads_arrive_exactly_over_a_shared_queue() {
+    run_shrinking(Some(1));
 }

@@ -240,13 +240,20 @@ impl Core {
     #[inline(always)]
     #[allow(unsafe_code)] // an unguarded shared borrow, below
     fn is_idle(&self) -> bool {
+        // Debug builds hold a real borrow meanwhile: a mutable borrow during
+        // the look below would panic in the tests instead of going unseen.
+        #[cfg(debug_assertions)]
+        let _held = self.net.try_borrow().ok();
         // SAFETY: `try_borrow_unguarded` fails if `net` is mutably borrowed
         // now (then: not idle, and the busy path borrows as usual). The
         // shared reference lives only for `needs_attention`, which reads
-        // `Net`'s fields and asks each transport whether anything arrived;
-        // transports are a lower layer and cannot reach this `RefCell`, and
-        // no handler or hook runs meanwhile, so nothing can borrow `net`
-        // mutably while the reference lives.
+        // `Net`'s fields and asks each transport whether anything arrived.
+        // A network transport may make progress on its wire there (read
+        // sockets, completions) and change its own state, but transports
+        // are a lower layer: none holds a way back to `Core`, and none runs
+        // a handler, a hook or other user code (the contract of
+        // `Transport::has_arrivals`). So nothing can borrow `net` mutably
+        // while the reference lives.
         let quiet = match unsafe { self.net.try_borrow_unguarded() } {
             Ok(net) => !net.needs_attention(),
             Err(_) => false,

@@ -222,7 +222,11 @@ impl TxFrame {
 pub trait Transport {
     /// Take the next fragment that has arrived, if any.
     fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>>;
-    /// Whether `poll` would find something (used before sleeping).
+    /// Whether `poll` would find something (the empty `extract`'s test,
+    /// and before sleeping). May make progress on the transport's own wire,
+    /// but must not run user code or reach the endpoint: the engine asks
+    /// it while looking at its state without a `RefCell` guard
+    /// (`Core::is_idle`).
     fn has_arrivals(&self) -> bool;
     /// Hand a polled fragment's frame back and count its credit.
     fn release(&mut self, token: &ReleaseToken);

@@ -11,6 +11,7 @@
 
 #![allow(unsafe_code)]
 
+mod gather;
 mod holes;
 pub mod layout;
 pub mod liveness;
@@ -20,6 +21,7 @@ mod shared_send;
 #[cfg(test)]
 mod test_hooks;
 
+use self::gather::{fill_slot, gather_into_frame};
 use self::layout::{Layout, Params};
 use self::liveness::{Life, LifeGuard, LifeLine};
 use self::mapping::MapRef;
@@ -711,58 +713,6 @@ impl ShmTransport {
     }
 }
 
-/// Copy `pieces` (`len` bytes together, at most the frame capacity) into
-/// `frame`, which the caller owns until it publishes the slot naming it.
-#[inline(always)]
-fn gather_into_frame(frames: &ShmFrames, frame: u32, pieces: &[&[u8]], len: usize) {
-    assert!(frame < frames.count && len <= frames.cap);
-    let mut dst = frames.payload(frame);
-    let mut left = len;
-    for p in pieces {
-        let n = p.len().min(left);
-        // SAFETY: `frame < count`, and the pieces together are at most
-        // `len <= cap` bytes (`n` never exceeds what is left), so every
-        // write stays inside the frame's payload; the caller owns the
-        // frame (dedicated: its position's credit; shared: the in-use
-        // flag), and a caller's slice cannot overlap the mapping's frame.
-        unsafe {
-            crate::copy::copy_to_frame(dst, p.as_ptr(), n);
-            dst = dst.add(n);
-        }
-        left -= n;
-    }
-}
-
-/// Copy `pieces` (at most [`INLINE_BYTES`] together) into a slot's inline
-/// bytes.
-#[inline(always)]
-fn gather_into_slot(inline: &mut [u8; INLINE_BYTES], pieces: &[&[u8]]) {
-    let mut off = 0;
-    for p in pieces {
-        inline[off..off + p.len()].copy_from_slice(p);
-        off += p.len();
-    }
-}
-
-/// Write a slot's body in place (`RecvQueue::publish_dedicated_with`): the
-/// header, the frame index ([`NO_FRAME`] when `pieces` ride in the slot),
-/// and the payload's bytes. Field by field, and nothing more: the slot's
-/// line is usually still in the receiver's cache, each store waits in the
-/// store buffer until the line comes over, and a copy of a header built on
-/// the stack would read it back wider than it was written (docs/engine.md,
-/// "Store forwarding"). The bytes past the payload are left as they are.
-#[inline(always)]
-fn fill_slot(b: &mut SlotBody, header: FragHeader, frame: u32, pieces: &[&[u8]]) {
-    let h = &mut b.header;
-    h.src = header.src;
-    h.handler = header.handler;
-    h.len = header.len;
-    h.flags = header.flags;
-    h.total = header.total;
-    b.frame = frame;
-    gather_into_slot(&mut b.inline, pieces);
-}
-
 /// How far ahead of the slot being taken the consumer prefetches.
 const PREFETCH_AHEAD: u64 = 2;
 
@@ -874,7 +824,8 @@ impl Transport for ShmTransport {
         };
         let shared = peer.q.is_shared();
         let (index, inline): (u32, &[u8]) = match frame.inline_data() {
-            Some(d) => (NO_FRAME, d),
+            // The payload's bytes only (at most the inline bytes).
+            Some(d) => (NO_FRAME, &d[..(header.len as usize).min(INLINE_BYTES)]),
             None if shared => (frame.token as u32, &[]),
             None => ((frame.token & (peer.q.capacity() - 1)) as u32, &[]),
         };

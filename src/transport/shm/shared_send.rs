@@ -80,6 +80,9 @@ impl ShmTransport {
             return false;
         };
         let sent = if in_slot {
+            // Checked before the claim: a panic in the gather after it
+            // would leave the position claimed and never published.
+            debug_assert!(pieces.iter().map(|p| p.len()).sum::<usize>() <= INLINE_BYTES);
             peer.publish_shared(|b| fill_slot(b, header, NO_FRAME, pieces))
         } else {
             peer.send_framed_shared(header, pieces)
