@@ -4,7 +4,10 @@
 # seeds 1-5: --shuffle-sections, the same objects at other addresses), runs
 # all twelve interleaved, and prints per binary the medians over rounds and
 # per build the spread over its six placements. Ranges that overlap say the
-# difference could be placement; ranges apart say it is code.
+# difference could be placement; ranges apart say it is code. The host
+# may switch between a fast and a slow mode of cross-core transfers (see
+# BENCHMARKS.md); rounds are reported per mode, a round whose one-way p50
+# exceeds SLOW_NS (default 150) counting as slow.
 #
 #   scripts/placement.sh BASE_DIR NEW_DIR [ROUNDS]        (default 15)
 #
@@ -14,7 +17,7 @@
 # The placement builds go to DIR/target/placement (a full release build
 # each, with an lld linker wrapper written to a temporary directory).
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,19p' "$0"; exit 2; }
 BASE=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
 ROUNDS=${3:-15}
@@ -62,20 +65,24 @@ for r in $(seq 1 "$ROUNDS"); do
                 jq -r --arg k "$side s$s" '"\($k) \(.one_way_ns_p50_grouped) \(.one_way_ns_mean) \(.msg_rate_m_s)"'
         done
     done
-done | python3 -c '
-import sys, statistics as st
+done | SLOW_NS=${SLOW_NS:-150} python3 -c '
+import os, sys, statistics as st
+slow = float(os.environ["SLOW_NS"])
 m = {}
 for line in sys.stdin:
     side, seed, g, mean, rate = line.split()
-    m.setdefault((side, seed), []).append([float(g), float(mean), float(rate)])
-print("binary     p50 grouped    mean    rate  (0 B one-way ns, M msg/s; medians over rounds)")
-per = {}
-for (side, seed), v in sorted(m.items()):
-    med = [st.median(x[i] for x in v) for i in range(3)]
-    per.setdefault(side, []).append(med)
-    print("%-10s %11.2f %7.1f %7.2f" % (side + " " + seed, *med))
-for side, v in per.items():
-    rng = lambda i: (min(x[i] for x in v), max(x[i] for x in v), st.median(x[i] for x in v))
-    print("%s over 6 placements: p50 grouped %.2f..%.2f (median %.2f), mean %.1f..%.1f (%.1f), rate %.2f..%.2f (%.2f)"
-          % ((side,) + rng(0) + rng(1) + rng(2)))
+    mode = "slow" if float(g) > slow else "fast"
+    m.setdefault(mode, {}).setdefault((side, seed), []).append([float(g), float(mean), float(rate)])
+for mode, mm in sorted(m.items()):
+    print("== %s mode (one-way p50 %s %.0f ns)" % (mode, ">" if mode == "slow" else "<=", slow))
+    print("binary     p50 grouped    mean    rate  rounds  (0 B one-way ns, M msg/s; medians over rounds)")
+    per = {}
+    for (side, seed), v in sorted(mm.items()):
+        med = [st.median(x[i] for x in v) for i in range(3)]
+        per.setdefault(side, []).append(med)
+        print("%-10s %11.2f %7.1f %7.2f %7d" % (side + " " + seed, *med, len(v)))
+    for side, v in per.items():
+        rng = lambda i: (min(x[i] for x in v), max(x[i] for x in v), st.median(x[i] for x in v))
+        print("%s over %d placements: p50 grouped %.2f..%.2f (median %.2f), mean %.1f..%.1f (%.1f), rate %.2f..%.2f (%.2f)"
+              % ((side, len(v)) + rng(0) + rng(1) + rng(2)))
 '
