@@ -330,7 +330,11 @@ fn a_lazy_connect_that_fails_here_names_its_cause_not_a_dead_peer() {
     let mut cmd = common::fmrun::fmrun(&["-n", "3", "--net", "tcp"], "audit_rank_program");
     cmd.env("FASTMSG_TEST_DIR", &dir)
         .env("FASTMSG_TEST_ROUNDS", "3")
-        .env("FASTMSG_TEST_FDS_LEFT", "1:0");
+        .env("FASTMSG_TEST_FDS_LEFT", "1:0")
+        // Nobody dials rank 1 before it has used up its descriptors (a
+        // connection accepted before would spare it the dial that fails):
+        // the others wait a while before their first send.
+        .env("FASTMSG_TEST_NAP", "0:0:1500,2:0:1500");
     let out = common::fmrun::run(cmd, Duration::from_secs(90));
     let got = done_of(&dir, 1);
     let _ = std::fs::remove_dir_all(&dir);
