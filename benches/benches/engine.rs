@@ -148,6 +148,36 @@ fn queue(c: &mut Criterion) {
             })
         });
     }
+    // As the transport publishes: the body written in place, field by
+    // field (`publish_dedicated_with`), not copied from a built one. In
+    // one thread this costs more than the copy above: the pop's wide loads
+    // of the body follow the narrow stores at once and cannot be forwarded
+    // from the store buffer. A consumer on another core reads the line
+    // after the stores have drained and pays nothing of the kind (the
+    // two-process figures: BENCHMARKS.md, stop 26).
+    {
+        let slots: Vec<Slot> = (0..64).map(Slot::new).collect();
+        let tail = AtomicU64::new(0);
+        let q = RecvQueue::new(&slots, &tail, false);
+        let mut pos = 0u64;
+        let h = body(8).header;
+        c.bench_function("queue/publish_in_place_pop/dedicated", |b| {
+            b.iter(|| {
+                let h = black_box(h);
+                q.publish_dedicated_with(pos, |b| {
+                    b.header.src = h.src;
+                    b.header.handler = h.handler;
+                    b.header.len = h.len;
+                    b.header.flags = h.flags;
+                    b.header.total = h.total;
+                    b.frame = NO_FRAME;
+                });
+                let got = q.try_pop(pos).expect("not corrupt").expect("published");
+                pos += 1;
+                black_box(got.header.len)
+            })
+        });
+    }
 }
 
 fn frame(c: &mut Criterion) {
