@@ -83,15 +83,8 @@ impl Args {
     /// # Errors
     /// The option and why, in words.
     pub fn check_tuning(&self) -> Result<(), String> {
-        let job = fastmsg::bootstrap::JobInfo {
-            rank: fastmsg::Rank(0),
-            size: self.ranks,
-            local_rank: 0,
-            local_size: self.ranks,
-            job: "fmrun-check".into(),
-            host: "fmrun-check".into(),
-            launcher: fastmsg::bootstrap::Launcher::Fmrun,
-        };
+        use fastmsg::bootstrap::{JobInfo, Launcher};
+        let job = JobInfo::single_host(0, self.ranks, "fmrun-check", Launcher::Fmrun);
         let mut c = fastmsg::Config::new(job);
         let options = [
             ("FASTMSG_CREDITS", "--credits", self.credits.is_some()),
