@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Start-up time and memory per rank of one-host jobs with the network
-# forced, for several job sizes (issue 12 item 4; the model in
-# docs/scale.md).
+# forced, for several job sizes (the model is in docs/scale.md).
 #
 #   scripts/startup-scale.sh [--net tcp|ofi] [--connect lazy|eager|both] [--runs R] [--traffic BYTES] [--json] N...
 #
@@ -29,8 +28,7 @@
 # runs, the script predicts the memory the job takes (rings as
 # docs/scale.md models them, the segment) and skips the size, saying so,
 # when that exceeds 60 % of MemAvailable (override: STARTUP_SCALE_MEM_PCT;
-# STARTUP_SCALE_EAGER=1 for builds whose rings are resident from start,
-# before commit 01c09f6).
+# STARTUP_SCALE_EAGER=1 for builds whose rings are resident from start).
 # Each run is bounded: fmrun --timeout T (STARTUP_SCALE_TIMEOUT, default
 # 60 s: each start-up wait) and `timeout` of T + 60 s + N/2 s in all.
 #
