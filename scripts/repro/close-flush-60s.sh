@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 command -v gdb >/dev/null || { echo "needs gdb"; exit 2; }
 cargo build --quiet --bin fmrun --test audit || exit 2
 BIN=$(ls -t target/debug/deps/audit-* | grep -v '\.d$' | head -1)
-DIR=$(mktemp -d /tmp/fm-close-flush.XXXX)
+DIR=$(mktemp -d -t fm-close-flush.XXXX)
 export FASTMSG_TEST_DIR=$DIR FASTMSG_TEST_ROUNDS=5 FASTMSG_TEST_CLOSE_NAP=1:1500
 target/debug/fmrun --tag-output -n 3 --net tcp "$BIN" audit_rank_program --exact --nocapture \
     --test-threads 1 >"$DIR/out" 2>&1 &
