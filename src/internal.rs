@@ -54,14 +54,14 @@ pub mod frame {
     pub use crate::frame::*;
 }
 
-/// The TCP NIC's link words (see `crate::link`).
+/// The TCP NIC's link words (see `crate::transport::net::link`).
 pub mod link {
-    pub use crate::link::*;
+    pub use crate::transport::net::link::*;
 }
 
-/// The lazy connector's shared words (see `crate::lazy_pairs`).
+/// The lazy connector's shared words (see `crate::transport::net::lazy_pairs`).
 pub mod lazy_pairs {
-    pub use crate::lazy_pairs::*;
+    pub use crate::transport::net::lazy_pairs::*;
 }
 
 /// The one-sided window word protocol (see `crate::window`).
@@ -255,10 +255,10 @@ pub mod control {
 pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
-    use crate::link::{BYE, FAILED, LEFT, UP};
     use crate::ring::{RingGeometry, RingRegion};
     use crate::sync::Ordering;
-    use crate::transport::rma::wire::PeerArea;
+    use crate::transport::net::link::{BYE, FAILED, LEFT, UP};
+    use crate::transport::net::wire::PeerArea;
     use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
     use crate::window::WindowView;

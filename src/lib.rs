@@ -20,15 +20,16 @@
 //! endpoint     | registry · start-up · begin/send_piece/end · extract · credits
 //!              | · waiting · the configuration report; one polling loop
 //! transport    | frames out, frames in, credit, release in order:
-//!              | shm (SMT: free list + receive queue), tcp, verbs
+//!              | shm (SMT: free list + receive queue); net (the ring
+//!              | transport, mesh, per-pair words) under tcp, ofi, verbs
 //! topology     | the CPU facts the wait policy decides by
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
 //! netio        | authenticated TCP connections: auth, gate, connect/retry;
 //!              | the kernel's liveness watch on them (alive)
 //! queue ring   | the lock-free shm queues; the network rings
-//! frame wake flow watch window link lazy_pairs copy | fragment header,
-//!              | doorbells, credit lines, the watchdog, RMA windows, network
-//!              | link words, lazy-connection words, copy strategies
+//! frame wake flow watch window copy | fragment header,
+//!              | doorbells, credit lines, the watchdog, RMA windows, copy
+//!              | strategies
 //! log          | diagnostics (tracing)
 //! settings     | the FASTMSG_* table; the only reader of those variables
 //! error        | typed errors of every layer
@@ -72,8 +73,6 @@ pub mod id;
 #[cfg(any(feature = "internal", loom))]
 #[doc(hidden)]
 pub mod internal;
-pub(crate) mod lazy_pairs;
-pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
 #[cfg(not(loom))]
@@ -91,6 +90,14 @@ pub mod threads;
 pub(crate) mod topology;
 #[cfg(not(loom))]
 pub(crate) mod transport;
+/// Under loom, only the network transport's lock-free words.
+#[cfg(loom)]
+pub(crate) mod transport {
+    pub(crate) mod net {
+        pub(crate) mod lazy_pairs;
+        pub(crate) mod link;
+    }
+}
 #[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
 pub(crate) mod wake;
 #[cfg(not(loom))]

@@ -33,8 +33,8 @@
 
 #![allow(unsafe_code)]
 
+pub mod net;
 pub mod ofi;
-pub mod rma;
 pub mod shm;
 pub mod tcp;
 pub mod verbs;

@@ -10,7 +10,7 @@ use crate::netio::auth::{self, Hello, Purpose};
 use crate::netio::connect::connect_retry;
 use crate::sync::{AtomicBool, Ordering};
 use crate::threads;
-use crate::transport::tcp::mesh::{self, MeshJob};
+use crate::transport::net::mesh::{self, MeshJob};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;

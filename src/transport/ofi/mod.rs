@@ -1,5 +1,5 @@
 //! The libfabric transport (cargo feature `ofi`, `FASTMSG_NET=ofi`): the
-//! ring protocol of [`crate::transport::rma`] over a libfabric RDM
+//! ring protocol of [`crate::transport::net`] over a libfabric RDM
 //! endpoint — the interface under MPICH, Open MPI's OFI components and
 //! GASNet-EX's ofi conduit, and the portable way onto Slingshot (cxi),
 //! EFA, Omni-Path (psm3) and verbs.
@@ -9,7 +9,7 @@
 //!   writes on a reliable datagram endpoint bound to the address this rank
 //!   is reached on; anything else is [`OfiError::NoProvider`] at start.
 //! - Addresses, keys and ring offsets travel over the authenticated TCP
-//!   connections of [`super::tcp::mesh`], which stay open to tell a dead
+//!   connections of [`super::net::mesh`], which stay open to tell a dead
 //!   peer by its end.
 //! - Placement order is the provider's answer: `FI_ORDER_DATA` in its
 //!   completion order means a write's bytes land in order and the stamp
@@ -35,7 +35,7 @@ pub use wire::OfiWire;
 
 /// The libfabric transport: the ring transport over an [`OfiWire`].
 #[cfg(feature = "ofi")]
-pub type OfiTransport = super::rma::RmaTransport<OfiWire>;
+pub type OfiTransport = super::net::RmaTransport<OfiWire>;
 
 /// The provider `FASTMSG_NET=ofi` asks for: `FASTMSG_OFI_PROVIDER`, else
 /// `FI_PROVIDER` (libfabric's own variable, which also filters what

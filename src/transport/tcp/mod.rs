@@ -38,13 +38,12 @@
 
 #![allow(unsafe_code)]
 
-pub mod mesh;
 pub(crate) mod nic;
 mod sockets;
 pub(crate) mod wire;
 
 pub use self::sockets::TcpWire;
-use super::rma::RmaTransport;
+use super::net::RmaTransport;
 use crate::id::Rank;
 use crate::ring::RingGeometry;
 use crate::transport::shm::mapping::MapRef;
@@ -117,7 +116,7 @@ pub(crate) fn start(
 /// Start the TCP transport of rank `me` of `world` with no peer connected
 /// yet (`FASTMSG_CONNECT=lazy`): each of `peers` (ranks and start-up
 /// listeners) is connected on first use, and connections from them are
-/// accepted on `listener` (see [`crate::transport::rma::connect`]); a
+/// accepted on `listener` (see [`crate::transport::net::connect`]); a
 /// peer whose host stays silent for `job.dead_after` fails.
 ///
 /// # Errors
@@ -128,7 +127,7 @@ pub(crate) fn start_lazy(
     geometry: RingGeometry,
     peers: Vec<(Rank, std::net::SocketAddr)>,
     listener: std::net::TcpListener,
-    job: crate::transport::rma::connect::LazyJob,
+    job: crate::transport::net::connect::LazyJob,
     targets: NetTargets,
 ) -> std::io::Result<TcpTransport> {
     let wire = TcpWire::new(me, &targets, job.dead_after);

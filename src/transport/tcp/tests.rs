@@ -35,7 +35,7 @@ struct Trio {
 /// The fake rank's side of the set-up exchange and ready handshake on
 /// each of its connections (what `RmaTransport::new` does).
 fn fake_setup(fakes: &mut [&mut TcpStream]) {
-    let mine = crate::transport::rma::wire::PeerArea::default().encode();
+    let mine = crate::transport::net::wire::PeerArea::default().encode();
     for f in fakes.iter_mut() {
         f.write_all(&(mine.len() as u32).to_le_bytes()).unwrap();
         f.write_all(&mine).unwrap();

@@ -3,11 +3,11 @@
 //! adapter itself — the MVAPICH "RDMA fast path" of IWARP §3.3.
 //!
 //! The ring protocol (rings, mirrors, credit, the safe mode's bookkeeping,
-//! failures, the close flush) is [`crate::transport::rma`]'s, shared with
+//! failures, the close flush) is [`crate::transport::net`]'s, shared with
 //! the libfabric transport; this module is its wire ([`VerbsWire`]):
 //!
 //! - One RC queue pair per network peer, connected by rank order over the
-//!   authenticated TCP connection of [`super::tcp::mesh`] (which carries
+//!   authenticated TCP connection of [`super::net::mesh`] (which carries
 //!   the QP numbers, LID/GID, addresses and rkeys, and afterwards tells a
 //!   dead peer by its end of file).
 //! - Placement order: at queue-pair set-up the backend asks rdma-core
@@ -38,7 +38,7 @@ pub use wire::VerbsWire;
 
 /// The verbs transport: the ring transport over a [`VerbsWire`].
 #[cfg(feature = "verbs")]
-pub type VerbsTransport = super::rma::RmaTransport<VerbsWire>;
+pub type VerbsTransport = super::net::RmaTransport<VerbsWire>;
 
 /// Check that an RDMA device can be opened; the first thing a rank asked
 /// for `FASTMSG_NET=verbs` does, so a host without RDMA fails at once with

@@ -293,7 +293,7 @@ pub trait RmaWire {
         crate::netio::alive::watch_liveness(side, dead_after)
     }
     /// Whether this wire connects peers after [`started`](Self::started)
-    /// (lazy set-up, `crate::transport::rma::connect`): if it returns
+    /// (lazy set-up, `crate::transport::net::connect`): if it returns
     /// `true` it keeps `ranks` (peer `k` is `ranks[k]`), gets
     /// [`describe`](Self::describe) for every peer before
     /// [`ready`](Self::ready) and [`started`](Self::started), and each

@@ -47,6 +47,9 @@
 
 pub(crate) mod connect;
 mod lazy;
+pub(crate) mod lazy_pairs;
+pub(crate) mod link;
+pub mod mesh;
 mod news;
 mod peer;
 mod send;
