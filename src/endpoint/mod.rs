@@ -114,8 +114,8 @@ pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
 pub use self::writer::MessageWriter;
+pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;
-pub use crate::transport::tcp::NetRingConfig;
 
 use self::core::Core;
 use self::net::OutStream;
@@ -395,13 +395,7 @@ impl Core {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            match t {
-                crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
-                #[cfg(feature = "ofi")]
-                crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
-                #[cfg(feature = "verbs")]
-                crate::transport::AnyTransport::Verbs(t) => t.set_closed(),
-            }
+            t.set_closed();
         }
     }
 

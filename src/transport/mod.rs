@@ -28,8 +28,21 @@
 //!
 //! The engine (`crate::endpoint`) knows transports only through this trait:
 //! it calls [`ShmTransport`] directly (every endpoint has one, and its hot
-//! paths must inline) and the network transports through [`AnyTransport`]
-//! (static dispatch, polled out of line).
+//! paths must inline) and the network transports through
+//! [`NetTransport`] (one boxed transport per network, polled out of line
+//! and only when the job has one).
+//!
+//! # Network wires are providers
+//!
+//! `net` owns the ring transport every network wire shares (rings,
+//! credit, failures, the close flush), the set-up connections (the full
+//! mesh, or lazily per pair) and the per-pair lock-free words; `tcp`,
+//! `ofi` and `verbs` hold only their wire and its [`Provider`]: a name, a
+//! probe, capabilities and `open`. Start-up picks a provider from
+//! [`PROVIDERS`] and reads behaviour from its capabilities. A new wire is
+//! a folder beside them (its wire, its provider) and a row in
+//! [`PROVIDERS`] (with `pub mod` here and, if it links a library, a cargo
+//! feature).
 
 #![allow(unsafe_code)]
 
@@ -39,17 +52,13 @@ pub mod shm;
 pub mod tcp;
 pub mod verbs;
 
-use crate::error::{ExtractError, ProtocolError, PutError};
+pub(crate) use self::net::provider::{NetTransport, Provider};
+use crate::error::{ConfigError, ExtractError, ProtocolError, PutError, StartError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::INLINE_BYTES;
 
-#[cfg(feature = "ofi")]
-pub use ofi::OfiTransport;
 pub use shm::ShmTransport;
-pub use tcp::TcpTransport;
-#[cfg(feature = "verbs")]
-pub use verbs::VerbsTransport;
 
 /// Identifies a polled fragment to its transport for release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -317,110 +326,46 @@ pub trait Transport {
     }
 }
 
-/// The network transports an endpoint can hold, dispatched statically.
-/// (The engine keeps its shm transport outside this enum: behind a `match`
-/// with network arms, shm's poll stopped inlining and a 0-byte message
-/// cost more: BENCHMARKS.md, *The engine fix, and what remains*.)
+/// The network providers, one row per wire, in order of preference:
+/// `FASTMSG_NET=auto` opens the first whose capabilities let it be chosen
+/// unnamed and that probes usable; a name selects its row. A wire whose
+/// cargo feature is off keeps its row: its probe says it is not built.
+pub(crate) static PROVIDERS: &[&dyn Provider] =
+    &[&tcp::TcpProvider, &verbs::VerbsProvider, &ofi::OfiProvider];
+
+/// The provider called `name`, if there is one.
+pub(crate) fn provider(name: &str) -> Option<&'static dyn Provider> {
+    PROVIDERS.iter().copied().find(|p| p.name() == name)
+}
+
+/// The provider to open: the one named (which must probe usable), else
+/// the best that does.
 ///
-/// Variants differ in size; they are not boxed because an endpoint holds
-/// one or two of them and boxing would add a pointer chase to every poll.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-#[non_exhaustive]
-pub enum AnyTransport {
-    /// Network rings over TCP (a software NIC).
-    Tcp(TcpTransport),
-    /// Network rings over RDMA verbs.
-    #[cfg(feature = "verbs")]
-    Verbs(VerbsTransport),
-    /// Network rings over libfabric.
-    #[cfg(feature = "ofi")]
-    Ofi(OfiTransport),
-}
-
-macro_rules! dispatch {
-    ($self:ident, $t:ident => $e:expr) => {
-        match $self {
-            AnyTransport::Tcp($t) => $e,
-            #[cfg(feature = "verbs")]
-            AnyTransport::Verbs($t) => $e,
-            #[cfg(feature = "ofi")]
-            AnyTransport::Ofi($t) => $e,
+/// # Errors
+/// The named provider's probe error, or, with none named, the probe
+/// error of the last provider `auto` may choose.
+pub(crate) fn choose(name: Option<&str>) -> Result<&'static dyn Provider, StartError> {
+    if let Some(name) = name {
+        let p = provider(name).ok_or_else(|| StartError::Config(unknown_provider(name)))?;
+        p.probe()?;
+        return Ok(p);
+    }
+    let mut why = None;
+    for p in PROVIDERS.iter().copied().filter(|p| p.caps().auto) {
+        match p.probe() {
+            Ok(()) => return Ok(p),
+            Err(e) => why = Some(e),
         }
-    };
+    }
+    Err(why.unwrap_or_else(|| StartError::Config(unknown_provider("auto"))))
 }
 
-impl AnyTransport {
-    /// The ranks this transport holds a connection to now (with lazy
-    /// connections, the peers talked to so far).
-    pub fn connected(&self) -> Vec<Rank> {
-        dispatch!(self, t => t.connected())
-    }
-}
-
-impl Transport for AnyTransport {
-    #[inline]
-    fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
-        dispatch!(self, t => t.poll())
-    }
-    #[inline(always)]
-    fn has_arrivals(&self) -> bool {
-        dispatch!(self, t => t.has_arrivals())
-    }
-    #[inline]
-    fn release(&mut self, token: &ReleaseToken) {
-        dispatch!(self, t => t.release(token))
-    }
-    #[inline]
-    fn flush(&mut self) {
-        dispatch!(self, t => t.flush())
-    }
-    fn needs_flush(&self) -> bool {
-        dispatch!(self, t => t.needs_flush())
-    }
-    #[inline]
-    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
-        dispatch!(self, t => t.try_reserve(dest, remaining))
-    }
-    #[inline]
-    fn commit(&mut self, frame: TxFrame, header: FragHeader) {
-        dispatch!(self, t => t.commit(frame, header))
-    }
-    #[inline]
-    fn frame_capacity(&self) -> usize {
-        dispatch!(self, t => t.frame_capacity())
-    }
-    #[inline]
-    fn inline_max(&self) -> usize {
-        dispatch!(self, t => t.inline_max())
-    }
-    #[inline]
-    fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
-        dispatch!(self, t => t.try_send_inline(dest, header, pieces))
-    }
-    #[inline]
-    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
-        dispatch!(self, t => t.try_send_fragment(dest, header, piece))
-    }
-    fn check_peers(&mut self) -> Result<(), ExtractError> {
-        dispatch!(self, t => t.check_peers())
-    }
-    fn is_gone(&self, dest: Rank) -> bool {
-        dispatch!(self, t => t.is_gone(dest))
-    }
-    fn unreachable(&self, dest: Rank) -> Option<String> {
-        dispatch!(self, t => t.unreachable(dest))
-    }
-    fn has_credit(&self, dest: Rank) -> bool {
-        dispatch!(self, t => t.has_credit(dest))
-    }
-    fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
-        dispatch!(self, t => t.put(dest, at, data))
-    }
-    fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
-        dispatch!(self, t => t.put_u64(dest, at, value))
-    }
-    fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
-        dispatch!(self, t => t.quiesce(warn))
+/// The error for a `FASTMSG_NET` that names no provider.
+pub(crate) fn unknown_provider(name: &str) -> ConfigError {
+    let names: Vec<&str> = PROVIDERS.iter().map(|p| p.name()).collect();
+    ConfigError::BadEnv {
+        var: "FASTMSG_NET",
+        value: name.to_owned(),
+        why: format!("expected auto or a provider: {}", names.join(", ")),
     }
 }

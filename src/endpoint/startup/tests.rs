@@ -117,7 +117,7 @@ fn rendezvous_under(attack: Attack) {
     let out = threads::run(
         3,
         |c| {
-            c.net.mode = NetMode::Tcp;
+            c.net.mode = NetMode::named("tcp").expect("a provider of every build");
             c.net.root = Some(root.clone());
             c.net.secret = Some("the right one".into());
             c.timeout = Duration::from_secs(40);

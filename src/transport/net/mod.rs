@@ -45,6 +45,7 @@
 
 #![allow(unsafe_code)]
 
+pub(crate) mod config;
 pub(crate) mod connect;
 mod lazy;
 pub(crate) mod lazy_pairs;
@@ -52,10 +53,13 @@ pub(crate) mod link;
 pub mod mesh;
 mod news;
 mod peer;
+pub(crate) mod provider;
 mod send;
 mod setup;
 pub mod wire;
 
+pub use self::config::NetRingConfig;
+pub(crate) use self::config::NetTargets;
 use self::connect::{Connector, Dialed, Incoming};
 use self::peer::{Peer, Slot};
 use self::wire::{Area, Event, PeerArea, RmaWire};

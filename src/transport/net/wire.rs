@@ -303,6 +303,11 @@ pub trait RmaWire {
     fn late_peers(&mut self, _ranks: &[Rank]) -> bool {
         false
     }
+    /// A probe of the wire's own state for the endpoint's watchdog (TCP:
+    /// the NIC thread's link states); `None` (the default) if it has none.
+    fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+        None
+    }
     /// Every peer is connected (or, [`late_peers`](Self::late_peers),
     /// described); called before any write.
     fn ready(&mut self, slots: u32) -> Result<(), Self::Error>;

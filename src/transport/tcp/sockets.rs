@@ -91,7 +91,7 @@ impl TcpWire {
     /// [`crate::netio::silence::SilenceWatch`] over them).
     pub(crate) fn new(
         me: Rank,
-        targets: &super::NetTargets,
+        targets: &crate::transport::net::NetTargets,
         dead_after: std::time::Duration,
     ) -> TcpWire {
         TcpWire {
@@ -259,6 +259,13 @@ impl RmaWire for TcpWire {
     fn describe(&mut self, k: usize, mine: &PeerArea) -> io::Result<Vec<u8>> {
         set_at(&mut self.mine, k, *mine);
         Ok(Vec::new())
+    }
+
+    fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+        Some(Box::new(super::LinkProbe {
+            shared: Arc::clone(self.shared()?),
+            seen: 0,
+        }))
     }
 
     fn late_peers(&mut self, ranks: &[Rank]) -> bool {

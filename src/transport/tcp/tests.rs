@@ -346,7 +346,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
     let out = threads::run(
         2,
         |c| {
-            c.net.mode = NetMode::Tcp;
+            c.net.mode = NetMode::named("tcp").expect("a provider of every build");
             c.net.root = Some(root.clone());
             c.net.secret = Some("right".into());
             c.timeout = Duration::from_secs(30);

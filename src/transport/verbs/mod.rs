@@ -24,7 +24,8 @@
 //! A rank waiting with the `sleep` policy is not woken by RDMA writes (no
 //! CPU sees them arrive); it notices within the sleep time-out (10 ms).
 
-use crate::error::VerbsError;
+use super::net::provider::{Caps, NetTransport, OpenPlan, Provider};
+use crate::error::{StartError, VerbsError};
 
 mod list;
 #[cfg(feature = "verbs")]
@@ -35,10 +36,6 @@ mod wire;
 pub use list::devices;
 #[cfg(feature = "verbs")]
 pub use wire::VerbsWire;
-
-/// The verbs transport: the ring transport over a [`VerbsWire`].
-#[cfg(feature = "verbs")]
-pub type VerbsTransport = super::net::RmaTransport<VerbsWire>;
 
 /// Check that an RDMA device can be opened; the first thing a rank asked
 /// for `FASTMSG_NET=verbs` does, so a host without RDMA fails at once with
@@ -61,6 +58,50 @@ pub fn probe() -> Result<(), VerbsError> {
 #[cfg(feature = "verbs")]
 pub fn probe() -> Result<(), VerbsError> {
     qp::Device::open().map(drop)
+}
+
+/// The RDMA verbs wire as a provider (`FASTMSG_NET=verbs`, chosen only
+/// by name).
+pub(crate) struct VerbsProvider;
+
+impl Provider for VerbsProvider {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+    fn caps(&self) -> Caps {
+        // Set-up is collective (the full mesh, see docs/scale.md); RDMA
+        // writes ring no doorbell; the adapter's placing counts as a
+        // second busy thread per rank.
+        Caps {
+            lazy_connect: false,
+            busy_thread: true,
+            rings_doorbell: false,
+            auto: false,
+        }
+    }
+    fn probe(&self) -> Result<(), StartError> {
+        Ok(probe()?)
+    }
+    fn describe(&self) -> String {
+        match devices() {
+            Ok(d) if d.is_empty() => "built; no RDMA device found".into(),
+            Ok(d) => format!("built; devices: {}", d.join(", ")),
+            Err(VerbsError::NotBuilt) => {
+                "not built (cargo feature `verbs`, needs rdma-core)".into()
+            }
+            Err(e) => e.to_string(),
+        }
+    }
+    #[cfg(feature = "verbs")]
+    fn open(&self, plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+        let links = plan.connect_all()?;
+        let wire = VerbsWire::open(links.len(), plan.geometry.slots)?;
+        plan.open_eager(wire, links)
+    }
+    #[cfg(not(feature = "verbs"))]
+    fn open(&self, _plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+        Err(VerbsError::NotBuilt.into())
+    }
 }
 
 #[cfg(all(test, feature = "verbs"))]
