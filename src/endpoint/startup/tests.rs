@@ -1,4 +1,4 @@
-//! Network start-up against hostile clients (issue 11 class 3): a silent
+//! Network start-up against hostile clients: a silent
 //! client, one sending a byte a second, a flood of 200 connections, and
 //! clients with the wrong secret, each against the rendezvous (rank 0's
 //! `FASTMSG_ROOT`) and against a peer's listener; every time the job starts

@@ -1,7 +1,6 @@
 //! The TCP transport: end-of-frame length-flag rings ([`crate::ring`]) over
 //! TCP — the Ethernet path, and the test bed of the ring protocol (HPVM
-//! §4.1, the original design, `../shared/DESIGN.md` "Network transports",
-//! beside the repository; see `docs/references.md`).
+//! §4.1, the original design; see `docs/references.md`).
 //!
 //! It is the one ring transport ([`RmaTransport`]: rings, credits, the
 //! close flush, peers' ends) over the TCP wire ([`TcpWire`]), which
