@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! layers:begin
-//! internal     | entry points for fuzz targets, benches (feature `internal`), loom
+//! internal     | entry points for the launcher, fuzz targets, benches, loom
 //! threads      | the thread launcher: ranks as threads of one process
 //! endpoint     | registry · start-up · begin/send_piece/end · extract · credits
 //!              | · waiting · the configuration report; one polling loop
@@ -59,7 +59,7 @@ pub mod bootstrap;
 #[cfg(not(loom))]
 pub(crate) mod copy;
 #[cfg(not(loom))]
-pub mod endpoint;
+pub(crate) mod endpoint;
 pub mod error;
 // The lock-free core (`flow`, `queue`, `ring`, `wake`) keeps entry points
 // that only the loom models, benches and fuzz targets call (through
@@ -68,9 +68,9 @@ pub mod error;
 pub(crate) mod flow;
 pub(crate) mod frame;
 pub mod id;
-/// Crate-private code for the fuzz targets, benches (feature `internal`)
-/// and loom models (`--cfg loom`); not public API (see the module docs).
-#[cfg(any(feature = "internal", loom))]
+/// Crate-private code for the launcher, the fuzz targets, benches
+/// (feature `internal`) and loom models (`--cfg loom`); not public API
+/// (see the module docs).
 #[doc(hidden)]
 pub mod internal;
 #[cfg(not(loom))]
@@ -105,9 +105,11 @@ pub(crate) mod watch;
 pub(crate) mod window;
 
 #[cfg(not(loom))]
+pub use crate::endpoint::stats::{PeerStats, Stats};
+#[cfg(not(loom))]
 pub use crate::endpoint::{
     Config, ConnectMode, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter,
-    NetMode, Piece, WaitPolicy,
+    NetConfig, NetMode, NetRingConfig, Piece, Receive, ShmConfig, WaitPolicy, DEFAULT_MAX_PARKED,
 };
 
 /// What a program needs in scope to register handlers, start, send and
