@@ -43,6 +43,14 @@
 //!   polled, flushed at close and told goodbye; a peer never connected
 //!   has nothing in flight, and its slot is one word (`peer.rs`).
 
+//!
+//! Beside the ring transport this folder holds what every wire shares:
+//! the rings' settings and where peers' writes land (`config.rs`), the
+//! full mesh of set-up connections (`mesh.rs`), the per-pair lock-free
+//! words of the lazy connector (`lazy_pairs.rs`) and of a socket-read
+//! link (`link.rs`; both checked by loom models), and what a wire tells
+//! start-up about itself (`provider.rs`).
+
 #![allow(unsafe_code)]
 
 pub(crate) mod config;
