@@ -43,6 +43,18 @@
 //! a folder beside them (its wire, its provider) and a row in
 //! [`PROVIDERS`] (with `pub mod` here and, if it links a library, a cargo
 //! feature).
+//!
+//! Its sub-modules import only down this table (`scripts/layers.py
+//! check`); everything may use what this file defines (the contract):
+//!
+//! ```text
+//! layers:begin
+//! tcp ofi verbs | the network wires, each with its provider
+//! net           | the ring transport every wire shares: rings, set-up,
+//!               | per-pair words, the provider trait
+//! shm           | the shared-memory transport (SMT)
+//! layers:end
+//! ```
 
 #![allow(unsafe_code)]
 

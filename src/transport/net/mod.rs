@@ -50,6 +50,21 @@
 //! words of the lazy connector (`lazy_pairs.rs`) and of a socket-read
 //! link (`link.rs`; both checked by loom models), and what a wire tells
 //! start-up about itself (`provider.rs`).
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! provider setup lazy send | a wire's provider; opening the transport
+//!                          | (eager or lazy); its sending half
+//! connect                  | the lazy connector's threads and sockets
+//! peer news mesh           | per-peer ring state; arrivals news; the
+//!                          | full mesh of set-up connections
+//! wire                     | what a wire must do (`RmaWire`)
+//! config link lazy_pairs   | ring settings and write targets; the
+//!                          | per-pair lock-free words
+//! layers:end
+//! ```
 
 #![allow(unsafe_code)]
 
