@@ -400,7 +400,7 @@ impl Core {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            t.set_closed();
+            crate::transport::NetTransport::set_closed(t);
         }
     }
 

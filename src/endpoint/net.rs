@@ -17,7 +17,7 @@ use super::control_op::ControlOp;
 use crate::error::PutError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
-use crate::transport::{NetTransport, ShmTransport, Transport, TxFrame};
+use crate::transport::{AnyTransport, NetTransport, ShmTransport, Transport, TxFrame};
 use std::collections::VecDeque;
 
 /// Whom a message is for at its destination.
@@ -229,7 +229,7 @@ pub(crate) const SHM: u8 = 0;
 
 /// Run `$e` with `$t` bound to transport index `$i` of `$net` (`&mut`):
 /// the shared-memory transport called directly, a network one through
-/// `NetTransport`. The engine keeps shm apart so that its hot paths
+/// `AnyTransport`. The engine keeps shm apart so that its hot paths
 /// inline with no dispatch: behind a dispatch, the polled fragment went
 /// through memory and the 0-byte self-send round slowed down
 /// (BENCHMARKS.md, message rate).
@@ -253,7 +253,7 @@ pub(crate) struct Net {
     /// Network transports (none when every peer is on this host). What
     /// they write into the shm segment (window area, doorbell) they reach
     /// through views that keep it mapped.
-    pub(crate) wide: Vec<Box<dyn NetTransport>>,
+    pub(crate) wide: Vec<AnyTransport>,
     /// The shared-memory transport (every endpoint has one).
     pub(crate) shm: ShmTransport,
     /// `!wide.is_empty()`, one load for the empty poll.
@@ -279,7 +279,7 @@ pub(crate) struct Net {
 }
 
 impl Net {
-    pub(crate) fn new(wide: Vec<Box<dyn NetTransport>>, shm: ShmTransport, route: Vec<u8>) -> Self {
+    pub(crate) fn new(wide: Vec<AnyTransport>, shm: ShmTransport, route: Vec<u8>) -> Self {
         let n = route.len();
         let flush_needed = shm.needs_flush() || wide.iter().any(|t| t.needs_flush());
         Net {

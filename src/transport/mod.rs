@@ -29,8 +29,8 @@
 //! The engine (`crate::endpoint`) knows transports only through this trait:
 //! it calls [`ShmTransport`] directly (every endpoint has one, and its hot
 //! paths must inline) and the network transports through
-//! [`NetTransport`] (one boxed transport per network, polled out of line
-//! and only when the job has one).
+//! [`AnyTransport`] (static dispatch, polled out of line and only when the
+//! job has one).
 //!
 //! # Network wires are providers
 //!
@@ -41,8 +41,8 @@
 //! probe, capabilities and `open`. Start-up picks a provider from
 //! [`PROVIDERS`] and reads behaviour from its capabilities. A new wire is
 //! a folder beside them (its wire, its provider) and a row in
-//! [`PROVIDERS`] (with `pub mod` here and, if it links a library, a cargo
-//! feature).
+//! [`PROVIDERS`]'s table, `wires!` (with `pub mod` here and, if it links
+//! a library, a cargo feature).
 //!
 //! Its sub-modules import only down this table (`scripts/layers.py
 //! check`); everything may use what this file defines (the contract):
@@ -338,12 +338,172 @@ pub trait Transport {
     }
 }
 
-/// The network providers, one row per wire, in order of preference:
-/// `FASTMSG_NET=auto` opens the first whose capabilities let it be chosen
-/// unnamed and that probes usable; a name selects its row. A wire whose
-/// cargo feature is off keeps its row: its probe says it is not built.
-pub(crate) static PROVIDERS: &[&dyn Provider] =
-    &[&tcp::TcpProvider, &verbs::VerbsProvider, &ofi::OfiProvider];
+/// The network transports an endpoint can hold, one variant per wire,
+/// dispatched statically (a `match`, not a virtual call: the engine's
+/// inlining of its shared-memory paths is sensitive to what the network
+/// branches cost), and the table of their providers. Both come from the
+/// rows of [`wires!`]'s one invocation below.
+macro_rules! wires {
+    ($( $variant:ident ( $(#[$attr:meta])* $ty:ty ) = $provider:expr ),* $(,)?) => {
+        /// A network transport of one of the wires (see [`PROVIDERS`]).
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant)]
+        pub(crate) enum AnyTransport {
+            $( $(#[$attr])* #[allow(missing_docs)] $variant($ty), )*
+        }
+
+        $(
+            $(#[$attr])*
+            impl From<$ty> for AnyTransport {
+                fn from(t: $ty) -> Self {
+                    AnyTransport::$variant(t)
+                }
+            }
+        )*
+
+        /// The network providers, one row per wire, in order of
+        /// preference: `FASTMSG_NET=auto` opens the first whose
+        /// capabilities let it be chosen unnamed and that probes usable; a
+        /// name selects its row. A wire whose cargo feature is off keeps
+        /// its provider: its probe says it is not built.
+        pub(crate) static PROVIDERS: &[&dyn Provider] = &[ $( &$provider ),* ];
+
+        impl NetTransport for AnyTransport {
+            fn peers(&self) -> Vec<Rank> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.peers(), )*
+                }
+            }
+            fn connected(&self) -> Vec<Rank> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.connected(), )*
+                }
+            }
+            fn set_closed(&mut self) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.set_closed(), )*
+                }
+            }
+            fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.watch_probe(), )*
+                }
+            }
+            fn transport(&mut self) -> &mut dyn Transport {
+                self
+            }
+        }
+
+        impl Transport for AnyTransport {
+            #[inline]
+            fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.poll(), )*
+                }
+            }
+            #[inline(always)]
+            fn has_arrivals(&self) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.has_arrivals(), )*
+                }
+            }
+            #[inline]
+            fn release(&mut self, token: &ReleaseToken) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.release(token), )*
+                }
+            }
+            #[inline]
+            fn flush(&mut self) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.flush(), )*
+                }
+            }
+            fn needs_flush(&self) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.needs_flush(), )*
+                }
+            }
+            #[inline]
+            fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_reserve(dest, remaining), )*
+                }
+            }
+            #[inline]
+            fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.commit(frame, header), )*
+                }
+            }
+            #[inline]
+            fn frame_capacity(&self) -> usize {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.frame_capacity(), )*
+                }
+            }
+            #[inline]
+            fn inline_max(&self) -> usize {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.inline_max(), )*
+                }
+            }
+            #[inline]
+            fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_send_inline(dest, header, pieces), )*
+                }
+            }
+            #[inline]
+            fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_send_fragment(dest, header, piece), )*
+                }
+            }
+            fn check_peers(&mut self) -> Result<(), ExtractError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.check_peers(), )*
+                }
+            }
+            fn is_gone(&self, dest: Rank) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.is_gone(dest), )*
+                }
+            }
+            fn unreachable(&self, dest: Rank) -> Option<String> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.unreachable(dest), )*
+                }
+            }
+            fn has_credit(&self, dest: Rank) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.has_credit(dest), )*
+                }
+            }
+            fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.put(dest, at, data), )*
+                }
+            }
+            fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.put_u64(dest, at, value), )*
+                }
+            }
+            fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.quiesce(warn), )*
+                }
+            }
+        }
+            };
+}
+
+wires! {
+    Tcp(tcp::TcpTransport) = tcp::TcpProvider,
+    Verbs(#[cfg(feature = "verbs")] net::RmaTransport<verbs::VerbsWire>) = verbs::VerbsProvider,
+    Ofi(#[cfg(feature = "ofi")] net::RmaTransport<ofi::OfiWire>) = ofi::OfiProvider,
+}
 
 /// The provider called `name`, if there is one.
 pub(crate) fn provider(name: &str) -> Option<&'static dyn Provider> {

@@ -28,7 +28,7 @@ use crate::id::Rank;
 use crate::transport::net::provider::{Caps, OpenPlan};
 use crate::transport::net::NetTargets;
 use crate::transport::shm::{ShmJob, ShmTransport};
-use crate::transport::NetTransport;
+use crate::transport::{AnyTransport, NetTransport};
 use crate::watch::Probe;
 use crate::window::WindowTable;
 use std::rc::Rc;
@@ -64,7 +64,7 @@ pub(super) fn start(
     let shm = attach_shm(&config, &job, &windows, sleeps)?;
     let mut probes = watch_probes(&config, &shm);
     let (my_window, local) = (shm.own_window(), shm.local_ranks());
-    let mut wide: Vec<Box<dyn NetTransport>> = Vec::new();
+    let mut wide: Vec<AnyTransport> = Vec::new();
     if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
         let caps = provider.caps();
         let targets = NetTargets {
@@ -208,7 +208,7 @@ fn wait_config(config: &Config, job: &JobInfo, caps: Option<Caps>, sleeps: bool)
 /// The engine's transports and routes: local peers through shm (route
 /// SHM, the default), peers the network transport reaches (other hosts;
 /// with a provider named, this host's too) through it, index 1.
-fn routed(size: u32, wide: Vec<Box<dyn NetTransport>>, shm: ShmTransport) -> Net {
+fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
     let mut route = vec![super::net::SHM; size as usize];
     for t in &wide {
         for r in t.peers() {

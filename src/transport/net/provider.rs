@@ -13,7 +13,7 @@ use super::{NetTargets, RmaTransport};
 use crate::error::StartError;
 use crate::id::Rank;
 use crate::ring::RingGeometry;
-use crate::transport::Transport;
+use crate::transport::{AnyTransport, Transport};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
@@ -120,10 +120,11 @@ impl OpenPlan {
         self,
         wire: W,
         links: Vec<(Rank, TcpStream)>,
-    ) -> Result<Box<dyn NetTransport>, StartError>
+    ) -> Result<AnyTransport, StartError>
     where
         W: RmaWire + std::fmt::Debug + 'static,
         StartError: From<W::Error>,
+        AnyTransport: From<RmaTransport<W>>,
     {
         let t = RmaTransport::new(
             wire,
@@ -133,7 +134,7 @@ impl OpenPlan {
             self.targets,
             self.dead_after,
         )?;
-        Ok(Box::new(t))
+        Ok(t.into())
     }
 }
 
@@ -161,7 +162,7 @@ pub(crate) trait Provider: Sync {
     ///
     /// # Errors
     /// Set-up failures, as start errors.
-    fn open(&self, plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError>;
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError>;
 }
 
 /// A network transport as the endpoint drives it: the transport contract,

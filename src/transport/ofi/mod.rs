@@ -21,7 +21,8 @@
 //! Exercised here over `tcp;ofi_rxm` (safe mode, manual progress); the
 //! in-order mode and hardware providers are not.
 
-use super::net::provider::{Caps, NetTransport, OpenPlan, Provider};
+use super::net::provider::{Caps, OpenPlan, Provider};
+use super::AnyTransport;
 use crate::error::{OfiError, StartError};
 
 #[cfg(feature = "ofi")]
@@ -119,7 +120,7 @@ impl Provider for OfiProvider {
         }
     }
     #[cfg(feature = "ofi")]
-    fn open(&self, plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
         let links = plan.connect_all()?;
         // The endpoint listens where peers reached us.
         let node = links
@@ -130,7 +131,7 @@ impl Provider for OfiProvider {
         plan.open_eager(wire, links)
     }
     #[cfg(not(feature = "ofi"))]
-    fn open(&self, _plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+    fn open(&self, _plan: OpenPlan) -> Result<AnyTransport, StartError> {
         Err(OfiError::NotBuilt.into())
     }
 }

@@ -42,8 +42,9 @@ mod sockets;
 pub(crate) mod wire;
 
 pub use self::sockets::TcpWire;
-use super::net::provider::{Caps, NetTransport, OpenPlan, Provider};
+use super::net::provider::{Caps, OpenPlan, Provider};
 use super::net::{NetTargets, RmaTransport};
+use super::AnyTransport;
 use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use crate::ring::RingGeometry;
@@ -79,7 +80,7 @@ impl Provider for TcpProvider {
     fn describe(&self) -> String {
         "available (rendezvous, mesh, NIC thread per rank)".into()
     }
-    fn open(&self, plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
         let (me, lazy) = (plan.me, plan.lazy);
         let opened = if lazy {
             let job = plan.lazy_job();
@@ -112,7 +113,7 @@ impl Provider for TcpProvider {
             peer: format!("rank {me}"),
             source,
         })?;
-        Ok(Box::new(t))
+        Ok(t.into())
     }
 }
 

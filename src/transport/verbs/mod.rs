@@ -24,7 +24,8 @@
 //! A rank waiting with the `sleep` policy is not woken by RDMA writes (no
 //! CPU sees them arrive); it notices within the sleep time-out (10 ms).
 
-use super::net::provider::{Caps, NetTransport, OpenPlan, Provider};
+use super::net::provider::{Caps, OpenPlan, Provider};
+use super::AnyTransport;
 use crate::error::{StartError, VerbsError};
 
 mod list;
@@ -93,13 +94,13 @@ impl Provider for VerbsProvider {
         }
     }
     #[cfg(feature = "verbs")]
-    fn open(&self, plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
         let links = plan.connect_all()?;
         let wire = VerbsWire::open(links.len(), plan.geometry.slots)?;
         plan.open_eager(wire, links)
     }
     #[cfg(not(feature = "verbs"))]
-    fn open(&self, _plan: OpenPlan) -> Result<Box<dyn NetTransport>, StartError> {
+    fn open(&self, _plan: OpenPlan) -> Result<AnyTransport, StartError> {
         Err(VerbsError::NotBuilt.into())
     }
 }
