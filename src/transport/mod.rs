@@ -41,8 +41,9 @@
 //! probe, capabilities and `open`. Start-up picks a provider from
 //! [`PROVIDERS`] and reads behaviour from its capabilities. A new wire is
 //! a folder beside them (its wire, its provider) and a row in
-//! [`PROVIDERS`]'s table, `wires!` (with `pub mod` here and, if it links
-//! a library, a cargo feature).
+//! [`PROVIDERS`]'s table, `wires!` (with `pub mod` and its name in the
+//! layers table below, here, and, if it links a library, a cargo
+//! feature); its start-up errors travel as `StartError::Wire`.
 //!
 //! Its sub-modules import only down this table (`scripts/layers.py
 //! check`); everything may use what this file defines (the contract):
