@@ -7,8 +7,8 @@
 //! `2^log-table` u64 counters spread in blocks over the ranks, and sends
 //! one `u32` (the entry's local index) to the owner per update; the owner's
 //! handler increments the counter. `Aggregator::quiesce` ends the phase.
-//! The same parameters and random streams as `../shared/anchors/histo_mpi.c`
-//! (splitmix64, `common.h`), so both print the same table hash. Verified
+//! The same parameters and random streams as the MPI version of this
+//! kernel that `fmbench` compares with (splitmix64), so both print the same table hash. Verified
 //! against a sequential recomputation of this rank's block. `--json`: one
 //! line per run with `max_rss_mib` (the largest peak resident memory of
 //! any rank, MiB), `kernel`, `ranks`, `ok`, `updates_per_s`, `time_s`,

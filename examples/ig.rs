@@ -8,8 +8,8 @@
 //! owner per read, whose handler sends the value back on the reply channel
 //! (from inside the handler); the reply handler stores it in the slot.
 //! `Aggregator::quiesce` ends the phase (replies included). The same
-//! parameters and random streams as `../shared/anchors/ig_mpi.c`
-//! (splitmix64, `common.h`); every value read is checked against the
+//! parameters and random streams as the MPI version of this kernel that
+//! `fmbench` compares with (splitmix64); every value read is checked against the
 //! table's formula. `--json`: one line per run with `max_rss_mib` (the largest peak
 //! resident memory of any rank), `kernel`, `ranks`,
 //! `ok`, `requests_per_s`, `time_s`, `rep`.

@@ -479,6 +479,15 @@ pub enum StartError {
     /// The libfabric transport could not start.
     #[error(transparent)]
     Ofi(#[from] OfiError),
+    /// A network provider without a variant of its own could not start
+    /// (its name and its error).
+    #[error("the {provider} network transport could not start: {source}")]
+    Wire {
+        /// The provider's name (`FASTMSG_NET`).
+        provider: &'static str,
+        /// What failed.
+        source: BoxError,
+    },
     /// Two handlers were registered under one name.
     #[error("handler name {name:?} registered twice (ids {first} and {second})")]
     DuplicateHandler {

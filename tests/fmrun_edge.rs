@@ -1,4 +1,4 @@
-//! fmrun at its edges (issue 11 class 8): ranks die with fmrun (parent-
+//! fmrun at its edges: ranks die with fmrun (parent-
 //! death signal), output is forwarded line by line (never interleaved
 //! mid-line; `--tag-output`), every file of the job is removed whatever the
 //! job id, a user's FASTMSG_SHM_DIR is respected, and a job killed in its

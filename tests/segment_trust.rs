@@ -1,5 +1,5 @@
 //! The shared segment against other users and leftovers, end to end under
-//! fmrun (issue 11 class 5): a file another user made at the job's segment
+//! fmrun: a file another user made at the job's segment
 //! name is refused naming its owner (never used: no hijack); a garbage
 //! file of our own at the name is replaced, and no rank fails on it (the
 //! old race gave `BadMagic` in 5 of 6 runs).

@@ -1,6 +1,6 @@
 //! Every setting, at its edges and beyond, gives a typed error naming it
 //! (or works): never a panic, an abort allocating a terabyte, an overflow,
-//! or a SIGBUS (issue 11 class 6). Each row runs a 2-rank job under fmrun
+//! or a SIGBUS. Each row runs a 2-rank job under fmrun
 //! with the setting in the environment and checks the exit status and the
 //! message.
 

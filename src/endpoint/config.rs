@@ -8,8 +8,8 @@ use super::wait::WaitPolicy;
 use crate::bootstrap::JobInfo;
 use crate::error::ConfigError;
 use crate::sync::AtomicBool;
+use crate::transport::net::NetRingConfig;
 use crate::transport::shm::ShmConfig;
-use crate::transport::tcp::NetRingConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,20 +48,55 @@ pub struct Config {
 /// The default of [`Config::max_parked`]: 4 MiB.
 pub const DEFAULT_MAX_PARKED: usize = 4 << 20;
 
-/// Which transport carries traffic between ranks (`FASTMSG_NET`).
+/// Which transport carries traffic between ranks (`FASTMSG_NET`): `auto`,
+/// or the name of a network provider (`tcp`, `verbs`, `ofi`; the
+/// configuration report lists them with what each finds on this host).
+///
+/// ```
+/// use fastmsg::NetMode;
+/// let tcp: NetMode = "tcp".parse()?;
+/// assert_eq!(tcp, NetMode::named("tcp")?);
+/// assert_eq!(tcp.to_string(), "tcp");
+/// assert!("carrier-pigeon".parse::<NetMode>().is_err());
+/// # Ok::<(), fastmsg::error::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum NetMode {
-    /// Shared memory between ranks of a host, the network (TCP) between
-    /// hosts.
+    /// Shared memory between ranks of a host; between hosts the first
+    /// provider that may be chosen unnamed and probes usable (TCP).
     #[default]
     Auto,
-    /// Every peer over TCP, also on the same host (like `UCX_TLS=tcp`).
-    Tcp,
-    /// Every peer over RDMA verbs (feature `verbs`).
-    Verbs,
-    /// Every peer over libfabric (feature `ofi`; the provider from
-    /// `FI_PROVIDER`, default `tcp;ofi_rxm`).
-    Ofi,
+    /// Every peer over the named provider, also on the same host (like
+    /// `UCX_TLS=tcp`). Build it with [`NetMode::named`] or `parse`.
+    Provider(&'static str),
+}
+
+impl NetMode {
+    /// Every peer over the provider called `name`.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadEnv`] listing the providers, if none is called
+    /// `name`.
+    pub fn named(name: &str) -> Result<NetMode, ConfigError> {
+        crate::transport::provider(name)
+            .map(|p| NetMode::Provider(p.name()))
+            .ok_or_else(|| crate::transport::unknown_provider(name))
+    }
+
+    /// The provider named, if any (`None` for `auto`).
+    pub(crate) fn provider_name(&self) -> Option<&'static str> {
+        match self {
+            NetMode::Auto => None,
+            NetMode::Provider(name) => Some(name),
+        }
+    }
+}
+
+impl std::fmt::Display for NetMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.provider_name().unwrap_or("auto"))
+    }
 }
 
 impl std::str::FromStr for NetMode {
@@ -69,14 +104,7 @@ impl std::str::FromStr for NetMode {
     fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "auto" => Ok(NetMode::Auto),
-            "tcp" => Ok(NetMode::Tcp),
-            "verbs" => Ok(NetMode::Verbs),
-            "ofi" => Ok(NetMode::Ofi),
-            _ => Err(ConfigError::BadEnv {
-                var: "FASTMSG_NET",
-                value: s.to_owned(),
-                why: "expected auto, tcp, verbs or ofi".into(),
-            }),
+            name => NetMode::named(name),
         }
     }
 }
@@ -86,8 +114,8 @@ impl std::str::FromStr for NetMode {
 pub enum ConnectMode {
     /// Each pair on first use (a send, put or the peer's first contact):
     /// start-up costs one listener per rank, a rank holds connections only
-    /// to the peers it talks to. The TCP transport; libfabric and verbs
-    /// connect the full mesh whatever this says.
+    /// to the peers it talks to. Providers that cannot connect late
+    /// (libfabric, verbs) connect the full mesh whatever this says.
     #[default]
     Lazy,
     /// Every pair at start (the full mesh).

@@ -945,7 +945,7 @@ mod tests {
 
     #[test]
     fn a_garbage_file_is_replaced_by_the_creator_while_openers_wait() {
-        // The race of issue 11 class 5: openers that find the garbage first
+        // The creation race: openers that find the garbage first
         // must not fail; they wait for the creator's fresh segment.
         let p = path("race");
         private_garbage(&p);

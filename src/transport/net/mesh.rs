@@ -1,5 +1,5 @@
 //! The full mesh at start (`FASTMSG_CONNECT=eager`; libfabric and verbs
-//! always; the lazy set-up, `crate::transport::rma::connect`, uses only
+//! always; the lazy set-up, `crate::transport::net::connect`, uses only
 //! `judge_peer` from here).
 //!
 //! Connection set-up by rank order (IWARP §3.1–3.2): between every pair

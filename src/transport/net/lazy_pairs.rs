@@ -1,5 +1,5 @@
 //! The words a rank's lazy connector shares between its threads
-//! (`transport::rma::connect` owns the sockets and threads around them):
+//! (`transport::net::connect` owns the sockets and threads around them):
 //! who connects each pair, and how an accepted link reaches the rank.
 //!
 //! - **One state word per peer** (`IDLE`, `DIALING`, `ACCEPTING`, `DONE`):

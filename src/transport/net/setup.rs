@@ -12,7 +12,7 @@ use super::wire::{PeerArea, RmaWire};
 use super::{RmaTransport, PUT_BUF};
 use crate::id::Rank;
 use crate::ring::{RingGeometry, RingRegion, ScanGate};
-use crate::transport::tcp::NetTargets;
+use crate::transport::net::NetTargets;
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -43,16 +43,46 @@
 //!   polled, flushed at close and told goodbye; a peer never connected
 //!   has nothing in flight, and its slot is one word (`peer.rs`).
 
+//!
+//! Beside the ring transport this folder holds what every wire shares:
+//! the rings' settings and where peers' writes land (`config.rs`), the
+//! full mesh of set-up connections (`mesh.rs`), the per-pair lock-free
+//! words of the lazy connector (`lazy_pairs.rs`) and of a socket-read
+//! link (`link.rs`; both checked by loom models), and what a wire tells
+//! start-up about itself (`provider.rs`).
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! provider setup lazy send | a wire's provider; opening the transport
+//!                          | (eager or lazy); its sending half
+//! connect                  | the lazy connector's threads and sockets
+//! peer news mesh           | per-peer ring state; arrivals news; the
+//!                          | full mesh of set-up connections
+//! wire                     | what a wire must do (`RmaWire`)
+//! config link lazy_pairs   | ring settings and write targets; the
+//!                          | per-pair lock-free words
+//! layers:end
+//! ```
+
 #![allow(unsafe_code)]
 
+pub(crate) mod config;
 pub(crate) mod connect;
 mod lazy;
+pub(crate) mod lazy_pairs;
+pub(crate) mod link;
+pub mod mesh;
 mod news;
 mod peer;
+pub(crate) mod provider;
 mod send;
 mod setup;
 pub mod wire;
 
+pub use self::config::NetRingConfig;
+pub(crate) use self::config::NetTargets;
 use self::connect::{Connector, Dialed, Incoming};
 use self::peer::{Peer, Slot};
 use self::wire::{Area, Event, PeerArea, RmaWire};

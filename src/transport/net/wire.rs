@@ -293,7 +293,7 @@ pub trait RmaWire {
         crate::netio::alive::watch_liveness(side, dead_after)
     }
     /// Whether this wire connects peers after [`started`](Self::started)
-    /// (lazy set-up, `crate::transport::rma::connect`): if it returns
+    /// (lazy set-up, `crate::transport::net::connect`): if it returns
     /// `true` it keeps `ranks` (peer `k` is `ranks[k]`), gets
     /// [`describe`](Self::describe) for every peer before
     /// [`ready`](Self::ready) and [`started`](Self::started), and each
@@ -302,6 +302,11 @@ pub trait RmaWire {
     /// front, in order.
     fn late_peers(&mut self, _ranks: &[Rank]) -> bool {
         false
+    }
+    /// A probe of the wire's own state for the endpoint's watchdog (TCP:
+    /// the NIC thread's link states); `None` (the default) if it has none.
+    fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+        None
     }
     /// Every peer is connected (or, [`late_peers`](Self::late_peers),
     /// described); called before any write.

@@ -25,7 +25,7 @@
 //!   deadlock.
 //! - **Both ends at once** (deterministic tie-break): each pair has one
 //!   state per end (idle, dialing, accepting, dialed; the words and their
-//!   rules are `crate::lazy_pairs`, which the loom model
+//!   rules are `crate::transport::net::lazy_pairs`, which the loom model
 //!   `loom-tests/src/lazy_pairs.rs` checks). A connection arriving
 //!   from peer `p` is accepted if this end is idle, or if it is dialing
 //!   `p` itself and `p` is the lower rank; otherwise it is answered
@@ -40,12 +40,12 @@
 
 use crate::error::{ConnectError, HandshakeError};
 use crate::id::Rank;
-use crate::lazy_pairs::LazyPairs;
 use crate::netio::auth::{self, Hello, Purpose};
 use crate::netio::gate::Gate;
 use crate::netio::patience::Patience;
+use crate::transport::net::lazy_pairs::LazyPairs;
+use crate::transport::net::mesh;
 use crate::transport::shm::mapping::MapRef;
-use crate::transport::tcp::mesh;
 use crate::wake::Doorbell;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
