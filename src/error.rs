@@ -620,6 +620,13 @@ pub enum SendError {
     /// waited for credit.
     #[error("aborted while waiting for credit: another rank of the job failed")]
     Aborted,
+    /// This rank's `close` has returned (the send came through a `Ctx`
+    /// kept past it): nothing is sent any more.
+    #[error("rank {rank} has closed its endpoint; it cannot send any more")]
+    Closed {
+        /// This rank.
+        rank: Rank,
+    },
 }
 
 /// A one-sided put or window read could not be made.
@@ -698,11 +705,12 @@ pub enum ReceiveError {
         /// Bytes that arrived before the abort.
         received: u64,
     },
-    /// A message for a whole-message handler is longer than the bound it
-    /// was registered with (nothing of it was handed to the handler).
-    #[error(
-        "message from rank {src} has {len} bytes; its whole-message handler takes at most {max}"
-    )]
+    /// A message is longer than its receiver's bound: the bound a
+    /// whole-message handler was registered with (nothing of it was
+    /// handed to the handler), or the bound of
+    /// [`Message::receive_vec`](crate::Message::receive_vec) (nothing was
+    /// allocated).
+    #[error("message from rank {src} declares {len} bytes; its receiver takes at most {max}")]
     TooLong {
         /// The sender.
         src: Rank,

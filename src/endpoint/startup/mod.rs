@@ -260,6 +260,7 @@ pub(super) fn start(
         close_warn: config.close_warn,
         hooks,
         max_parked: config.max_parked,
+        max_receive: config.max_receive,
     };
     let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
     let ep = Endpoint { core };
