@@ -140,6 +140,21 @@ pub enum ProtocolError {
         /// The flag found.
         flag: u32,
     },
+    /// A send waited on the shared receive queue it writes on another rank
+    /// while a value that the protocol leaves there only for a moment
+    /// stayed unchanged (a slot's stamp set back to an earlier lap, no free
+    /// frame in whole laps of the free list), the rank alive: something
+    /// outside the protocol wrote it. The fragment was not sent; the rank
+    /// is taken as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: {what} stayed unchanged for {waited_ms} ms while rank {dest} lives (the protocol leaves it only for a moment); rank {dest} is taken as failed")]
+    PeerQueueStuck {
+        /// The receiving rank.
+        dest: u32,
+        /// What stayed (the slot and its stamp, or the frames).
+        what: String,
+        /// How long it stayed, in milliseconds.
+        waited_ms: u64,
+    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -792,7 +807,8 @@ impl ExtractError {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
-                | ProtocolError::PeerFramesCorrupt { dest, .. },
+                | ProtocolError::PeerFramesCorrupt { dest, .. }
+                | ProtocolError::PeerQueueStuck { dest, .. },
             ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }

@@ -479,3 +479,5 @@ impl Core {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod stuck_tests;
