@@ -447,6 +447,12 @@ impl Core {
                 Err(e) => self.note_error(e),
             }
         }
+        // The transports' own checks (a corrupt queue, a silent peer): the
+        // watchdog's tick raises the alarm for them twice a second, so a
+        // program that only polls learns of them too.
+        if let Err(e) = self.check_transports() {
+            self.defer(e);
+        }
     }
 
     /// An error from a transport check: a peer's failure is recorded (and

@@ -98,3 +98,61 @@ fn a_slot_stamp_set_back_one_lap_ends_the_senders_wait_with_a_typed_error() {
 fn the_same_for_a_send_through_a_frame() {
     set_back_stamp(true);
 }
+
+/// A receiver that only polls with `extract` learns that its dedicated
+/// queue was scribbled on (the next slot's stamp set to a value of no lap:
+/// the empty poll compares with one value only and would wait for ever),
+/// as a typed error naming the queue and its sender, without any blocking
+/// wait — before, only `close` reported it.
+#[test]
+fn a_receiver_that_only_extracts_learns_of_its_corrupt_dedicated_queue() {
+    let scribbled = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    threads::run(
+        2,
+        |_| {},
+        |mut b| {
+            b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let bounded = || t0.elapsed() < Duration::from_secs(20);
+            if ep.rank() == Rank(1) {
+                shm(&ep, |t| t.corrupt_next_stamp(Rank(0), 0xdead_0000));
+                // SYNC POINT test-scribbled (release side).
+                scribbled.store(true, Ordering::Release);
+                // SYNC POINT test-done (acquire side).
+                while !done.load(Ordering::Acquire) && bounded() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Ok(());
+            }
+            // SYNC POINT test-scribbled (acquire side).
+            while !scribbled.load(Ordering::Acquire) && bounded() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let found = loop {
+                match ep.extract(usize::MAX) {
+                    Err(e) => break Some(e),
+                    Ok(_) if bounded() => {}
+                    Ok(_) => break None,
+                }
+            };
+            // SYNC POINT test-done (release side).
+            done.store(true, Ordering::Release);
+            let e = found.expect("extract alone never reported the corrupt queue");
+            assert!(
+                matches!(
+                    e,
+                    ExtractError::Protocol(ProtocolError::QueueCorrupt {
+                        sender: Some(1),
+                        seq: 0xdead_0000,
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
