@@ -607,7 +607,7 @@ pub enum SendError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot send to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot send to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -684,7 +684,7 @@ pub enum PutError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot put to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot put to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,

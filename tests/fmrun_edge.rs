@@ -413,15 +413,24 @@ fn more_local_ranks_than_the_engine_serves_are_refused_before_any_starts() {
     let out = common::fmrun::run(
         {
             let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
-            c.args(["-n", "5000", "sh", "-c", "touch \"$EDGE_DIR/$FASTMSG_RANK\""])
-                .env("EDGE_DIR", &dir);
+            c.args([
+                "-n",
+                "5000",
+                "sh",
+                "-c",
+                "touch \"$EDGE_DIR/$FASTMSG_RANK\"",
+            ])
+            .env("EDGE_DIR", &dir);
             c
         },
         Duration::from_secs(60),
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("5000 ranks on one host") && err.contains("1 ..= 4096"), "{err}");
+    assert!(
+        err.contains("5000 ranks on one host") && err.contains("1 ..= 4096"),
+        "{err}"
+    );
     let started = std::fs::read_dir(&dir).unwrap().count();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(started, 0, "{started} ranks were started");

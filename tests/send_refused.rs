@@ -96,16 +96,26 @@ fn sends_to_a_dead_peer_are_refused_within_a_second_of_paced_sends() {
     let c1 = {
         let exe = std::env::current_exe().unwrap();
         let mut c = std::process::Command::new(exe);
-        c.args(["dead_peer_rank", "--exact", "--nocapture", "--test-threads", "1"])
-            .env("FASTMSG_RANK", "1")
-            .env("FASTMSG_SIZE", "2")
-            .env("FASTMSG_JOB", &sp.job)
-            .env("FASTMSG_TIMEOUT", "20")
-            .envs(sp.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(std::process::Stdio::piped());
+        c.args([
+            "dead_peer_rank",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("FASTMSG_RANK", "1")
+        .env("FASTMSG_SIZE", "2")
+        .env("FASTMSG_JOB", &sp.job)
+        .env("FASTMSG_TIMEOUT", "20")
+        .envs(sp.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(std::process::Stdio::piped());
         c.spawn().unwrap()
     };
-    let st0 = procs::wait_all(std::slice::from_mut(&mut c0), Duration::from_secs(60), "rank 0");
+    let st0 = procs::wait_all(
+        std::slice::from_mut(&mut c0),
+        Duration::from_secs(60),
+        "rank 0",
+    );
     assert!(st0[0].success(), "rank 0: {:?}", st0[0]);
     let out = c1.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

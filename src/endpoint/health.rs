@@ -120,8 +120,8 @@ impl Health {
             && (self.closed.get()
                 || self
                     .peers
-                .borrow()
-                .get(dest.index())
+                    .borrow()
+                    .get(dest.index())
                     .is_some_and(Option::is_some))
     }
 

@@ -478,6 +478,6 @@ impl Core {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod stuck_tests;
+#[cfg(test)]
+mod tests;

@@ -86,8 +86,10 @@ pub(super) fn start(
     let local = shm.local_ranks();
     // The watchdog's probes: local peers' lifelines, the network's
     // links (added below), the supervisor's abort flag.
-    let mut probes: Vec<Box<dyn crate::watch::Probe>> =
-        vec![Box::new(shm.life_probe()), Box::new(crate::watch::Tick::new())];
+    let mut probes: Vec<Box<dyn crate::watch::Probe>> = vec![
+        Box::new(shm.life_probe()),
+        Box::new(crate::watch::Tick::new()),
+    ];
     if let Some(flag) = &config.abort {
         probes.push(Box::new(crate::watch::AbortProbe {
             flag: Arc::clone(flag),

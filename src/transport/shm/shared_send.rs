@@ -8,8 +8,8 @@
 //! queue's error is kept for `check_peers`. A dedicated queue's sender
 //! waits on nothing in the receiver's memory and never comes here.
 
-use super::*;
 use super::stall::StallClock;
+use super::*;
 use crate::queue::{ClaimStalled, PublishStalled};
 
 impl TxPeer {

@@ -72,19 +72,25 @@ impl StallClock {
 mod tests {
     use super::*;
 
+    /// A clock that has seen `value` for [`STUCK_AFTER`] already.
+    fn aged(value: u64) -> StallClock {
+        StallClock {
+            seen: Some((value, Instant::now() - STUCK_AFTER)),
+            stuck: None,
+        }
+    }
+
     #[test]
     fn only_a_bounded_value_left_unchanged_is_stuck() {
         let mut c = StallClock::default();
         assert!(!c.stuck_at(5, true));
         assert!(!c.stuck_at(5, true), "not yet");
-        c.seen = Some((5, Instant::now() - STUCK_AFTER));
+        let mut c = aged(5);
         assert!(c.stuck_at(5, true));
         assert_eq!(c.stuck.map(|s| s.0), Some(5));
-        let mut c = StallClock::default();
-        c.seen = Some((5, Instant::now() - STUCK_AFTER));
+        let mut c = aged(5);
         assert!(!c.stuck_at(6, true), "a change restarts the clock");
-        let mut c = StallClock::default();
-        c.seen = Some((7, Instant::now() - STUCK_AFTER));
+        let mut c = aged(7);
         assert!(!c.stuck_at(7, false), "unbounded values wait");
     }
 }
