@@ -219,7 +219,12 @@ fn a_full_directory_is_no_space_and_leaves_no_file() {
         rank_test: "trust_rank",
         size: 2,
         job: format!("full-{}", std::process::id()),
-        env: vec![("FASTMSG_SHM_DIR".into(), fs.0.display().to_string())],
+        // The creator fails; the other rank waits for its segment until
+        // the time-out (a start-up failure is not announced to it).
+        env: vec![
+            ("FASTMSG_SHM_DIR".into(), fs.0.display().to_string()),
+            ("FASTMSG_TIMEOUT".into(), "3".into()),
+        ],
     };
     let mut ranks: Vec<_> = (0..2)
         .map(|r| {
