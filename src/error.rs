@@ -140,6 +140,21 @@ pub enum ProtocolError {
         /// The flag found.
         flag: u32,
     },
+    /// A send waited on the shared receive queue it writes on another rank
+    /// while a value that the protocol leaves there only for a moment
+    /// stayed unchanged (a slot's stamp set back to an earlier lap, no free
+    /// frame in whole laps of the free list), the rank alive: something
+    /// outside the protocol wrote it. The fragment was not sent; the rank
+    /// is taken as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: {what} stayed unchanged for {waited_ms} ms while rank {dest} lives (the protocol leaves it only for a moment); rank {dest} is taken as failed")]
+    PeerQueueStuck {
+        /// The receiving rank.
+        dest: u32,
+        /// What stayed (the slot and its stamp, or the frames).
+        what: String,
+        /// How long it stayed, in milliseconds.
+        waited_ms: u64,
+    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -601,7 +616,7 @@ pub enum SendError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot send to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot send to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -629,6 +644,13 @@ pub enum SendError {
     /// waited for credit.
     #[error("aborted while waiting for credit: another rank of the job failed")]
     Aborted,
+    /// This rank's `close` has returned (the send came through a `Ctx`
+    /// kept past it): nothing is sent any more.
+    #[error("rank {rank} has closed its endpoint; it cannot send any more")]
+    Closed {
+        /// This rank.
+        rank: Rank,
+    },
 }
 
 /// A one-sided put or window read could not be made.
@@ -671,7 +693,7 @@ pub enum PutError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot put to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot put to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -707,11 +729,12 @@ pub enum ReceiveError {
         /// Bytes that arrived before the abort.
         received: u64,
     },
-    /// A message for a whole-message handler is longer than the bound it
-    /// was registered with (nothing of it was handed to the handler).
-    #[error(
-        "message from rank {src} has {len} bytes; its whole-message handler takes at most {max}"
-    )]
+    /// A message is longer than its receiver's bound: the bound a
+    /// whole-message handler was registered with (nothing of it was
+    /// handed to the handler), or the bound of
+    /// [`Message::receive_vec`](crate::Message::receive_vec) (nothing was
+    /// allocated).
+    #[error("message from rank {src} declares {len} bytes; its receiver takes at most {max}")]
     TooLong {
         /// The sender.
         src: Rank,
@@ -793,7 +816,8 @@ impl ExtractError {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
-                | ProtocolError::PeerFramesCorrupt { dest, .. },
+                | ProtocolError::PeerFramesCorrupt { dest, .. }
+                | ProtocolError::PeerQueueStuck { dest, .. },
             ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }

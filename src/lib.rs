@@ -110,6 +110,7 @@ pub use crate::endpoint::stats::{PeerStats, Stats};
 pub use crate::endpoint::{
     Config, ConnectMode, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter,
     NetConfig, NetMode, NetRingConfig, Piece, Receive, ShmConfig, WaitPolicy, DEFAULT_MAX_PARKED,
+    DEFAULT_MAX_RECEIVE,
 };
 
 /// What a program needs in scope to register handlers, start, send and

@@ -120,6 +120,22 @@ fn every_setting_is_validated_with_a_typed_error() {
             "invalid setting FASTMSG_NET_DEAD_AFTER_MS",
         ),
         (
+            &[("FASTMSG_NET_DEAD_AFTER_MS", "999")],
+            2,
+            "invalid setting FASTMSG_NET_DEAD_AFTER_MS: 999 ms; must be 1000 ..=",
+        ),
+        (
+            &[("FASTMSG_SHM_INLINE", "2")],
+            2,
+            "FASTMSG_SHM_INLINE=\"2\"",
+        ),
+        (&[("FASTMSG_SHM_INLINE", "1")], 0, ""),
+        (
+            &[("FASTMSG_VERBOSE_ENV", "7")],
+            2,
+            "FASTMSG_VERBOSE_ENV=\"7\"",
+        ),
+        (
             &[("FASTMSG_NET_DEAD_AFTER_MS", "2147483648")],
             2,
             "invalid setting FASTMSG_NET_DEAD_AFTER_MS",

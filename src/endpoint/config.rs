@@ -43,10 +43,20 @@ pub struct Config {
     /// parking more (`FASTMSG_MAX_PARKED`, bytes; 4 MiB by default). Sends
     /// from handlers and idle hooks never block: they park beyond it.
     pub max_parked: usize,
+    /// The longest message [`Message::receive_vec`](crate::Message::receive_vec)
+    /// allocates for: the length a message declares comes from its
+    /// sender, so a longer one is refused with
+    /// [`ReceiveError::TooLong`](crate::error::ReceiveError::TooLong)
+    /// before anything is allocated (`FASTMSG_MAX_RECEIVE`, bytes; 1 GiB
+    /// by default).
+    pub max_receive: usize,
 }
 
 /// The default of [`Config::max_parked`]: 4 MiB.
 pub const DEFAULT_MAX_PARKED: usize = 4 << 20;
+
+/// The default of [`Config::max_receive`]: 1 GiB.
+pub const DEFAULT_MAX_RECEIVE: usize = 1 << 30;
 
 /// Which transport carries traffic between ranks (`FASTMSG_NET`): `auto`,
 /// or the name of a network provider (`tcp`, `verbs`, `ofi`; the
@@ -217,6 +227,25 @@ fn physical_memory() -> u64 {
     }
 }
 
+/// A switch: 0 or 1, nothing else (a 2 is a typo, not "on").
+fn flag(var: &'static str, v: u64) -> Result<bool, ConfigError> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(ConfigError::BadEnv {
+            var,
+            value: v.to_string(),
+            why: "expected 0 or 1".into(),
+        }),
+    }
+}
+
+/// The shortest `FASTMSG_NET_DEAD_AFTER_MS` that can work: keepalive
+/// probes go out at most once a second (`TCP_KEEPIDLE` counts whole
+/// seconds), so a live but idle host is silent for up to a second between
+/// its answers; a shorter bound declares live peers dead.
+pub(crate) const MIN_DEAD_AFTER_MS: u128 = 1000;
+
 fn fits(var: &'static str, v: u64) -> Result<u32, ConfigError> {
     u32::try_from(v).map_err(|_| ConfigError::BadEnv {
         var,
@@ -238,6 +267,7 @@ impl Config {
             abort: None,
             close_warn: Duration::from_secs(10),
             max_parked: DEFAULT_MAX_PARKED,
+            max_receive: DEFAULT_MAX_RECEIVE,
         }
     }
 
@@ -259,7 +289,7 @@ impl Config {
     /// Check `FASTMSG_COPY` and apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`,
-    /// `FASTMSG_MAX_PARKED`, and the
+    /// `FASTMSG_MAX_PARKED`, `FASTMSG_MAX_RECEIVE`, and the
     /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
     /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
@@ -288,7 +318,10 @@ impl Config {
             self.shm.frame_size = fits("FASTMSG_FRAME_SIZE", f)?;
         }
         if let Some(i) = env_num("FASTMSG_SHM_INLINE")? {
-            self.shm.inline = i != 0;
+            self.shm.inline = flag("FASTMSG_SHM_INLINE", i)?;
+        }
+        if let Some(v) = env_num(crate::settings::VERBOSE_VAR)? {
+            flag(crate::settings::VERBOSE_VAR, v)?;
         }
         if let Ok(w) = crate::settings::var("FASTMSG_WAIT") {
             if !w.is_empty() {
@@ -327,6 +360,9 @@ impl Config {
         }
         if let Some(b) = env_num("FASTMSG_MAX_PARKED")? {
             self.max_parked = usize::try_from(b).unwrap_or(usize::MAX);
+        }
+        if let Some(b) = env_num("FASTMSG_MAX_RECEIVE")? {
+            self.max_receive = usize::try_from(b).unwrap_or(usize::MAX);
         }
         if let Some(t) = env_num("FASTMSG_CLOSE_WARN")? {
             self.close_warn = Duration::from_secs(t.max(1));
@@ -384,6 +420,16 @@ impl Config {
     /// [`ConfigError::Invalid`] naming the setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.job.validate()?;
+        let most = crate::transport::shm::layout::MAX_LOCAL_RANKS;
+        if self.job.local_size > most {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_LOCAL_SIZE",
+                why: format!(
+                    "{} ranks on one host; the engine takes 1 ..= {most} per host",
+                    self.job.local_size
+                ),
+            });
+        }
         if let Some(q) = self.shm.queues {
             if q == 0 || q > self.job.local_size {
                 return Err(ConfigError::Invalid {
@@ -412,10 +458,13 @@ impl Config {
         }
         // TCP_USER_TIMEOUT takes a positive C int of milliseconds.
         let ms = self.net.dead_after.as_millis();
-        if ms == 0 || ms > i32::MAX as u128 {
+        if !(MIN_DEAD_AFTER_MS..=i32::MAX as u128).contains(&ms) {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_NET_DEAD_AFTER_MS",
-                why: format!("{ms} ms; must be 1 ..= {}", i32::MAX),
+                why: format!(
+                    "{ms} ms; must be {MIN_DEAD_AFTER_MS} ..= {} (keepalive probes go out at most once a second: a shorter bound declares live idle hosts dead)",
+                    i32::MAX
+                ),
             });
         }
         if self.timeout.is_zero() {

@@ -27,7 +27,9 @@ mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::{Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED};
+pub use self::config::{
+    Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED, DEFAULT_MAX_RECEIVE,
+};
 // The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
@@ -312,6 +314,8 @@ impl Endpoint {
         core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
+        // A `Ctx` kept past `close` sends nothing any more, and says so.
+        core.health.set_self_closed();
         self.print_stats_if_asked();
         match core.take_deferred() {
             Some(e) => Err(e),
@@ -356,6 +360,9 @@ impl Core {
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
         let len = pieces.iter().map(|p| p.len()).sum();
+        if self.watchdog.alarm().raised() {
+            self.learn_failures();
+        }
         self.check_send(dest, handler)?;
         let inline = self
             .net
@@ -389,6 +396,9 @@ impl Core {
         // A failed or closed destination (one cached load while every
         // peer lives).
         if self.health.is_gone(dest) {
+            if self.health.self_closed() {
+                return Err(SendError::Closed { rank: self.rank });
+            }
             return Err(SendError::PeerGone { rank: dest });
         }
         Ok(())
@@ -466,5 +476,7 @@ impl Core {
     }
 }
 
+#[cfg(test)]
+mod stuck_tests;
 #[cfg(test)]
 mod tests;

@@ -83,6 +83,7 @@ fn effective_of(name: &str, c: &Config) -> Option<String> {
         "FASTMSG_SHM_DIR" => c.shm_dir.display().to_string(),
         "FASTMSG_CLOSE_WARN" => c.close_warn.as_secs().to_string(),
         "FASTMSG_MAX_PARKED" => c.max_parked.to_string(),
+        "FASTMSG_MAX_RECEIVE" => c.max_receive.to_string(),
         "FASTMSG_NET" => c.net.mode.to_string(),
         "FASTMSG_ROOT" => c.net.root.clone().unwrap_or_else(|| "-".into()),
         "FASTMSG_NET_IF" => settings::env_or("FASTMSG_NET_IF", "-"),

@@ -159,6 +159,12 @@ pub static SETTINGS: &[Setting] = &[
         "bytes of parked sends past which a send outside handlers makes progress instead"
     ),
     setting!(
+        "FASTMSG_MAX_RECEIVE",
+        "1073741824 (1 GiB)",
+        None,
+        "longest message Message::receive_vec allocates for (longer: ReceiveError::TooLong)"
+    ),
+    setting!(
         "FASTMSG_NET",
         "auto",
         Some("--net"),

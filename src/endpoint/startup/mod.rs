@@ -97,6 +97,7 @@ pub(super) fn start(
         close_warn: config.close_warn,
         hooks,
         max_parked: config.max_parked,
+        max_receive: config.max_receive,
     };
     let ep = Endpoint {
         core: Rc::new(Core::new(job.rank, job.size, net, registry, setup)),
@@ -142,7 +143,10 @@ fn attach_shm(
 /// The watchdog's probes: local peers' lifelines, the supervisor's abort
 /// flag (the network transport adds its own).
 fn watch_probes(config: &Config, shm: &ShmTransport) -> Vec<Box<dyn Probe>> {
-    let mut probes: Vec<Box<dyn Probe>> = vec![Box::new(shm.life_probe())];
+    let mut probes: Vec<Box<dyn Probe>> = vec![
+        Box::new(shm.life_probe()),
+        Box::new(crate::watch::Tick::new()),
+    ];
     if let Some(flag) = &config.abort {
         probes.push(Box::new(crate::watch::AbortProbe {
             flag: Arc::clone(flag),

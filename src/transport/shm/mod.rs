@@ -18,6 +18,7 @@ pub mod liveness;
 pub(crate) mod mapping;
 pub mod segment;
 mod shared_send;
+mod stall;
 #[cfg(test)]
 mod test_hooks;
 
