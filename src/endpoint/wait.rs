@@ -372,3 +372,28 @@ impl Waiter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_watches_the_machine_and_backs_off_at_once_where_ranks_outnumber_cores() {
+        let quiet = WaitConfig::resolve(WaitPolicy::Auto, false, true);
+        assert!(quiet.adaptive && !quiet.always_back_off);
+        assert_eq!(quiet.sleep_after, Some(AUTO_SLEEP_AFTER));
+        let crowded = WaitConfig::resolve(WaitPolicy::Auto, true, true);
+        assert!(crowded.adaptive && crowded.always_back_off);
+        assert!(crowded.spin_rounds <= 16 && crowded.yield_);
+        // The fixed policies do not watch.
+        for p in [WaitPolicy::Spin, WaitPolicy::Yield, WaitPolicy::Sleep] {
+            let c = WaitConfig::resolve(p, true, true);
+            assert!(!c.adaptive && !c.always_back_off, "{p:?}");
+        }
+        // Without doorbells nothing sleeps.
+        assert_eq!(
+            WaitConfig::resolve(WaitPolicy::Auto, true, false).sleep_after,
+            None
+        );
+    }
+}
