@@ -148,6 +148,8 @@ pub(crate) struct Backoff {
     /// Running averages (ns) of the waits that yielded and that slept;
     /// negative: none measured yet.
     mean_ns: [f64; 2],
+    /// Waits measured per way (up to [`Backoff::SETTLED`]).
+    seen: [u32; 2],
     /// Waits backed off so far.
     waits: u64,
 }
@@ -157,9 +159,18 @@ impl Backoff {
     pub(crate) const fn new() -> Backoff {
         Backoff {
             mean_ns: [-1.0; 2],
+            seen: [0; 2],
             waits: 0,
         }
     }
+
+    /// Waits after which a way's average moves by an eighth of each new
+    /// one (before: the plain mean of those measured).
+    const SETTLED: u32 = 8;
+
+    /// Consecutive waits a try of the slower way lasts (one wait's length
+    /// is too noisy to judge by).
+    const TRY: u64 = 4;
 
     fn index(way: Way) -> usize {
         match way {
@@ -170,7 +181,8 @@ impl Backoff {
 
     /// The way the next backed-off wait takes (`can_sleep`: doorbells
     /// are on): each unmeasured way first, then the faster, trying the
-    /// slower once every `slower / faster / EXPLORE_COST` waits.
+    /// slower for [`Self::TRY`] waits every
+    /// `TRY × slower / faster / EXPLORE_COST` waits.
     pub(crate) fn choose(&mut self, can_sleep: bool) -> Way {
         if !can_sleep {
             return Way::Yield;
@@ -188,8 +200,9 @@ impl Backoff {
         } else {
             (s, y, Way::Sleep, Way::Yield)
         };
-        let every = (slow / fast.max(1.0) / EXPLORE_COST).clamp(16.0, 4096.0) as u64;
-        if self.waits % every == 0 {
+        let every =
+            (Self::TRY as f64 * slow / fast.max(1.0) / EXPLORE_COST).clamp(64.0, 16384.0) as u64;
+        if self.waits % every < Self::TRY {
             slow_way
         } else {
             fast_way
@@ -198,8 +211,14 @@ impl Backoff {
 
     /// A wait that backed off by `way` lasted `ns` from the back-off on.
     pub(crate) fn record(&mut self, way: Way, ns: f64) {
-        let m = &mut self.mean_ns[Self::index(way)];
-        *m = if *m < 0.0 { ns } else { *m + (ns - *m) / 8.0 };
+        let i = Self::index(way);
+        self.seen[i] = (self.seen[i] + 1).min(Self::SETTLED);
+        let m = &mut self.mean_ns[i];
+        *m = if *m < 0.0 {
+            ns
+        } else {
+            *m + (ns - *m) / f64::from(self.seen[i])
+        };
     }
 
     /// The running average of `way`'s waits (None: not measured).
@@ -238,12 +257,22 @@ pub(crate) enum Evidence {
     Preempted(u64),
 }
 
+/// Most rounds a wait spins before backing off while the rank counts as
+/// contended: spinning then takes time from whoever wants the core.
+pub const CONTENDED_SHORT_MAX: u32 = 256;
+
 /// Rounds a wait spins before it asks whether the core is wanted, and
-/// while contended before it backs off: twice the usual wait.
+/// while contended before it backs off: twice the usual wait (at most
+/// [`CONTENDED_SHORT_MAX`] while contended).
 #[inline]
 pub(crate) fn short_spin() -> u32 {
     let typical = TYPICAL_X8.with(Cell::get) / 8;
-    typical.saturating_mul(2).clamp(SHORT_MIN, SHORT_MAX)
+    let max = if contended() {
+        CONTENDED_SHORT_MAX
+    } else {
+        SHORT_MAX
+    };
+    typical.saturating_mul(2).clamp(SHORT_MIN, max)
 }
 
 /// A wait ended after `rounds` idle rounds; `backed_off`: it ended after
@@ -429,10 +458,18 @@ mod tests {
         assert_eq!(b.choose(true), Way::Sleep);
         b.record(Way::Sleep, 400_000.0);
         // Yielding's waits end 20 times sooner: it is taken, and sleeping
-        // tried once in 20 / 0.05 = 400 waits.
-        let picks: Vec<Way> = (0..800).map(|_| b.choose(true)).collect();
+        // tried for 4 waits in 4 × 20 / 0.05 = 1600 (the 1600th to the
+        // 1603rd here).
+        let picks: Vec<Way> = (0..1601).map(|_| b.choose(true)).collect();
         let slept = picks.iter().filter(|&&w| w == Way::Sleep).count();
-        assert_eq!(slept, 2, "{b:?}");
+        assert_eq!(slept, 4, "{b:?}");
+        // The first waits of a way are averaged plainly: one unlucky
+        // first measurement does not condemn it.
+        let mut c = Backoff::new();
+        for ns in [8_000.0, 1_000.0, 1_000.0, 2_000.0] {
+            c.record(Way::Sleep, ns);
+        }
+        assert_eq!(c.mean(Way::Sleep), Some(3_000.0));
         // A CPU-bound process beside the rank: yielding's waits grow to
         // a time slice, and the rank changes to sleeping.
         for _ in 0..32 {
@@ -441,13 +478,13 @@ mod tests {
         assert!(b.mean(Way::Yield).unwrap() > b.mean(Way::Sleep).unwrap());
         let picks: Vec<Way> = (0..64).map(|_| b.choose(true)).collect();
         assert!(picks.iter().filter(|&&w| w == Way::Sleep).count() >= 60);
-        // Ways close in cost are both tried often: 1.1 / 0.05, every 22
-        // waits.
+        // Ways close in cost are both tried often: 4 waits in
+        // 4 × 1.1 / 0.05 = 88.
         let mut b = Backoff::new();
         b.record(Way::Yield, 1_000.0);
         b.record(Way::Sleep, 1_100.0);
-        let picks: Vec<Way> = (0..66).map(|_| b.choose(true)).collect();
-        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 3);
+        let picks: Vec<Way> = (0..175).map(|_| b.choose(true)).collect();
+        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 4);
     }
 
     #[test]
