@@ -17,7 +17,7 @@
 //! both a local sender and the TCP transport's NIC thread ring), trying
 //! the other way now and then ([`pressure::Backoff`]). A rank nobody
 //! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
-//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]. Auto keeps
+//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`] ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
 //! doorbells on only where the kernel offers the asymmetric barrier
 //! (`membarrier`, see [`crate::wake`]), which makes a ring one load on a
 //! quiet machine; elsewhere a contended rank yields instead of sleeping.
@@ -89,6 +89,14 @@ const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
 
 /// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
+
+/// Idle time after which a contended `auto` rank that backs off by
+/// yielding sleeps all the same (doorbells on): long, because a rank that
+/// yields where its peers yield too keeps the ring of them fast (a
+/// sleeper's TCP sockets go to its NIC thread, and its wake-up is a
+/// context switch away), and falling asleep after 2 ms made the ranks of
+/// a crowded ring all sleep.
+pub const YIELDING_SLEEP_AFTER: Duration = Duration::from_millis(20);
 
 /// Idle rounds between two looks at the scheduler's verdict while an
 /// `auto` rank spins (each look is a system call: a read of the thread's
@@ -299,7 +307,7 @@ impl Waiter {
             cfg.yield_ = true;
             cfg.sleep_after = match way {
                 Way::Sleep => Some(Duration::ZERO),
-                Way::Yield => cfg.sleep_after,
+                Way::Yield => cfg.bells.then_some(YIELDING_SLEEP_AFTER),
             };
         }
         if self.idle_rounds < cfg.spin_rounds {
