@@ -39,7 +39,7 @@ pub struct BusyOptions {
     /// Rounds (each runs every case once).
     pub rounds: usize,
     /// Scale of the programs' sizes (1.0: 20,000 round trips, 2^18
-    /// updates per rank, 125 waves, 31 laps of the ring: the waves and
+    /// updates per rank, 125 waves, 62 laps of the ring: the waves and
     /// the ring are sized for the default scale of 16, where a badly
     /// chosen policy costs milliseconds per wave or hop).
     pub scale: f64,
@@ -189,7 +189,7 @@ fn measure_ring(o: &BusyOptions, policy: &str, log: &Path) -> Result<f64, String
     let secret = secret_file(&o.out)?;
     let root = format!("127.0.0.1:{}", free_port()?);
     let job = format!("busy-ring-{}-{}", std::process::id(), free_port()?);
-    let laps = ((500.0 * o.scale / 16.0).round() as u64)
+    let laps = ((1000.0 * o.scale / 16.0).round() as u64)
         .max(10)
         .to_string();
     let host = |id: &str, offset: &str| {
