@@ -459,9 +459,10 @@ mod tests {
         b.record(Way::Sleep, 400_000.0);
         // Yielding's waits end 20 times sooner: it is taken, and sleeping
         // tried for 4 waits in 4 × 20 / 0.05 = 1600 (the 1600th to the
-        // 1603rd here).
+        // 1603rd here; the 3rd, the first pick, ends the first try).
         let picks: Vec<Way> = (0..1601).map(|_| b.choose(true)).collect();
-        let slept = picks.iter().filter(|&&w| w == Way::Sleep).count();
+        assert_eq!(picks[0], Way::Sleep);
+        let slept = picks[1..].iter().filter(|&&w| w == Way::Sleep).count();
         assert_eq!(slept, 4, "{b:?}");
         // The first waits of a way are averaged plainly: one unlucky
         // first measurement does not condemn it.
@@ -479,12 +480,13 @@ mod tests {
         let picks: Vec<Way> = (0..64).map(|_| b.choose(true)).collect();
         assert!(picks.iter().filter(|&&w| w == Way::Sleep).count() >= 60);
         // Ways close in cost are both tried often: 4 waits in
-        // 4 × 1.1 / 0.05 = 88.
+        // 4 × 1.1 / 0.05 = 88 (the 1st to 3rd, then the 88th to 91st).
         let mut b = Backoff::new();
         b.record(Way::Yield, 1_000.0);
         b.record(Way::Sleep, 1_100.0);
         let picks: Vec<Way> = (0..175).map(|_| b.choose(true)).collect();
-        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 4);
+        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 7);
+        assert!(picks[87..91].iter().all(|&w| w == Way::Sleep));
     }
 
     #[test]
