@@ -438,7 +438,7 @@ fn busy(
     build: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if build {
-        build_examples(repo, &["pingpong", "histo"])?;
+        build_examples(repo, &["pingpong", "histo", "waves", "demo"])?;
     }
     let load = fastmsg_benches::machine::loadavg();
     let out = if out.is_absolute() {
