@@ -637,6 +637,8 @@ impl Engine {
         if let Err(e) = live.machine.start(&io) {
             let group = Rc::clone(&gs.group);
             self.abort_peers(ctx, &group, seq, sig, &e, ABORT_FAILED);
+            // Its late messages are dropped quietly: reported already.
+            tables.note_failed(group.tag, seq);
             return Err(e);
         }
         // Feed the messages that arrived before this call, in order. A bad

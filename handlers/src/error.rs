@@ -294,7 +294,7 @@ impl CollError {
 ///     let mut ep = b.start()?;
 ///     coll.barrier(&mut ep)?; // CollError → fastmsg::Error
 ///     // 3 elements are not one block per member: a typed error.
-///     let e = fastmsg::Error::from(coll.alltoall(&mut ep, &[1u8, 2, 3]).unwrap_err());
+///     let e = fastmsg::Error::from(coll.alltoall(&mut ep, &[1u32, 2, 3]).unwrap_err());
 ///     ep.close()?;
 ///     Ok(matches!(e, fastmsg::Error::Other(ref b)
 ///         if matches!(b.downcast_ref::<CollError>(), Some(CollError::BadArgument(_)))))
