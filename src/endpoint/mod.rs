@@ -98,6 +98,7 @@ mod message;
 mod net;
 mod pressure;
 mod quiesce;
+mod remote_memory;
 pub mod report;
 mod startup;
 pub mod stats;
