@@ -707,6 +707,18 @@ pub enum PutError {
         /// What failed (the connection error, naming the peer's address).
         why: String,
     },
+    /// A direct access (a `get`, a remote atomic) to a rank on another
+    /// host: only ranks sharing this host's memory are reached directly;
+    /// across hosts the owner applies the operation in a handler
+    /// (`fastmsg-handlers`' remote memory does).
+    #[error("rank {rank} is on another host: its window cannot be reached directly")]
+    NotOnHost {
+        /// The destination.
+        rank: Rank,
+    },
+    /// The endpoint has been closed: its windows are no longer reachable.
+    #[error("the endpoint is closed: windows cannot be reached any more")]
+    Closed,
 }
 
 /// Receiving from a message inside a handler failed.

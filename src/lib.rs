@@ -141,3 +141,4 @@ pub mod prelude {
 pub use crate::endpoint::handler::HandlerResult;
 pub use crate::error::Error;
 pub use crate::id::{HandlerId, Rank, WindowId};
+pub use crate::window::WordOp;

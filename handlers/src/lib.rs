@@ -101,6 +101,7 @@ pub mod internal;
 mod machine;
 pub mod op;
 mod request;
+pub mod rpc;
 mod sig;
 mod stall;
 mod window;
@@ -114,3 +115,24 @@ pub use crate::error::CollError;
 pub use crate::op::{custom, reference, Custom, Op, Reduce};
 pub use crate::request::Request;
 pub use crate::window::SMP_ALLREDUCE_MAX_BYTES;
+
+/// The crate that item types of channels and calls derive from: a
+/// program needs no dependency line of its own for it.
+///
+/// ```
+/// use fastmsg_handlers::{Pod, Zeroable};
+///
+/// #[repr(C)]
+/// #[derive(Clone, Copy, Pod, Zeroable)]
+/// #[bytemuck(crate = "fastmsg_handlers::bytemuck")] // the derive's path to it
+/// struct Update {
+///     index: u32,
+///     delta: u32,
+/// }
+/// let u = Update { index: 3, delta: 1 };
+/// assert_eq!(fastmsg_handlers::bytemuck::bytes_of(&u).len(), 8);
+/// ```
+pub use bytemuck;
+/// The traits (and derives) of plain-old-data item types; see
+/// [`bytemuck`](crate::bytemuck).
+pub use bytemuck::{Pod, Zeroable};

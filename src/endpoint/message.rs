@@ -323,6 +323,12 @@ impl Ctx {
         Ctx { core }
     }
 
+    /// The engine behind this handle.
+    #[inline(always)]
+    pub(super) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+
     /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
     #[inline]
     pub(crate) fn from_core(core: &Rc<Core>) -> &Ctx {

@@ -17,6 +17,7 @@ mod message;
 mod net;
 mod pressure;
 mod quiesce;
+mod remote_memory;
 pub mod report;
 mod startup;
 pub mod stats;

@@ -542,6 +542,12 @@ impl ShmTransport {
 }
 
 impl ShmTransport {
+    /// The window area of `dest`, a live peer on this host (what on-host
+    /// gets and remote atomics reach directly).
+    pub(crate) fn peer_area(&self, dest: Rank) -> Result<WindowArea, PutError> {
+        self.peer(dest).map(|p| p.area)
+    }
+
     fn peer(&self, dest: Rank) -> Result<&TxPeer, PutError> {
         if self.is_gone(dest) {
             return Err(PutError::PeerGone { rank: dest });
@@ -690,6 +696,11 @@ impl ShmTransport {
     /// The close barrier released this rank: leaving is orderly from now.
     pub(crate) fn set_closed(&mut self) {
         self.life.set_closed();
+    }
+
+    /// Whether this rank has closed (its close barrier released it).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.life.is_closed()
     }
 
     /// Raise `alarm` whenever a send finds a peer gone or its queue
