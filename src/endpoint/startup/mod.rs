@@ -66,6 +66,8 @@ pub(super) fn start(
         None
     };
     let sleeps = WaitConfig::sleeps(config.wait);
+    // Host identities that contradict the launcher fail the wait at once.
+    let watch = crate::bootstrap::layout::Watch::start(&config.shm_dir, &job, plan.is_none())?;
     let shm = ShmTransport::connect(
         &ShmJob {
             dir: &config.shm_dir,
@@ -78,10 +80,12 @@ pub(super) fn start(
             doorbells: sleeps,
             timeout: config.timeout,
             window_bytes: windows.bytes(),
-            abort: config.abort.as_deref(),
+            abort: config.abort.as_deref().or(watch.flag()),
         },
         &config.shm,
-    )?;
+    )
+    .map_err(|e| watch.explain(e.into()))?;
+    drop(watch);
     let my_window = shm.own_window();
     let local = shm.local_ranks();
     // The watchdog's probes: local peers' lifelines, the network's
