@@ -431,23 +431,75 @@ pub enum ConfigError {
     /// The PMIx server (mpirun, srun --mpi=pmix) refused or failed a call.
     #[error(transparent)]
     Pmix(#[from] PmixError),
+    /// The job's ranks span hosts and nothing carries the wire-up between
+    /// them: no PMIx server, no PMI socket, no `FASTMSG_ROOT`.
+    #[error("{launcher} puts {local} of the job's {size} ranks on this host, the others elsewhere, and nothing can carry the addresses between hosts (no PMIx server, no PMI socket at PMI_FD, no FASTMSG_ROOT): {fix}")]
+    NoWireUp {
+        /// Who started the job.
+        launcher: &'static str,
+        /// Ranks on this host, as the launcher says.
+        local: u32,
+        /// Ranks in the job.
+        size: u32,
+        /// What to set or install.
+        fix: String,
+    },
+    /// The launcher puts every rank on this host, but the ranks' host
+    /// identities (`FASTMSG_HOST`, else the host name) differ.
+    #[error("{launcher} says all {size} ranks of the job are on this host, but their host identities differ: rank {rank} is on {host:?}, rank {other} on {other_host:?} (FASTMSG_HOST, else the host name), and nothing can tell which ranks share memory: {fix}")]
+    HostsDisagree {
+        /// Who started the job.
+        launcher: &'static str,
+        /// Ranks in the job.
+        size: u32,
+        /// This rank.
+        rank: u32,
+        /// Its host identity.
+        host: String,
+        /// A rank with another identity.
+        other: u32,
+        /// That identity.
+        other_host: String,
+        /// What to set or install.
+        fix: String,
+    },
 }
 
-/// A PMI-2 exchange with the launcher (over `PMI_FD`) failed.
+/// A PMI-2 or PMI-1 exchange with the launcher (over `PMI_FD`) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("PMI-2 {call}: {why}")]
+#[error("{call}: {why}")]
 pub struct Pmi2Error {
-    /// The command (`init`, `fullinit`, `kvs-put`, `kvs-fence`, `kvs-get`…).
+    /// The protocol and command (`PMI-2 fullinit`, `PMI-2 kvs-fence`,
+    /// `PMI-1 barrier_in`…).
     pub call: String,
     /// What went wrong: the launcher's return code and message, or what it
     /// sent that is not PMI-2, or the I/O error.
     pub why: String,
 }
 
-/// A call into the PMIx client library (feature `pmix`) failed.
+/// A call into the PMIx client library failed, or the library could not
+/// be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PmixError {
+    /// A PMIx server started this process (`PMIX_RANK`, `PMIX_SERVER_URI*`
+    /// are set) but its client library is not installed.
+    #[error("a PMIx server started this process (PMIX_RANK / PMIX_SERVER_URI* are set), but the PMIx library could not be loaded (tried {tried}: {why}); install it (Debian/Ubuntu: apt-get install libpmix2; Fedora/RHEL: dnf install pmix)")]
+    NoLibrary {
+        /// The library names tried.
+        tried: String,
+        /// What the dynamic loader said.
+        why: String,
+    },
+    /// The PMIx library lacks a function fastmsg calls (a PMIx older than
+    /// 2.0).
+    #[error("the PMIx library has no {name} ({why}); fastmsg needs PMIx 3 or later")]
+    Symbol {
+        /// The function.
+        name: String,
+        /// What the dynamic loader said.
+        why: String,
+    },
     /// The call returned an error status.
     #[error("{call} failed: PMIx status {status} ({text})")]
     Call {
@@ -482,10 +534,11 @@ pub enum StartError {
     /// Network start-up trouble (rendezvous, connections, authentication).
     #[error(transparent)]
     Network(#[from] ConnectError),
-    /// The PMIx wire-up failed (feature `pmix`).
+    /// The PMIx wire-up failed.
     #[error(transparent)]
     Pmix(#[from] PmixError),
-    /// The PMI-2 wire-up failed (`srun --mpi=pmi2`).
+    /// The PMI-2 or PMI-1 wire-up failed (`srun --mpi=pmi2`, MPICH's
+    /// `mpiexec`).
     #[error(transparent)]
     Pmi2(#[from] Pmi2Error),
     /// The RDMA verbs backend could not start.

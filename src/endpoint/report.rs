@@ -150,6 +150,11 @@ pub fn report(cfg: &Config) -> String {
         j.host,
         launcher_name(j.launcher)
     );
+    let _ = writeln!(
+        out,
+        "wire-up between hosts: {}",
+        crate::bootstrap::wire_up_source(j, cfg.net.root.as_deref())
+    );
     let _ = writeln!(out, "\nsettings");
     // The name column as wide as the longest name.
     let w = SETTINGS.iter().map(|s| s.name.len()).max().unwrap_or(24);

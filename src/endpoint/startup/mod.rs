@@ -61,7 +61,11 @@ pub(super) fn start(
         None
     };
     let sleeps = WaitConfig::sleeps(config.wait);
-    let shm = attach_shm(&config, &job, &windows, sleeps)?;
+    // Host identities that contradict the launcher fail the wait at once.
+    let watch = crate::bootstrap::layout::Watch::start(&config.shm_dir, &job, plan.is_none())?;
+    let shm =
+        attach_shm(&config, &job, &windows, sleeps, watch.flag()).map_err(|e| watch.explain(e))?;
+    drop(watch);
     let mut probes = watch_probes(&config, &shm);
     let (my_window, local) = (shm.own_window(), shm.local_ranks());
     let mut wide: Vec<AnyTransport> = Vec::new();
@@ -121,6 +125,7 @@ fn attach_shm(
     job: &JobInfo,
     windows: &WindowTable,
     sleeps: bool,
+    contradiction: Option<&crate::sync::AtomicBool>,
 ) -> Result<ShmTransport, StartError> {
     Ok(ShmTransport::connect(
         &ShmJob {
@@ -134,7 +139,7 @@ fn attach_shm(
             doorbells: sleeps,
             timeout: config.timeout,
             window_bytes: windows.bytes(),
-            abort: config.abort.as_deref(),
+            abort: config.abort.as_deref().or(contradiction),
         },
         &config.shm,
     )?)
