@@ -134,5 +134,5 @@ pub use crate::window::SMP_ALLREDUCE_MAX_BYTES;
 /// ```
 pub use bytemuck;
 /// The traits (and derives) of plain-old-data item types; see
-/// [`bytemuck`](crate::bytemuck).
+/// [`bytemuck`].
 pub use bytemuck::{Pod, Zeroable};

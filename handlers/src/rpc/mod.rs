@@ -228,7 +228,7 @@ impl<Resp: Pod> Calls for Inner<Resp> {
 /// A typed call channel: requests of type `Req` answered with a `Resp`
 /// by the owner's handler, both plain old data (`#[derive(Pod, Zeroable,
 /// Clone, Copy)]`, `#[repr(C)]`; see the crate's re-exported
-/// [`bytemuck`](crate::bytemuck)). Cheap to clone (clones share the
+/// [`bytemuck`]). Cheap to clone (clones share the
 /// channel; a handler or the completion may hold one to call again).
 ///
 /// ```no_run
