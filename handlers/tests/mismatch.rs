@@ -454,9 +454,6 @@ fn a_rooted_mismatch_in_a_subgroup_fails_the_next_world_call_everywhere() {
 fn the_personalized_collectives_and_scans_mismatch_on_every_rank() {
     let _serial = common::serial();
     run_cases_on(&[2, 3, 5], &["alltoall", "alltoallv", "barrier-name"]);
-    run_cases_on(
-        &[2, 3, 5],
-        &["gather", "scatter", "scan", "exscan"],
-    );
+    run_cases_on(&[2, 3, 5], &["gather", "scatter", "scan", "exscan"]);
     run_cases_on(&[3], &["gather+next", "scan+next"]);
 }
