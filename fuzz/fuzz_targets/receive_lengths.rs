@@ -58,7 +58,9 @@ struct Hostile {
 fn declared(h: &Hostile) -> u64 {
     match h.declared % 4 {
         0 => h.declared % 8192,
-        1 => (MAX_RECEIVE as u64).wrapping_add(h.declared % 64).wrapping_sub(32),
+        1 => (MAX_RECEIVE as u64)
+            .wrapping_add(h.declared % 64)
+            .wrapping_sub(32),
         _ => h.declared >> 1, // up to 2^63
     }
 }
