@@ -57,6 +57,11 @@ impl Tree {
         (m + self.n - self.root) % self.n
     }
 
+    /// Whether member `m` is this member's parent.
+    pub(crate) fn is_parent(&self, m: u32) -> bool {
+        self.parent.map(|p| self.abs(p)) == Some(m)
+    }
+
     /// Which child (position in `children`) member `m` is.
     pub(crate) fn child(&self, m: u32) -> Option<usize> {
         let r = self.rel_of(m);

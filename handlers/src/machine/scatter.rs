@@ -93,7 +93,7 @@ impl<T: Element> Machine for Scatter<T> {
         step: u16,
         data: &[u8],
     ) -> Result<(), CollError> {
-        if step != 0 || self.tree.parent.map(|p| self.tree.abs(p)) != Some(from) {
+        if step != 0 || !self.tree.is_parent(from) {
             return Err(io.unexpected(from, step, "not from this rank's parent in the tree"));
         }
         if self.out.is_some() {
@@ -206,7 +206,7 @@ impl<T: Element> Machine for Scatterv<T> {
         step: u16,
         data: &[u8],
     ) -> Result<(), CollError> {
-        if step != 0 || self.tree.parent.map(|p| self.tree.abs(p)) != Some(from) {
+        if step != 0 || !self.tree.is_parent(from) {
             return Err(io.unexpected(from, step, "not from this rank's parent in the tree"));
         }
         if self.out.is_some() {
