@@ -39,12 +39,12 @@ use std::rc::Rc;
 /// let out = threads::run(4, |_| {}, |mut b| {
 ///     let coll = Collectives::register(&mut b, CollConfig::default()); // before start
 ///     let mut ep = b.start()?;
-///     coll.barrier(&mut ep).unwrap();
+///     coll.barrier(&mut ep)?;
 ///     let mut x = [f64::from(ep.rank().0)];
-///     coll.allreduce(&mut ep, &mut x, Op::Sum).unwrap();          // same bits everywhere
-///     let req = coll.ireduce(&ep, vec![1u64], Op::Sum, Rank(0)).unwrap(); // returns at once
+///     coll.allreduce(&mut ep, &mut x, Op::Sum)?;                  // same bits everywhere
+///     let req = coll.ireduce(&ep, vec![1u64], Op::Sum, Rank(0))?; // returns at once
 ///     // … compute; any extract (or another collective) progresses it …
-///     let total = req.wait(&mut ep).unwrap();                     // 4 at rank 0
+///     let total = req.wait(&mut ep)?;                             // 4 at rank 0
 ///     ep.close()?;
 ///     Ok((x[0], total[0]))
 /// }).unwrap();
