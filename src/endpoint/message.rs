@@ -356,7 +356,8 @@ impl Ctx {
 
     /// One-sided put: copy `data` to byte `offset` of window `win` on
     /// `dest` (no handler runs there). Visible to `dest` before any later
-    /// message or put from this rank.
+    /// message or put from this rank. Never runs handlers here either:
+    /// safe to call while holding borrows of handler state.
     ///
     /// # Errors
     /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`],
@@ -372,7 +373,8 @@ impl Ctx {
     }
 
     /// One-sided put of an 8-byte word, stored atomically with Release
-    /// ordering (a flag after data); wakes `dest` if it sleeps.
+    /// ordering (a flag after data); wakes `dest` if it sleeps. Never runs
+    /// handlers.
     ///
     /// # Errors
     /// As [`put`](Self::put), and [`PutError::Misaligned`].
@@ -409,6 +411,12 @@ impl Ctx {
     }
 
     /// Send a message made of `pieces` (gathered) to `handler` on `dest`.
+    ///
+    /// **Runs handlers** only from the main program, and only when this
+    /// rank's parked bytes pass [`Config::max_parked`](crate::Config::max_parked):
+    /// it then makes progress until they fall below. Inside a handler or an
+    /// idle hook it never runs handlers and never blocks (without credit
+    /// the message is parked and sent, in order, by later progress).
     ///
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],

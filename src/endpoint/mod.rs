@@ -196,6 +196,11 @@ impl Endpoint {
     /// (`FM_begin_message`). Send its pieces with
     /// [`MessageWriter::send_piece`], then [`MessageWriter::end`].
     ///
+    /// **Runs handlers**: `begin_message` itself never does; the writer's
+    /// `send_piece` and `end` do when out of credit (they make progress
+    /// until credit returns), so state a handler borrows (a `RefCell`)
+    /// must not be borrowed across those calls.
+    ///
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
     /// [`SendError::PeerGone`].
@@ -210,6 +215,11 @@ impl Endpoint {
 
     /// Send a whole message gathered from `pieces` (blocking only for
     /// credit).
+    ///
+    /// **Runs handlers** when out of credit: it makes progress (extracts)
+    /// until credit returns, so state a handler borrows (a `RefCell`)
+    /// must not be borrowed across this call. With credit it returns
+    /// without running any.
     ///
     /// # Errors
     /// As [`begin_message`](Self::begin_message).
