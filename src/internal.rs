@@ -5,8 +5,8 @@
 //!
 //! The launcher's share (`launcher`, in every build but loom's): what
 //! `fmrun` and `fastmsg-info` need of the library's internals (job file
-//! names, the secret file, the settings table, the rank tag of log lines,
-//! the configuration report).
+//! names and fresh job ids, the secret file, the flags variable, the
+//! configuration report).
 //!
 //! Hidden from the docs: **not** part of the public API, no semver
 //! promise. Everything here forwards to the real code — re-exports and
@@ -482,8 +482,18 @@ pub mod copy {
 #[cfg(not(loom))]
 pub mod launcher {
     pub use crate::bootstrap::secret::{read_secret_file, secret_from_env};
-    pub use crate::bootstrap::{fresh_job_id, host_identity, job_file_prefix, sanitize_job_id};
     pub use crate::endpoint::report::report;
-    pub use crate::log::{set_thread_rank, tag};
-    pub use crate::settings::{closest, unknown, FLAGS_VAR, SETTINGS, TEST_PREFIX};
+    pub use crate::settings::FLAGS_VAR;
+
+    /// The start of every file the job `job` makes in the segment
+    /// directory (see `crate::bootstrap::job_file_prefix`).
+    pub fn job_file_prefix(job: &str) -> String {
+        crate::bootstrap::job_file_prefix(job)
+    }
+
+    /// A fresh job id, unique on this host (see
+    /// `crate::bootstrap::fresh_job_id`).
+    pub fn fresh_job_id() -> String {
+        crate::bootstrap::fresh_job_id()
+    }
 }

@@ -37,7 +37,7 @@ fn fmrun(args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 fn leftovers(pid: u32) -> Vec<String> {
-    let prefix = fastmsg::bootstrap::job_file_prefix(&format!("fm{pid}"));
+    let prefix = fastmsg::internal::launcher::job_file_prefix(&format!("fm{pid}"));
     std::fs::read_dir("/dev/shm")
         .unwrap()
         .flatten()

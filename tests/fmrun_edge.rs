@@ -8,7 +8,7 @@
 mod common;
 
 use common::fmrun::wait_timeout;
-use fastmsg::bootstrap::job_file_prefix;
+use fastmsg::internal::launcher::job_file_prefix;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -6,7 +6,7 @@
 
 mod common;
 
-use fastmsg::bootstrap::job_file_prefix;
+use fastmsg::internal::launcher::job_file_prefix;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

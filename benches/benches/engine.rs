@@ -28,9 +28,10 @@
 #![allow(unsafe_code)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fastmsg::bootstrap::{fresh_job_id, JobInfo, Launcher};
+use fastmsg::bootstrap::{JobInfo, Launcher};
 use fastmsg::internal::flow::{CreditLine, CreditReturn, CreditWindow};
 use fastmsg::internal::frame::{FragFlags, FragHeader};
+use fastmsg::internal::launcher::fresh_job_id;
 use fastmsg::internal::queue::{FrameStore, FreeList, RecvQueue, Slot, SlotBody, NO_FRAME};
 use fastmsg::{Config, EndpointBuilder};
 use fastmsg_benches::copy::{self, kernel::detect_kernel, Strategy};

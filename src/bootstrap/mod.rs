@@ -25,14 +25,15 @@ mod manners;
 pub(crate) mod pmi2;
 pub(crate) mod pmix;
 pub(crate) mod rendezvous;
-pub mod secret;
+pub(crate) mod secret;
 mod slurm_tasks;
 
-pub use env::{host_identity, JobInfo, Launcher};
+pub(crate) use env::host_identity;
+pub use env::{JobInfo, Launcher};
 
 /// A job id made file-name safe, as [`JobInfo`] keeps it (and as it
 /// appears in the names of the job's files, see [`job_file_prefix`]).
-pub fn sanitize_job_id(job: &str) -> String {
+pub(crate) fn sanitize_job_id(job: &str) -> String {
     env::sanitize(job)
 }
 
@@ -43,7 +44,7 @@ pub fn sanitize_job_id(job: &str) -> String {
 /// The `@`, which a file-name safe job id never holds, ends the id: no
 /// job's prefix starts another's (`a` and `a-b`; with a `-` there, job
 /// `a` would own the files of job `a-b` on host `b-…`, `a-b`'s on host `…`).
-pub fn job_file_prefix(job: &str) -> String {
+pub(crate) fn job_file_prefix(job: &str) -> String {
     // SAFETY: geteuid cannot fail and touches no memory.
     #[allow(unsafe_code)]
     let euid = unsafe { libc::geteuid() };
@@ -64,7 +65,7 @@ pub fn pmix_library_version() -> Result<String, crate::error::PmixError> {
 /// words (`fastmsg-info`): the rendezvous at `root` when given, else the
 /// launcher's key-value store (PMIx with its library's version, PMI-2 or
 /// PMI-1 at `PMI_FD`), else none.
-pub fn wire_up_source(job: &JobInfo, root: Option<&str>) -> String {
+pub(crate) fn wire_up_source(job: &JobInfo, root: Option<&str>) -> String {
     if let Some(root) = root {
         return format!("rendezvous at FASTMSG_ROOT={root}");
     }
@@ -85,7 +86,7 @@ pub fn wire_up_source(job: &JobInfo, root: Option<&str>) -> String {
 }
 
 /// A fresh job id: pid, time and a counter (unique on this host).
-pub fn fresh_job_id() -> String {
+pub(crate) fn fresh_job_id() -> String {
     static COUNTER: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(0);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

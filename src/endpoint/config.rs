@@ -292,7 +292,7 @@ impl Config {
     /// `FASTMSG_MAX_PARKED`, `FASTMSG_MAX_RECEIVE`, and the
     /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
-    /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
+    /// `FASTMSG_SECRET_FILE` (see docs/security.md),
     /// `FASTMSG_NET_SLOTS`, `FASTMSG_NET_SLOT_SIZE`,
     /// `FASTMSG_NET_DEAD_AFTER_MS`) that are set.
     ///

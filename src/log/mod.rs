@@ -18,7 +18,7 @@
 //! receive or extract path logs.
 //!
 //! Which rank a line belongs to: the rank set on the printing thread by
-//! [`set_thread_rank`] (the thread that builds an endpoint), else the
+//! building an endpoint on it, else the
 //! process's rank from its launcher ([`set_process_rank`]), else the
 //! process label (`fastmsg`, or e.g. `fmrun` for the launcher).
 //!
@@ -54,7 +54,7 @@ thread_local! {
 
 /// Tag this thread's lines with `rank` (ranks run as threads of one
 /// process in [`crate::threads`]).
-pub fn set_thread_rank(rank: u32) {
+pub(crate) fn set_thread_rank(rank: u32) {
     THREAD_RANK.with(|r| r.set(Some(rank)));
 }
 

@@ -3,7 +3,7 @@
 //! `env`: a name missing from the table is caught in debug builds, and
 //! `.ci/house-rules` fails on a read elsewhere). The configuration report
 //! (`endpoint::report`) and the check for mistyped variables
-//! ([`unknown`], [`warn_unknown_env`]) read the table, so a setting added
+//! ([`warn_unknown_env`]) read the table, so a setting added
 //! here is reported and recognised at once. Values are parsed where they
 //! are used (`Config::tuned_from_env`, the job environment, the copy plan,
 //! the verbs device); docs/settings.md's table documents them.
@@ -16,7 +16,7 @@ pub const FLAGS_VAR: &str = "FASTMSG_FLAGS";
 pub const VERBOSE_VAR: &str = "FASTMSG_VERBOSE_ENV";
 
 /// Variables under this prefix are left to test programs (never warned of).
-pub const TEST_PREFIX: &str = "FASTMSG_TEST_";
+pub(crate) const TEST_PREFIX: &str = "FASTMSG_TEST_";
 
 /// One setting.
 #[derive(Debug)]
@@ -271,7 +271,7 @@ pub fn find(name: &str) -> Option<&'static Setting> {
 
 /// The known setting closest to `name` by edit distance, if close enough
 /// to be a likely typo (at most a third of the name's length, at least 2).
-pub fn closest(name: &str) -> Option<&'static str> {
+pub(crate) fn closest(name: &str) -> Option<&'static str> {
     let (best, d) = SETTINGS
         .iter()
         .map(|s| (s.name, strsim::damerau_levenshtein(name, s.name)))
@@ -282,7 +282,7 @@ pub fn closest(name: &str) -> Option<&'static str> {
 
 /// The `FASTMSG_*` names among `names` that are not settings (nor under
 /// [`TEST_PREFIX`]), each with the closest known name.
-pub fn unknown<I, S>(names: I) -> Vec<(String, Option<&'static str>)>
+pub(crate) fn unknown<I, S>(names: I) -> Vec<(String, Option<&'static str>)>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
