@@ -3,44 +3,27 @@
 //! What it promises a program (progress, failures, close) is written on
 //! [`Endpoint`], which the crate root re-exports.
 
-mod backpressure;
-mod builder;
-mod config;
-pub(crate) mod control;
-pub(crate) mod control_op;
-pub(crate) mod core;
-mod dispatch;
-pub(crate) mod handler;
-mod health;
-mod hook;
-mod message;
-mod net;
-mod pressure;
-mod quiesce;
-mod remote_memory;
-pub mod report;
-mod startup;
-pub mod stats;
-mod straggle;
-mod stream;
-pub(crate) mod termination;
+pub(crate) mod engine;
+mod receive;
+mod rounds;
+mod send;
+pub(crate) mod startup;
 mod wait;
-mod writer;
 
-pub use self::builder::EndpointBuilder;
-pub use self::config::{
+pub use self::startup::builder::EndpointBuilder;
+pub use self::startup::config::{
     Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED, DEFAULT_MAX_RECEIVE,
 };
 // The transports' tuning, as `Config` holds it (the transports are private).
-pub use self::core::Extracted;
-pub use self::message::{Ctx, Message, Piece, Receive};
+pub use self::engine::core::Extracted;
+pub use self::receive::message::{Ctx, Message, Piece, Receive};
+pub use self::send::writer::MessageWriter;
 pub use self::wait::WaitPolicy;
-pub use self::writer::MessageWriter;
 pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;
 
-use self::core::Core;
-use self::net::OutStream;
+use self::engine::core::Core;
+use self::engine::net::OutStream;
 use self::wait::Waiter;
 use crate::error::{ConfigError, ExtractError, SendError};
 use crate::id::{HandlerId, Rank};
@@ -303,8 +286,10 @@ impl Endpoint {
     /// `quiesce` in this round.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        let mut straggle = straggle::StraggleWatch::new(core.close_warn);
-        core.termination_round(termination::RoundKind::Close, &mut |c| straggle.tick(c))?;
+        let mut straggle = self::rounds::straggle::StraggleWatch::new(core.close_warn);
+        core.termination_round(self::engine::termination::RoundKind::Close, &mut |c| {
+            straggle.tick(c)
+        })?;
         // Released: leaving is orderly from now on, whatever happens next
         // (peers still closing must not take our exit for a failure).
         core.set_closed();

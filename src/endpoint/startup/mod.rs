@@ -9,20 +9,23 @@
 //! doorbell) holds a view that keeps it mapped: nothing here depends on the
 //! order in which they are dropped.
 
+pub(crate) mod builder;
+pub(crate) mod config;
 pub(crate) mod fds;
 pub(crate) mod hosts;
+pub(crate) mod report;
 #[cfg(test)]
 mod tests;
 
-use super::config::Config;
-use super::control::OP_TABLE;
-use super::core::{Core, CoreSetup};
-use super::handler::{encode_table, Registry};
-use super::hook::Hook;
-use super::net::Net;
-use super::wait::{WaitConfig, WaitPolicy, Waiter};
-use super::{ConnectMode, Endpoint};
 use crate::bootstrap::JobInfo;
+use crate::endpoint::engine::control::OP_TABLE;
+use crate::endpoint::engine::core::{Core, CoreSetup};
+use crate::endpoint::engine::handler::{encode_table, Registry};
+use crate::endpoint::engine::net::Net;
+use crate::endpoint::startup::config::Config;
+use crate::endpoint::wait::hook::Hook;
+use crate::endpoint::wait::{WaitConfig, WaitPolicy, Waiter};
+use crate::endpoint::{ConnectMode, Endpoint};
 use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use crate::transport::net::provider::{Caps, OpenPlan};
@@ -44,7 +47,7 @@ pub(super) fn start(
     hooks: Vec<Hook>,
 ) -> Result<Endpoint, StartError> {
     config.validate()?;
-    super::report::print_if_verbose(&config);
+    crate::endpoint::startup::report::print_if_verbose(&config);
     registry.check_unique()?;
     registry.check_table_size()?;
     registry.check_defined()?;
@@ -218,7 +221,7 @@ fn wait_config(config: &Config, job: &JobInfo, caps: Option<Caps>, sleeps: bool)
 /// SHM, the default), peers the network transport reaches (other hosts;
 /// with a provider named, this host's too) through it, index 1.
 fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
-    let mut route = vec![super::net::SHM; size as usize];
+    let mut route = vec![crate::endpoint::engine::net::SHM; size as usize];
     for t in &wide {
         for r in t.peers() {
             route[r.index()] = 1;

@@ -4,8 +4,8 @@
 //! the README's table) so a launched program needs no code changes to be
 //! tuned; builders can also set them directly.
 
-use super::wait::WaitPolicy;
 use crate::bootstrap::JobInfo;
+use crate::endpoint::wait::WaitPolicy;
 use crate::error::ConfigError;
 use crate::sync::AtomicBool;
 use crate::transport::net::NetRingConfig;
@@ -383,7 +383,7 @@ impl Config {
             && (job.local_size != job.size
                 || self.net.mode != NetMode::Auto
                 || self.net.root.is_some()
-                || (super::startup::hosts::has_store(job)
+                || (crate::endpoint::startup::hosts::has_store(job)
                     && crate::settings::is_set("FASTMSG_HOST")))
     }
 

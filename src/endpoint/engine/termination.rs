@@ -29,8 +29,8 @@
 //! or whose sums overflow; probes, releases and mismatch notices from any
 //! rank but 0 — each is a `ProtocolError::BadControl`.
 
-use super::control::{CloseCounts, Sends};
-use super::control_op::ControlOp;
+use crate::endpoint::engine::control::{CloseCounts, Sends};
+use crate::endpoint::engine::control_op::ControlOp;
 use crate::error::{ExtractError, ProtocolError};
 use crate::id::Rank;
 

@@ -15,7 +15,7 @@
 //! received when its first fragment arrives; bytes are payload bytes of
 //! user and control fragments alike. Async handlers' polls are not timed.
 
-use super::Endpoint;
+use crate::endpoint::Endpoint;
 use std::time::Duration;
 
 /// Counters towards and from one peer.

@@ -3,9 +3,9 @@
 //! transports and devices this build and host offer, the copy plan, and
 //! the CPU facts the `auto` wait policy decides by.
 
-use super::config::Config;
-use super::wait::WaitPolicy;
 use crate::bootstrap::Launcher;
+use crate::endpoint::startup::config::Config;
+use crate::endpoint::wait::WaitPolicy;
 use crate::settings::{self, env, Setting, FLAGS_VAR, SETTINGS, VERBOSE_VAR};
 use crate::topology::{Cpus, MaskReading};
 use std::fmt::Write as _;

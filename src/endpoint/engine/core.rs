@@ -1,5 +1,5 @@
-//! The engine shared by an [`Endpoint`](super::Endpoint), its handlers'
-//! [`Ctx`](super::Ctx) and [`Message`](super::Message) handles.
+//! The engine shared by an [`Endpoint`](crate::endpoint::Endpoint), its handlers'
+//! [`Ctx`](crate::endpoint::Ctx) and [`Message`](crate::endpoint::Message) handles.
 //!
 //! Single-threaded (`Rc` + `RefCell`): an endpoint belongs to one thread,
 //! and progress happens only inside calls into the library. Borrows of the
@@ -7,13 +7,13 @@
 //! (borrowing `net`) and read its message (borrowing `streams`) while
 //! `extract` is between fragments.
 
-use super::control::{CloseCounts, Control};
-use super::control_op::ControlOp;
-use super::handler::Registry;
-use super::health::{Failure, Health, Scope};
-use super::net::{Net, SHM};
-use super::stream::{Fast, Streams};
-use super::wait::WaitConfig;
+use crate::endpoint::engine::control::{CloseCounts, Control};
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::handler::Registry;
+use crate::endpoint::engine::health::{Failure, Health, Scope};
+use crate::endpoint::engine::net::{Net, SHM};
+use crate::endpoint::engine::stream::{Fast, Streams};
+use crate::endpoint::wait::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
 use crate::frame::FragFlags;
@@ -87,13 +87,13 @@ pub(crate) struct Core {
     /// The supervisor's abort was reported by `extract`.
     abort_reported: Cell<bool>,
     pub(crate) net: RefCell<Net>,
-    /// The receive state machine, one stream per source (`super::stream`;
-    /// performed by `super::dispatch`).
+    /// The receive state machine, one stream per source (`crate::endpoint::engine::stream`;
+    /// performed by `crate::endpoint::receive::dispatch`).
     pub(crate) streams: RefCell<Streams>,
     pub(crate) registry: RefCell<Registry>,
     pub(crate) control: RefCell<Control>,
     /// User messages whose last fragment arrived (the close barrier's count).
-    pub(super) received: Cell<u64>,
+    pub(in crate::endpoint) received: Cell<u64>,
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
@@ -111,12 +111,12 @@ pub(crate) struct Core {
     /// How long `close` waits before saying whom it waits for.
     pub(crate) close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    pub(crate) hooks: super::hook::Hooks,
+    pub(crate) hooks: crate::endpoint::wait::hook::Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
     pub(crate) depth: Cell<u32>,
     /// Parked bytes past which a send from outside handlers makes
-    /// progress instead (see `super::backpressure`).
+    /// progress instead (see `crate::endpoint::send::backpressure`).
     pub(crate) max_parked: usize,
     /// The longest message `Message::receive_vec` allocates for.
     pub(crate) max_receive: usize,
@@ -133,7 +133,7 @@ pub(crate) struct CoreSetup {
     pub(crate) local: Vec<Rank>,
     pub(crate) watchdog: Watchdog,
     pub(crate) close_warn: std::time::Duration,
-    pub(crate) hooks: Vec<super::hook::Hook>,
+    pub(crate) hooks: Vec<crate::endpoint::wait::hook::Hook>,
     pub(crate) max_parked: usize,
     pub(crate) max_receive: usize,
 }
@@ -179,7 +179,7 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
-            hooks: super::hook::Hooks::new(setup.hooks),
+            hooks: crate::endpoint::wait::hook::Hooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
             max_receive: setup.max_receive,
@@ -392,7 +392,12 @@ impl Core {
 
     /// Send a small control message (never blocks; parks without credit).
     pub(crate) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
-        let stream = super::net::OutStream::control(self.rank, dest, op, payload.len() as u64);
+        let stream = crate::endpoint::engine::net::OutStream::control(
+            self.rank,
+            dest,
+            op,
+            payload.len() as u64,
+        );
         self.net.borrow_mut().send_or_park(stream, &[payload]);
     }
 

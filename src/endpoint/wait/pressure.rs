@@ -1,5 +1,5 @@
 //! Whether this rank's core is wanted by something else, as the `auto`
-//! wait policy asks it (see [`super::wait`]).
+//! wait policy asks it (see [`crate::endpoint::wait`]).
 //!
 //! The evidence is the scheduler's own: the time this thread spent
 //! runnable but waiting for a CPU (the second field of

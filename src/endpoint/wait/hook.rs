@@ -22,9 +22,9 @@
 //! nest (a hook's send that makes progress runs no hook), and a send from
 //! a hook never blocks (like a send from a handler).
 
-use super::core::Core;
-use super::Ctx;
-use crate::endpoint::handler::HandlerResult;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::handler::HandlerResult;
+use crate::endpoint::Ctx;
 use crate::error::ExtractError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -88,7 +88,7 @@ impl Core {
     pub(crate) fn extract_then_hooks(
         self: &Rc<Self>,
         max_bytes: usize,
-    ) -> Result<super::Extracted, ExtractError> {
+    ) -> Result<crate::endpoint::Extracted, ExtractError> {
         let x = self.progress(max_bytes)?;
         if !x.any() {
             self.idle_hooks()?;

@@ -4,8 +4,8 @@
 
 #![allow(unsafe_code)]
 
-use super::core::Core;
-use super::net::OutStream;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::net::OutStream;
 use crate::error::{PutError, ReceiveError, SendError};
 use crate::id::{HandlerId, Rank, WindowId};
 use std::future::Future;
@@ -325,7 +325,7 @@ impl Ctx {
 
     /// The engine behind this handle.
     #[inline(always)]
-    pub(super) fn core(&self) -> &Rc<Core> {
+    pub(in crate::endpoint) fn core(&self) -> &Rc<Core> {
         &self.core
     }
 

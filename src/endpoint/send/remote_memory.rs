@@ -11,8 +11,8 @@
 //! bounds, the alignment of words, a peer gone, this endpoint closed — each
 //! a typed [`PutError`].
 
-use super::core::Core;
-use super::message::Ctx;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::receive::message::Ctx;
 use crate::error::PutError;
 use crate::id::{Rank, WindowId};
 use crate::window::{self, WindowArea, WordOp};

@@ -3,7 +3,7 @@
 //! Spinning is right when each rank has a core to itself and wrong when
 //! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
 //! from what the kernel reports, not from what it assumes (see
-//! [`super::pressure`]). Every wait first spins about as long as this
+//! [`crate::endpoint::wait::pressure`]). Every wait first spins about as long as this
 //! rank's waits usually last (twice the running average, in rounds); a
 //! wait that outlives that looks at whether the core is wanted: the run
 //! queue holds more runnable threads than the machine has CPUs, or — over
@@ -25,13 +25,16 @@
 //! is wanted.
 //!
 //! Once past spinning, every idle round checks what the watchdog found
-//! about peers (see [`super::health`]: a failed peer stops the wait with
+//! about peers (see [`crate::endpoint::engine::health`]: a failed peer stops the wait with
 //! its error — never a hang), and every [`HEALTH_EVERY`] the transports'
 //! own checks run.
 
-use super::core::Core;
-use super::health::Scope;
-use super::pressure::{self, Way};
+pub(crate) mod hook;
+pub(crate) mod pressure;
+
+use self::pressure::Way;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::health::Scope;
 use crate::error::{ConfigError, ExtractError};
 use crate::id::Rank;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@
 //! sends only into its pending queue; the main thread drains a
 //! destination's pending queue before opening a stream to it.
 
-use super::control_op::ControlOp;
+use crate::endpoint::engine::control_op::ControlOp;
 use crate::error::PutError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
@@ -265,7 +265,7 @@ pub(crate) struct Net {
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
     /// Counters (feature `stats`; empty without it).
-    pub(crate) tally: super::stats::Tally,
+    pub(crate) tally: crate::endpoint::engine::stats::Tally,
     /// Bytes held by parked sends (what `FASTMSG_MAX_PARKED` bounds).
     parked_bytes: usize,
     /// User messages whose last fragment went to a transport (the close
@@ -291,7 +291,7 @@ impl Net {
             open: MainStream::default(),
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
-            tally: super::stats::Tally::new(n),
+            tally: crate::endpoint::engine::stats::Tally::new(n),
             parked_bytes: 0,
             sent: 0,
             unflushed: false,
@@ -525,7 +525,7 @@ impl Net {
             self.pending_dests.push(d as u32);
         }
         self.pending[d].push_back(p);
-        if super::stats::ENABLED {
+        if crate::endpoint::engine::stats::ENABLED {
             let q = &self.pending[d];
             let bytes = q.iter().map(|p| p.data.len() - p.off).sum();
             self.tally.parked(d, q.len(), bytes);

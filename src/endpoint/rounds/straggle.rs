@@ -10,10 +10,10 @@
 //! and not an error: a rank may reach `close` much later than the others
 //! for good reasons (a long last computation, I/O), and no fixed limit
 //! suits every program; a *failed* rank, by contrast, is an error at once
-//! (see `super::health`).
+//! (see `crate::endpoint::engine::health`).
 
-use super::control::OP_STRAGGLERS;
-use super::core::Core;
+use crate::endpoint::engine::control::OP_STRAGGLERS;
+use crate::endpoint::engine::core::Core;
 use crate::id::Rank;
 use crate::log::LongWait;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //!
 //! Every transition is a method of [`SourceStream`] that returns an
 //! [`Action`] (or a [`Rejected`] fragment with a typed error); the engine
-//! (`super::dispatch`) performs it — calls or resumes a handler, gives
+//! (`crate::endpoint::receive::dispatch`) performs it — calls or resumes a handler, gives
 //! fragments back to their transport, hands a control message on — and
 //! reports the outcome with the next transition. Nothing here calls back
 //! into the engine or a transport.
@@ -45,7 +45,7 @@
 //! shared memory `FASTMSG_CREDITS` fragments of at most
 //! `FASTMSG_FRAME_SIZE` bytes (32 × 8 KiB by default), on a network ring
 //! its `FASTMSG_NET_SLOTS` slots. What does not fit waits at the sender
-//! (parked, see `super::backpressure`). The only bytes a stream copies
+//! (parked, see `crate::endpoint::send::backpressure`). The only bytes a stream copies
 //! are a control message's, bounded per operation (`ControlOp::max_len`).
 //!
 //! Bad input from a peer (a continuation without a first fragment, a first
@@ -55,8 +55,8 @@
 //! handed back for release, and a message cut short by it ends, aborted,
 //! so its handler never waits for ever.
 
-use super::control_op::ControlOp;
-use super::handler::pool::Slot;
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::handler::pool::Slot;
 use crate::error::ProtocolError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};

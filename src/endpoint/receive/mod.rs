@@ -1,0 +1,13 @@
+//! Receiving: carrying out what the receive state machine
+//! (`super::engine::stream`) asks for — call or resume a handler, give
+//! fragments back, hand a control message on — and the handles a handler
+//! gets ([`Message`](message::Message), [`Piece`](message::Piece),
+//! [`Ctx`](message::Ctx)).
+//!
+//! Promises: every message is delivered to its handler whole and in
+//! order per source, or (when its sender failed mid-message) flagged
+//! aborted, never padded; fragments go back to their transport in
+//! arrival order per source.
+
+pub(super) mod dispatch;
+pub(crate) mod message;
