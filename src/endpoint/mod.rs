@@ -2,6 +2,32 @@
 //! credits and waiting — the FM 2.x API over every transport at once.
 //! What it promises a program (progress, failures, close) is written on
 //! [`Endpoint`], which the crate root re-exports.
+//!
+//! # Rooms
+//!
+//! Each room is a folder whose module doc says what it owns and promises.
+//! The engine at the bottom holds the state every call shares (`Core`) and
+//! the parts it is made of; the rooms above it are the calls a program or
+//! a handler makes on it. Rooms import only down this table
+//! (`scripts/layers.py check`); everything may use what this file defines
+//! (`Endpoint`, and the re-exports of the public types):
+//!
+//! ```text
+//! layers:begin
+//! startup | joining the job: the builder, the configuration, start-up
+//!         | (rendezvous, transports, the handler-table check), the report
+//! rounds  | termination rounds as called: `quiesce`, the `close` loop,
+//!         | saying whom `close` waits for
+//! send    | `MessageWriter`, the bound on parked sends, remote memory
+//! wait    | the waiter (spin, yield, sleep, `auto`), run-queue pressure,
+//!         | idle hooks
+//! receive | carrying out the receive state machine's actions; the
+//!         | handles a handler gets (`Message`, `Piece`, `Ctx`)
+//! engine  | `Core` and its parts: send queues and routes, the receive
+//!         | state machine, the handler registry, control messages and
+//!         | termination counting, peer health, counters
+//! layers:end
+//! ```
 
 pub(crate) mod engine;
 mod receive;
@@ -16,9 +42,9 @@ pub use self::startup::config::{
 };
 // The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::engine::core::Extracted;
+pub use self::engine::wait_policy::WaitPolicy;
 pub use self::receive::message::{Ctx, Message, Piece, Receive};
 pub use self::send::writer::MessageWriter;
-pub use self::wait::WaitPolicy;
 pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;
 

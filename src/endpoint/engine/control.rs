@@ -10,9 +10,9 @@
 //!   close held up by a rank that never calls it can name that rank
 //!   ([`OP_STRAGGLERS`], see `crate::endpoint::rounds::straggle`).
 
-use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::control_op::{ControlOp, Sends};
 use crate::endpoint::engine::handler::{decode_table, first_difference};
-use crate::endpoint::engine::termination::Rounds;
+use crate::endpoint::engine::termination::{CloseCounts, Rounds};
 use crate::error::{ProtocolError, StartError};
 use crate::id::Rank;
 
@@ -26,15 +26,6 @@ pub(crate) use crate::endpoint::engine::termination::{
 /// Rank 0 tells a closing rank which ranks have not called `close` yet
 /// (a list of u32 LE ranks).
 pub(crate) const OP_STRAGGLERS: ControlOp = ControlOp::Stragglers;
-
-/// A rank's message counts, reported in termination rounds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CloseCounts {
-    /// User messages sent (parked ones included).
-    pub(crate) sent: u64,
-    /// User messages whose last fragment arrived here.
-    pub(crate) received: u64,
-}
 
 /// The verdict of the table comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,9 +142,6 @@ pub(crate) struct Control {
     /// A straggler list from rank 0, not yet shown.
     stragglers: Option<Vec<Rank>>,
 }
-
-/// Messages to send in reaction: (destination, op, payload).
-pub(crate) type Sends = Vec<(Rank, ControlOp, Vec<u8>)>;
 
 impl Control {
     pub(crate) fn new(size: u32) -> Self {

@@ -8,7 +8,14 @@
 //! encoded once when it is sent (`crate::endpoint::engine::net::OutStream`).
 
 use crate::endpoint::engine::handler::MAX_TABLE_BYTES;
-use crate::endpoint::engine::termination::REPORT_BYTES;
+use crate::id::Rank;
+
+/// Bytes of an encoded termination report (`termination::Report`): the
+/// payload of [`ControlOp::Report`].
+pub(crate) const REPORT_BYTES: usize = 26;
+
+/// Messages to send in reaction: (destination, op, payload).
+pub(crate) type Sends = Vec<(Rank, ControlOp, Vec<u8>)>;
 
 /// What a control message asks for (see `crate::endpoint::engine::control` and
 /// `crate::endpoint::engine::termination`).

@@ -7,13 +7,14 @@
 //! (borrowing `net`) and read its message (borrowing `streams`) while
 //! `extract` is between fragments.
 
-use crate::endpoint::engine::control::{CloseCounts, Control};
+use crate::endpoint::engine::control::Control;
 use crate::endpoint::engine::control_op::ControlOp;
 use crate::endpoint::engine::handler::Registry;
 use crate::endpoint::engine::health::{Failure, Health, Scope};
 use crate::endpoint::engine::net::{Net, SHM};
 use crate::endpoint::engine::stream::{Fast, Streams};
-use crate::endpoint::wait::WaitConfig;
+use crate::endpoint::engine::termination::CloseCounts;
+use crate::endpoint::engine::wait_policy::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
 use crate::frame::FragFlags;
@@ -111,7 +112,7 @@ pub(crate) struct Core {
     /// How long `close` waits before saying whom it waits for.
     pub(crate) close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    pub(crate) hooks: crate::endpoint::wait::hook::Hooks,
+    pub(crate) hooks: crate::endpoint::engine::hooks::Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
     pub(crate) depth: Cell<u32>,
@@ -133,7 +134,7 @@ pub(crate) struct CoreSetup {
     pub(crate) local: Vec<Rank>,
     pub(crate) watchdog: Watchdog,
     pub(crate) close_warn: std::time::Duration,
-    pub(crate) hooks: Vec<crate::endpoint::wait::hook::Hook>,
+    pub(crate) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
     pub(crate) max_parked: usize,
     pub(crate) max_receive: usize,
 }
@@ -179,7 +180,7 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
-            hooks: crate::endpoint::wait::hook::Hooks::new(setup.hooks),
+            hooks: crate::endpoint::engine::hooks::Hooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
             max_receive: setup.max_receive,

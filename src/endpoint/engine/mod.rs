@@ -11,13 +11,31 @@
 //! read its message while `extract` is between fragments.
 //!
 //! [`Core`]: core::Core
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! core                 | `Core`: the state every call shares, the poll
+//!                      | loop, failures and closing
+//! net stream control   | send queues and routes; the receive state
+//!                      | machine; the control messages (start, rounds)
+//! termination          | the counting termination rounds
+//! control_op hooks     | control operations and their wire codes; the
+//!                      | idle hooks and their flag
+//! handler health      | the handler registry; peers' failures; the
+//! stats wait_policy   | counters; the wait policy as resolved at start
+//! layers:end
+//! ```
 
 pub(crate) mod control;
 pub(crate) mod control_op;
 pub(crate) mod core;
 pub(crate) mod handler;
 pub(crate) mod health;
+pub(crate) mod hooks;
 pub(crate) mod net;
 pub(crate) mod stats;
 pub(crate) mod stream;
 pub(crate) mod termination;
+pub(crate) mod wait_policy;

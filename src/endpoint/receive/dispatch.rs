@@ -23,7 +23,7 @@ use crate::endpoint::engine::net::{on_transport, Net, SHM};
 use crate::endpoint::engine::stream::{
     fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start,
 };
-use crate::endpoint::{Ctx, Message, Piece};
+use crate::endpoint::receive::message::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank};

@@ -8,6 +8,15 @@
 //! order per source, or (when its sender failed mid-message) flagged
 //! aborted, never padded; fragments go back to their transport in
 //! arrival order per source.
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! dispatch | performing the receive state machine's actions
+//! message  | the handles a handler gets
+//! layers:end
+//! ```
 
 pub(super) mod dispatch;
 pub(crate) mod message;

@@ -8,6 +8,14 @@
 //! rank, and everything handlers sent in response, has been handled; it
 //! fails, rather than waits for ever, once a peer has failed; a rank kept
 //! in `close` says whom it waits for.
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! quiesce straggle | the round loop; whom `close` waits for
+//! layers:end
+//! ```
 
 pub(super) mod quiesce;
 pub(super) mod straggle;

@@ -9,6 +9,14 @@
 //! below [`Config::max_parked`](crate::Config::max_parked) for sends made
 //! outside handlers. The per-destination queues and streams themselves are
 //! the engine's (`super::engine::net`).
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! writer backpressure remote_memory | one call each, none uses another
+//! layers:end
+//! ```
 
 pub(super) mod backpressure;
 pub(super) mod remote_memory;

@@ -2,9 +2,10 @@
 //! (which `crate::endpoint::startup` carries out).
 
 use crate::endpoint::engine::handler::{whole, HandlerResult, Registry};
+use crate::endpoint::engine::hooks::Hook;
+use crate::endpoint::receive::message::{Ctx, Message, Piece};
 use crate::endpoint::startup::config::Config;
-use crate::endpoint::wait::hook::Hook;
-use crate::endpoint::{Ctx, Endpoint, Message, Piece};
+use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StartError};
 use crate::id::{HandlerId, Rank, WindowId};
 use crate::window::WindowTable;

@@ -4,8 +4,8 @@
 //! the README's table) so a launched program needs no code changes to be
 //! tuned; builders can also set them directly.
 
-use crate::bootstrap::JobInfo;
-use crate::endpoint::wait::WaitPolicy;
+use crate::bootstrap::{JobInfo, Launcher};
+use crate::endpoint::engine::wait_policy::WaitPolicy;
 use crate::error::ConfigError;
 use crate::sync::AtomicBool;
 use crate::transport::net::NetRingConfig;
@@ -383,8 +383,7 @@ impl Config {
             && (job.local_size != job.size
                 || self.net.mode != NetMode::Auto
                 || self.net.root.is_some()
-                || (crate::endpoint::startup::hosts::has_store(job)
-                    && crate::settings::is_set("FASTMSG_HOST")))
+                || (has_store(job) && crate::settings::is_set("FASTMSG_HOST")))
     }
 
     /// The network rings' memory per rank (one receive ring, one credit
@@ -501,4 +500,10 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Whether the launcher offers a key-value store for the wire-up: a PMIx
+/// server or a PMI socket.
+fn has_store(job: &JobInfo) -> bool {
+    job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }

@@ -17,7 +17,7 @@
 
 use crate::bootstrap::rendezvous::{self, Member, RendezvousJob};
 use crate::bootstrap::{JobInfo, Launcher};
-use crate::endpoint::{Config, NetMode};
+use crate::endpoint::startup::config::{Config, NetMode};
 use crate::error::{ConfigError, ConnectError, StartError};
 use crate::id::Rank;
 use crate::ring::RingGeometry;
@@ -43,12 +43,6 @@ pub(crate) struct NetPlan {
 /// Whether this job needs the network at all.
 pub(crate) fn needs_network(config: &Config) -> bool {
     config.needs_network()
-}
-
-/// Whether the launcher offers a key-value store for the wire-up: a PMIx
-/// server or a PMI socket.
-pub(crate) fn has_store(job: &JobInfo) -> bool {
-    job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }
 
 fn root_file(config: &Config) -> PathBuf {

@@ -8,6 +8,16 @@
 //! (the network transport's NIC, the watchdog's probe, the waiter's
 //! doorbell) holds a view that keeps it mapped: nothing here depends on the
 //! order in which they are dropped.
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! builder report hosts fds | the builder; the report; the host map and
+//!                          | rendezvous; the descriptor limit
+//! config                   | the configuration and its environment
+//! layers:end
+//! ```
 
 pub(crate) mod builder;
 pub(crate) mod config;
@@ -21,11 +31,13 @@ use crate::bootstrap::JobInfo;
 use crate::endpoint::engine::control::OP_TABLE;
 use crate::endpoint::engine::core::{Core, CoreSetup};
 use crate::endpoint::engine::handler::{encode_table, Registry};
+use crate::endpoint::engine::hooks::Hook;
 use crate::endpoint::engine::net::Net;
+use crate::endpoint::engine::wait_policy::{WaitConfig, WaitPolicy};
 use crate::endpoint::startup::config::Config;
-use crate::endpoint::wait::hook::Hook;
-use crate::endpoint::wait::{WaitConfig, WaitPolicy, Waiter};
-use crate::endpoint::{ConnectMode, Endpoint};
+use crate::endpoint::startup::config::ConnectMode;
+use crate::endpoint::wait::Waiter;
+use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use crate::transport::net::provider::{Caps, OpenPlan};

@@ -4,8 +4,8 @@
 //! the CPU facts the `auto` wait policy decides by.
 
 use crate::bootstrap::Launcher;
+use crate::endpoint::engine::wait_policy::WaitPolicy;
 use crate::endpoint::startup::config::Config;
-use crate::endpoint::wait::WaitPolicy;
 use crate::settings::{self, env, Setting, FLAGS_VAR, SETTINGS, VERBOSE_VAR};
 use crate::topology::{Cpus, MaskReading};
 use std::fmt::Write as _;

@@ -505,7 +505,7 @@ fn a_control_message_announcing_more_than_its_kind_holds_is_refused_at_once() {
 
 #[test]
 fn every_control_encoding_fits_its_bound() {
-    use crate::endpoint::engine::control::CloseCounts;
+    use crate::endpoint::engine::termination::CloseCounts;
     use crate::endpoint::engine::termination::{encode_probe, Report, RoundKind};
     let report = Report {
         round: u32::MAX,
