@@ -76,53 +76,53 @@ const MAX_DEFERRED: usize = 64;
 /// Fragments taken from one transport before moving to the next.
 const BATCH: usize = 32;
 
-pub(crate) struct Core {
-    pub(crate) rank: Rank,
-    pub(crate) size: u32,
-    pub(crate) handler_count: u32,
+pub(in crate::endpoint) struct Core {
+    pub(in crate::endpoint) rank: Rank,
+    pub(in crate::endpoint) size: u32,
+    pub(in crate::endpoint) handler_count: u32,
     /// The watchdog thread and its alarm word. Its probes hold what they
     /// read (the segment's lifelines, the NIC's link words) themselves.
-    pub(crate) watchdog: Watchdog,
+    pub(in crate::endpoint) watchdog: Watchdog,
     /// What is known of peers' failures (sticky).
-    pub(crate) health: Health,
+    pub(in crate::endpoint) health: Health,
     /// The supervisor's abort was reported by `extract`.
     abort_reported: Cell<bool>,
-    pub(crate) net: RefCell<Net>,
+    pub(in crate::endpoint) net: RefCell<Net>,
     /// The receive state machine, one stream per source (`crate::endpoint::engine::stream`;
     /// performed by `crate::endpoint::receive::dispatch`).
-    pub(crate) streams: RefCell<Streams>,
-    pub(crate) registry: RefCell<Registry>,
-    pub(crate) control: RefCell<Control>,
+    pub(in crate::endpoint) streams: RefCell<Streams>,
+    pub(in crate::endpoint) registry: RefCell<Registry>,
+    pub(in crate::endpoint) control: RefCell<Control>,
     /// User messages whose last fragment arrived (the close barrier's count).
     pub(in crate::endpoint) received: Cell<u64>,
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
-    pub(crate) wait: WaitConfig,
-    pub(crate) abort: Option<Arc<AtomicBool>>,
+    pub(in crate::endpoint) wait: WaitConfig,
+    abort: Option<Arc<AtomicBool>>,
     /// One-sided windows: the table, and this rank's own area (a view that
     /// keeps the segment mapped).
-    pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowView,
+    pub(in crate::endpoint) windows: WindowTable,
+    pub(in crate::endpoint) my_window: WindowView,
     /// Ranks on this host, in rank order.
-    pub(crate) local: Vec<Rank>,
+    pub(in crate::endpoint) local: Vec<Rank>,
     /// The doorbell this rank sleeps on (sleep policy), in the segment,
     /// which the view keeps mapped.
-    pub(crate) bell: Option<MapRef<Doorbell>>,
+    pub(in crate::endpoint) bell: Option<MapRef<Doorbell>>,
     /// How long `close` waits before saying whom it waits for.
-    pub(crate) close_warn: std::time::Duration,
+    pub(in crate::endpoint) close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    pub(crate) hooks: crate::endpoint::engine::hooks::Hooks,
+    pub(in crate::endpoint) hooks: crate::endpoint::engine::hooks::Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
-    pub(crate) depth: Cell<u32>,
+    pub(in crate::endpoint) depth: Cell<u32>,
     /// Parked bytes past which a send from outside handlers makes
     /// progress instead (see `crate::endpoint::send::backpressure`).
-    pub(crate) max_parked: usize,
+    pub(in crate::endpoint) max_parked: usize,
     /// The longest message `Message::receive_vec` allocates for.
-    pub(crate) max_receive: usize,
+    pub(in crate::endpoint) max_receive: usize,
     /// Termination rounds this rank has entered (`quiesce` and `close`).
-    pub(crate) rounds: Cell<u32>,
+    pub(in crate::endpoint) rounds: Cell<u32>,
 }
 
 /// What the builder hands the engine besides transports and handlers.

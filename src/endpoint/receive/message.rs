@@ -33,7 +33,13 @@ pub struct Message {
 }
 
 impl Message {
-    pub(crate) fn new(core: Rc<Core>, src: Rank, seq: u64, total: u64, handler: HandlerId) -> Self {
+    pub(in crate::endpoint) fn new(
+        core: Rc<Core>,
+        src: Rank,
+        seq: u64,
+        total: u64,
+        handler: HandlerId,
+    ) -> Self {
         Message {
             core,
             src,
@@ -319,7 +325,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub(crate) fn new(core: Rc<Core>) -> Self {
+    pub(in crate::endpoint) fn new(core: Rc<Core>) -> Self {
         Ctx { core }
     }
 
@@ -331,7 +337,7 @@ impl Ctx {
 
     /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
     #[inline]
-    pub(crate) fn from_core(core: &Rc<Core>) -> &Ctx {
+    pub(in crate::endpoint) fn from_core(core: &Rc<Core>) -> &Ctx {
         // SAFETY: `Ctx` is `repr(transparent)` over `Rc<Core>`, so the two
         // have the same layout; the returned reference borrows `core`.
         unsafe { &*(core as *const Rc<Core> as *const Ctx) }

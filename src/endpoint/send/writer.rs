@@ -33,7 +33,7 @@ impl<'a> MessageWriter<'a> {
     /// Open the main thread's stream `s` (nothing is parked for its
     /// destination: the caller drained it). It stays open until the
     /// writer ends ([`close`](Self::close)).
-    pub(crate) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
+    pub(in crate::endpoint) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
         core.net.borrow_mut().open_main(s.dest);
         MessageWriter {
             core,
