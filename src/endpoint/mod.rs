@@ -312,7 +312,7 @@ impl Endpoint {
     /// `quiesce` in this round.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        let mut straggle = self::rounds::straggle::StraggleWatch::new(core.close_warn);
+        let mut straggle = self::rounds::straggle::StraggleWatch::new(core.close_warn());
         core.termination_round(self::engine::termination::RoundKind::Close, &mut |c| {
             straggle.tick(c)
         })?;
@@ -322,7 +322,7 @@ impl Endpoint {
         // Network transports: wait until what peers sent before closing has
         // landed here (the release may have overtaken it on another path);
         // a live peer however long, saying so after `close_warn`.
-        let warn = core.close_warn;
+        let warn = core.close_warn();
         core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
@@ -359,7 +359,7 @@ impl Core {
                 self.wait_for_credit(dest, &mut waiter)?;
             }
         }
-        let s = OutStream::user(self.rank, dest, handler, len as u64);
+        let s = OutStream::user(self.rank(), dest, handler, len as u64);
         Ok(MessageWriter::open(self, s))
     }
 
@@ -372,14 +372,14 @@ impl Core {
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
         let len = pieces.iter().map(|p| p.len()).sum();
-        if self.watchdog.alarm().raised() {
+        if self.watchdog().alarm().raised() {
             self.learn_failures();
         }
         self.check_send(dest, handler)?;
-        let inline = self
-            .net
-            .borrow_mut()
-            .try_send_inline(self.rank, dest, handler, len as u64, pieces);
+        let inline =
+            self.net
+                .borrow_mut()
+                .try_send_inline(self.rank(), dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
         }
@@ -392,13 +392,13 @@ impl Core {
 
     /// Validate a send's destination and handler.
     pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
-        if dest.0 >= self.size {
+        if dest.0 >= self.size() {
             return Err(SendError::BadDestination {
                 dest,
-                size: self.size,
+                size: self.size(),
             });
         }
-        let registered = self.handler_count;
+        let registered = self.handler_count();
         if handler.0 >= registered {
             return Err(SendError::UnknownHandler {
                 id: handler.0,
@@ -409,7 +409,7 @@ impl Core {
         // peer lives).
         if self.health.is_gone(dest) {
             if self.health.self_closed() {
-                return Err(SendError::Closed { rank: self.rank });
+                return Err(SendError::Closed { rank: self.rank() });
             }
             return Err(SendError::PeerGone { rank: dest });
         }

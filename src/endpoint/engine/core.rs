@@ -77,12 +77,12 @@ const MAX_DEFERRED: usize = 64;
 const BATCH: usize = 32;
 
 pub(in crate::endpoint) struct Core {
-    pub(in crate::endpoint) rank: Rank,
-    pub(in crate::endpoint) size: u32,
-    pub(in crate::endpoint) handler_count: u32,
+    rank: Rank,
+    size: u32,
+    handler_count: u32,
     /// The watchdog thread and its alarm word. Its probes hold what they
     /// read (the segment's lifelines, the NIC's link words) themselves.
-    pub(in crate::endpoint) watchdog: Watchdog,
+    watchdog: Watchdog,
     /// What is known of peers' failures (sticky).
     pub(in crate::endpoint) health: Health,
     /// The supervisor's abort was reported by `extract`.
@@ -98,19 +98,19 @@ pub(in crate::endpoint) struct Core {
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
-    pub(in crate::endpoint) wait: WaitConfig,
+    wait: WaitConfig,
     abort: Option<Arc<AtomicBool>>,
     /// One-sided windows: the table, and this rank's own area (a view that
     /// keeps the segment mapped).
-    pub(in crate::endpoint) windows: WindowTable,
-    pub(in crate::endpoint) my_window: WindowView,
+    windows: WindowTable,
+    my_window: WindowView,
     /// Ranks on this host, in rank order.
-    pub(in crate::endpoint) local: Vec<Rank>,
+    local: Vec<Rank>,
     /// The doorbell this rank sleeps on (sleep policy), in the segment,
     /// which the view keeps mapped.
-    pub(in crate::endpoint) bell: Option<MapRef<Doorbell>>,
+    bell: Option<MapRef<Doorbell>>,
     /// How long `close` waits before saying whom it waits for.
-    pub(in crate::endpoint) close_warn: std::time::Duration,
+    close_warn: std::time::Duration,
     /// Idle hooks and their flag.
     pub(in crate::endpoint) hooks: crate::endpoint::engine::hooks::Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
@@ -118,9 +118,9 @@ pub(in crate::endpoint) struct Core {
     pub(in crate::endpoint) depth: Cell<u32>,
     /// Parked bytes past which a send from outside handlers makes
     /// progress instead (see `crate::endpoint::send::backpressure`).
-    pub(in crate::endpoint) max_parked: usize,
+    max_parked: usize,
     /// The longest message `Message::receive_vec` allocates for.
-    pub(in crate::endpoint) max_receive: usize,
+    max_receive: usize,
     /// Termination rounds this rank has entered (`quiesce` and `close`).
     pub(in crate::endpoint) rounds: Cell<u32>,
 }
@@ -137,6 +137,81 @@ pub(crate) struct CoreSetup {
     pub(crate) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
     pub(crate) max_parked: usize,
     pub(crate) max_receive: usize,
+}
+
+/// Settings fixed at start, read by the rooms above the engine.
+impl Core {
+    /// This rank.
+    #[inline]
+    pub(in crate::endpoint) fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    #[inline]
+    pub(in crate::endpoint) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Handlers registered (the table frozen at start).
+    #[inline]
+    pub(in crate::endpoint) fn handler_count(&self) -> u32 {
+        self.handler_count
+    }
+
+    /// The watchdog thread and its alarm word.
+    #[inline]
+    pub(in crate::endpoint) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    /// The wait policy as resolved at start.
+    #[inline]
+    pub(in crate::endpoint) fn wait(&self) -> WaitConfig {
+        self.wait
+    }
+
+    /// The one-sided windows of every rank.
+    #[inline]
+    pub(in crate::endpoint) fn windows(&self) -> &WindowTable {
+        &self.windows
+    }
+
+    /// This rank's own window area.
+    #[inline]
+    pub(in crate::endpoint) fn my_window(&self) -> &WindowView {
+        &self.my_window
+    }
+
+    /// Ranks on this host, in rank order.
+    #[inline]
+    pub(in crate::endpoint) fn local(&self) -> &[Rank] {
+        &self.local
+    }
+
+    /// The doorbell this rank sleeps on, if it sleeps.
+    #[inline]
+    pub(in crate::endpoint) fn bell(&self) -> Option<&MapRef<Doorbell>> {
+        self.bell.as_ref()
+    }
+
+    /// How long `close` waits before saying whom it waits for.
+    #[inline]
+    pub(in crate::endpoint) fn close_warn(&self) -> std::time::Duration {
+        self.close_warn
+    }
+
+    /// The bound on parked bytes for sends made outside handlers.
+    #[inline]
+    pub(in crate::endpoint) fn max_parked(&self) -> usize {
+        self.max_parked
+    }
+
+    /// The longest message `Message::receive_vec` allocates for.
+    #[inline]
+    pub(in crate::endpoint) fn max_receive(&self) -> usize {
+        self.max_receive
+    }
 }
 
 impl std::fmt::Debug for Core {

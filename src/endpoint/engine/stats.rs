@@ -210,7 +210,7 @@ impl Endpoint {
         #[cfg(feature = "stats")]
         {
             use std::io::Write;
-            let table = self.stats().table(self.core.rank.0);
+            let table = self.stats().table(self.core.rank().0);
             let _ = std::io::stderr().write_all(table.as_bytes());
         }
         #[cfg(not(feature = "stats"))]

@@ -141,7 +141,7 @@ impl Message {
     /// readable with [`receive`](Self::receive)); otherwise as
     /// [`receive`](Self::receive).
     pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
-        let max = self.core.max_receive;
+        let max = self.core.max_receive();
         self.receive_vec_max(max).await
     }
 
@@ -346,18 +346,18 @@ impl Ctx {
     /// This rank.
     #[inline]
     pub fn rank(&self) -> Rank {
-        self.core.rank
+        self.core.rank()
     }
 
     /// Ranks in the job.
     #[inline]
     pub fn size(&self) -> u32 {
-        self.core.size
+        self.core.size()
     }
 
     /// The ranks on this host (sharing its memory), in rank order.
     pub fn local_ranks(&self) -> &[Rank] {
-        &self.core.local
+        self.core.local()
     }
 
     /// One-sided put: copy `data` to byte `offset` of window `win` on
@@ -424,7 +424,7 @@ impl Ctx {
     /// progress for the parked-send bound.
     #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
-        if self.core.watchdog.alarm().raised() {
+        if self.core.watchdog().alarm().raised() {
             // A peer failed (one relaxed load while none did): learn which
             // before sending, so that sends to a dead peer fail now instead
             // of parking until the parked-send bound makes progress.
@@ -433,10 +433,10 @@ impl Ctx {
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
         let mut net = self.core.net.borrow_mut();
-        if net.try_send_inline(self.core.rank, dest, handler, total, pieces) {
+        if net.try_send_inline(self.core.rank(), dest, handler, total, pieces) {
             return Ok(());
         }
-        let stream = OutStream::user(self.core.rank, dest, handler, total);
+        let stream = OutStream::user(self.core.rank(), dest, handler, total);
         net.send_or_park(stream, pieces);
         drop(net);
         self.core.relieve()

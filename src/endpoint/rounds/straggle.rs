@@ -45,7 +45,7 @@ impl StraggleWatch {
 
     /// Called after each round of the close loop.
     pub(crate) fn tick(&mut self, core: &Core) {
-        let me = core.rank;
+        let me = core.rank();
         if let Some(missing) = core.control.borrow_mut().take_stragglers() {
             say(format!(
                 "rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",

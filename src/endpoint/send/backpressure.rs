@@ -28,7 +28,7 @@ impl Core {
     /// reported by the next `extract`.
     #[inline]
     pub(crate) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
-        if self.net.borrow().parked_bytes() <= self.max_parked
+        if self.net.borrow().parked_bytes() <= self.max_parked()
             || self.depth.get() > 0
             || self.hooks.running()
         {
@@ -41,7 +41,7 @@ impl Core {
     #[inline(never)]
     fn relieve_slow(self: &Rc<Self>) -> Result<(), SendError> {
         let mut waiter = Waiter::draining();
-        let max = self.max_parked;
+        let max = self.max_parked();
         while self.net.borrow().parked_bytes() > max {
             let mut ready = || self.net.borrow().parked_bytes() <= max;
             match self.progress_round(&mut waiter, &mut ready) {

@@ -245,7 +245,7 @@ fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
 /// Send this rank's handler table (`names`) to rank 0 and wait for its
 /// verdict on every rank's.
 fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<(), StartError> {
-    if ep.core.rank.0 == 0 {
+    if ep.core.rank().0 == 0 {
         ep.core.control.borrow_mut().set_own_table(names.clone());
     }
     ep.core

@@ -173,7 +173,7 @@ impl Waiter {
                 core.defer(e);
             }
         }
-        let mut cfg = core.wait;
+        let mut cfg = core.wait();
         if !self.hooks && cfg.yield_ {
             // Waiting for the network to drain (credit, the parked bound):
             // the peer must run to return credit, so spin only briefly.
@@ -217,7 +217,7 @@ impl Waiter {
         }
         if let Some(after) = cfg.sleep_after {
             if now - since >= after {
-                if let Some(bell) = &core.bell {
+                if let Some(bell) = core.bell() {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
                     let has_work = || core.net.borrow().has_work() || ready();
