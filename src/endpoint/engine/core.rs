@@ -11,7 +11,7 @@ use crate::endpoint::engine::control::Control;
 use crate::endpoint::engine::control_op::ControlOp;
 use crate::endpoint::engine::handler::Registry;
 use crate::endpoint::engine::health::{Failure, Health, Scope};
-use crate::endpoint::engine::net::{Net, SHM};
+use crate::endpoint::engine::net::{Bell, Net, SHM};
 use crate::endpoint::engine::stream::{Fast, Streams};
 use crate::endpoint::engine::termination::CloseCounts;
 use crate::endpoint::engine::wait_policy::WaitConfig;
@@ -21,10 +21,7 @@ use crate::frame::FragFlags;
 use crate::id::Rank;
 use crate::id::WindowId;
 use crate::sync::AtomicBool;
-use crate::transport::shm::liveness::Life;
-use crate::transport::shm::mapping::MapRef;
 use crate::transport::{RxFragment, Transport};
-use crate::wake::Doorbell;
 use crate::watch::Watchdog;
 use crate::window;
 use crate::window::{WindowTable, WindowView};
@@ -108,7 +105,7 @@ pub(in crate::endpoint) struct Core {
     local: Vec<Rank>,
     /// The doorbell this rank sleeps on (sleep policy), in the segment,
     /// which the view keeps mapped.
-    bell: Option<MapRef<Doorbell>>,
+    bell: Option<Bell>,
     /// How long `close` waits before saying whom it waits for.
     close_warn: std::time::Duration,
     /// Idle hooks and their flag.
@@ -191,7 +188,7 @@ impl Core {
 
     /// The doorbell this rank sleeps on, if it sleeps.
     #[inline]
-    pub(in crate::endpoint) fn bell(&self) -> Option<&MapRef<Doorbell>> {
+    pub(in crate::endpoint) fn bell(&self) -> Option<&Bell> {
         self.bell.as_ref()
     }
 
@@ -233,7 +230,7 @@ impl Core {
     ) -> Core {
         // Only the shm transport has a doorbell (the network transports'
         // NICs ring it).
-        let bell = Some(net.shm.doorbell_ref());
+        let bell = Some(net.doorbell());
         Core {
             rank,
             size,
@@ -490,25 +487,14 @@ impl Core {
                 self.defer(ExtractError::Aborted);
             }
         }
-        let local: Vec<(Rank, Failure)> = self
-            .net
-            .borrow()
-            .shm
-            .peer_lives()
-            .filter_map(|(rank, life, pid)| match life {
-                Life::Closed => Some((rank, Failure::Closed)),
-                Life::Left => Some((rank, Failure::Left)),
-                Life::Dead => Some((rank, Failure::Died { pid })),
-                Life::Alive | Life::Unarmed => None,
-            })
-            .collect();
+        let local = self.net.borrow().local_failures();
         for (rank, how) in local {
             self.peer_failed(rank, how);
         }
         // What this rank's own sends found corrupt in a peer's shared
         // queue (the shm transport raised the alarm).
         loop {
-            let refused = self.net.borrow_mut().shm.take_refusal();
+            let refused = self.net.borrow_mut().take_refusal();
             match refused {
                 Some(e) => self.note_error(ExtractError::Protocol(e)),
                 None => break,
@@ -516,7 +502,7 @@ impl Core {
         }
         // A hole a dead writer left in a shared queue we read (the probe
         // raises the alarm again once the grace has passed).
-        let hole = self.net.borrow_mut().shm.find_hole();
+        let hole = self.net.borrow_mut().find_hole();
         if let Some(e) = hole {
             self.defer(ExtractError::Protocol(e));
         }
@@ -553,9 +539,7 @@ impl Core {
             return;
         }
         {
-            let mut net = self.net.borrow_mut();
-            net.shm.mark_gone(rank);
-            net.drop_pending_to(rank);
+            self.net.borrow_mut().peer_gone(rank);
         }
         if let Some(e) = how.error(rank) {
             self.defer(e);

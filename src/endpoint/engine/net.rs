@@ -14,10 +14,14 @@
 //! destination's pending queue before opening a stream to it.
 
 use crate::endpoint::engine::control_op::ControlOp;
-use crate::error::PutError;
+use crate::endpoint::engine::health::Failure;
+use crate::error::{ProtocolError, PutError};
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
+use crate::transport::shm::liveness::Life;
+use crate::transport::shm::mapping::MapRef;
 use crate::transport::{AnyTransport, NetTransport, ShmTransport, Transport, TxFrame};
+use crate::wake::Doorbell;
 use std::collections::VecDeque;
 
 /// Whom a message is for at its destination.
@@ -613,5 +617,52 @@ impl Net {
     /// as sent, so that the close barrier's counts still agree.
     pub(crate) fn count_crafted_message(&mut self) {
         self.sent += 1;
+    }
+}
+
+/// The doorbell this rank sleeps on, as the shared-memory transport hands
+/// it out (a view that keeps the segment mapped).
+pub(crate) type Bell = MapRef<Doorbell>;
+
+/// What the shared-memory transport knows of this host's peers and of its
+/// own queues, in the engine's terms (read when the watchdog raises its
+/// alarm, off the message path).
+impl Net {
+    /// Local peers whose lifelines in the segment show them closed, left
+    /// or dead.
+    pub(crate) fn local_failures(&self) -> Vec<(Rank, Failure)> {
+        self.shm
+            .peer_lives()
+            .filter_map(|(rank, life, pid)| match life {
+                Life::Closed => Some((rank, Failure::Closed)),
+                Life::Left => Some((rank, Failure::Left)),
+                Life::Dead => Some((rank, Failure::Died { pid })),
+                Life::Alive | Life::Unarmed => None,
+            })
+            .collect()
+    }
+
+    /// The next corruption this rank's own sends found in a peer's shared
+    /// queue, if any.
+    pub(crate) fn take_refusal(&mut self) -> Option<ProtocolError> {
+        self.shm.take_refusal()
+    }
+
+    /// A hole a dead writer left in a shared queue this rank reads.
+    pub(crate) fn find_hole(&mut self) -> Option<ProtocolError> {
+        self.shm.find_hole()
+    }
+
+    /// `rank` failed, left or closed: puts to it fail, and nothing stays
+    /// parked for it.
+    pub(crate) fn peer_gone(&mut self, rank: Rank) {
+        self.shm.mark_gone(rank);
+        self.drop_pending_to(rank);
+    }
+
+    /// The doorbell this rank sleeps on (only the shared-memory transport
+    /// has one; the network transports' NICs ring it).
+    pub(crate) fn doorbell(&self) -> Bell {
+        self.shm.doorbell_ref()
     }
 }
