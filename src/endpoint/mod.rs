@@ -9,8 +9,12 @@
 //! The engine at the bottom holds the state every call shares (`Core`) and
 //! the parts it is made of; the rooms above it are the calls a program or
 //! a handler makes on it. Rooms import only down this table
-//! (`scripts/layers.py check`); everything may use what this file defines
-//! (`Endpoint`, and the re-exports of the public types):
+//! (`scripts/layers.py check`), naming the file they use; everything may
+//! use what this file defines (`Endpoint`). One edge goes up, through the
+//! re-exports here, and cannot be cut without type erasure: the engine's
+//! handler registry and idle hooks hold functions of the handles
+//! (`Ctx`, `Message`, `Piece`, defined in `receive`), and the handles
+//! hold the engine.
 //!
 //! ```text
 //! layers:begin

@@ -16,15 +16,16 @@
 //!
 //! ```text
 //! layers:begin
-//! core                 | `Core`: the state every call shares, the poll
-//!                      | loop, failures and closing
-//! net stream control   | send queues and routes; the receive state
-//!                      | machine; the control messages (start, rounds)
-//! termination          | the counting termination rounds
-//! control_op hooks     | control operations and their wire codes; the
-//!                      | idle hooks and their flag
-//! handler health      | the handler registry; peers' failures; the
-//! stats wait_policy   | counters; the wait policy as resolved at start
+//! core                             | `Core`: the state every call shares, the poll
+//!                                  | loop, failures and closing
+//! net stream control               | send queues and routes; the receive state
+//!                                  | machine; the control messages (start, rounds)
+//! termination                      | the counting termination rounds
+//! control_op hooks                 | control operations and their wire codes; the
+//!                                  | idle hooks and their flag
+//! handler health stats wait_policy | the handler registry; peers' failures;
+//!                                  | the counters; the wait policy as resolved
+//!                                  | at start
 //! layers:end
 //! ```
 

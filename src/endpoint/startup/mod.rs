@@ -9,6 +9,14 @@
 //! doorbell) holds a view that keeps it mapped: nothing here depends on the
 //! order in which they are dropped.
 //!
+//! The room also holds what start-up reads: the builder that collects
+//! handlers, windows and hooks ([`builder`]), the configuration and its
+//! environment variables ([`config`]) and the report of both
+//! ([`report`]). Promises: the configuration is checked before the job
+//! is joined; what goes wrong is a typed [`StartError`]; and once
+//! `start` returns, every rank registered the same handlers in the same
+//! order.
+//!
 //! Its files import only down this table (`scripts/layers.py check`):
 //!
 //! ```text

@@ -1,14 +1,17 @@
-//! Waiting for progress: spin, spin then yield, spin then sleep.
+//! Waiting for progress: the waiter every blocking call runs (spin, spin
+//! then yield, spin then sleep), the run-queue evidence the `auto` policy
+//! decides by, and when idle hooks run. The policy itself, as resolved at
+//! start, is the engine's (`crate::endpoint::engine::wait_policy`).
 //!
 //! Spinning is right when each rank has a core to itself and wrong when
-//! anything else wants the core. [`WaitPolicy::Auto`](crate::WaitPolicy::Auto) (the default) decides
-//! from what the kernel reports, not from what it assumes (see
-//! [`crate::endpoint::wait::pressure`]). Every wait first spins about as long as this
-//! rank's waits usually last (twice the running average, in rounds); a
-//! wait that outlives that looks at whether the core is wanted: the run
-//! queue holds more runnable threads than the machine has CPUs, or — over
-//! a millisecond or more of the wait's spinning — the rank itself lost
-//! more than a fifth of its time waiting for a CPU (the scheduler's run
+//! anything else wants the core. [`WaitPolicy::Auto`] (the default)
+//! decides from what the kernel reports, not from what it assumes (see
+//! [`pressure`]). Every wait first spins about as long as this rank's
+//! waits usually last (twice the running average, in rounds); a wait that
+//! outlives that looks at whether the core is wanted: the run queue holds
+//! more runnable threads than the machine has CPUs, or — over a
+//! millisecond or more of the wait's spinning — the rank itself lost more
+//! than a fifth of its time waiting for a CPU (the scheduler's run
 //! delay). Either marks the rank contended for
 //! [`pressure::CONTENDED_FOR`]. A contended wait, and every wait where the
 //! host has fewer CPUs than busy ranks, backs off after its short spin in
@@ -16,18 +19,24 @@
 //! core each round, or sleeping on its doorbell at once (the doorbell that
 //! both a local sender and the TCP transport's NIC thread ring), trying
 //! the other way now and then ([`pressure::Backoff`]). A rank nobody
-//! competes with spins, as fast as [`WaitPolicy::Spin`](crate::WaitPolicy::Spin); after a long idle
-//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`](crate::endpoint::engine::wait_policy::AUTO_SLEEP_AFTER) ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
+//! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
+//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]
+//! ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
 //! doorbells on only where the kernel offers the asymmetric barrier
 //! (`membarrier`, see [`crate::wake`]), which makes a ring one load on a
 //! quiet machine; elsewhere a contended rank yields instead of sleeping.
-//! [`WaitPolicy::Sleep`](crate::WaitPolicy::Sleep) sleeps after a short spin whether or not the core
+//! [`WaitPolicy::Sleep`] sleeps after a short spin whether or not the core
 //! is wanted.
 //!
-//! Once past spinning, every idle round checks what the watchdog found
-//! about peers (see [`crate::endpoint::engine::health`]: a failed peer stops the wait with
-//! its error — never a hang), and every [`HEALTH_EVERY`] the transports'
-//! own checks run.
+//! Promises: once past spinning, every idle round checks what the
+//! watchdog found about peers (see [`crate::endpoint::engine::health`]):
+//! a failed peer stops the wait with its error — never a hang; and every
+//! [`HEALTH_EVERY`] the transports' own checks run.
+//!
+//! [`WaitPolicy::Auto`]: crate::WaitPolicy::Auto
+//! [`WaitPolicy::Spin`]: crate::WaitPolicy::Spin
+//! [`WaitPolicy::Sleep`]: crate::WaitPolicy::Sleep
+//! [`AUTO_SLEEP_AFTER`]: crate::endpoint::engine::wait_policy::AUTO_SLEEP_AFTER
 //!
 //! Its files import only down this table (`scripts/layers.py check`):
 //!
