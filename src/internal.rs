@@ -123,7 +123,7 @@ pub mod handler_table {
 pub mod control {
     use crate::endpoint::engine::control as inner;
     use crate::endpoint::engine::control_op::ControlOp;
-    use crate::endpoint::engine::termination::{Report, RoundKind};
+    use crate::endpoint::engine::termination::{CloseCounts, Report, RoundKind};
     use crate::error::{ProtocolError, StartError};
     use crate::id::Rank;
 
@@ -166,7 +166,7 @@ pub mod control {
             wave,
             kind: kind(close),
             busy,
-            counts: inner::CloseCounts { sent, received },
+            counts: CloseCounts { sent, received },
         }
         .encode()
     }
@@ -209,7 +209,7 @@ pub mod control {
             received: u64,
             busy: bool,
         ) -> Result<Sends, ProtocolError> {
-            let counts = inner::CloseCounts { sent, received };
+            let counts = CloseCounts { sent, received };
             // The engine decodes the operation when the message's first
             // fragment arrives (`crate::endpoint::engine::stream`), as here.
             let op = ControlOp::from_wire(op).ok_or(ProtocolError::BadControl {
@@ -233,7 +233,7 @@ pub mod control {
             received: u64,
             busy: bool,
         ) -> Vec<u8> {
-            let counts = inner::CloseCounts { sent, received };
+            let counts = CloseCounts { sent, received };
             self.0
                 .rounds
                 .enter(round, kind(close), counts, busy)

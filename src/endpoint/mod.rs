@@ -349,7 +349,7 @@ impl Drop for Endpoint {
 impl Core {
     /// `Endpoint::begin_message`: wait until nothing is parked towards
     /// `dest`, then open the main thread's stream to it.
-    pub(crate) fn begin_message(
+    pub(in crate::endpoint) fn begin_message(
         self: &Rc<Self>,
         dest: Rank,
         len: usize,
@@ -369,7 +369,7 @@ impl Core {
 
     /// `Endpoint::send`: a whole message, waiting for credit (making
     /// progress) rather than parking.
-    pub(crate) fn send_waiting(
+    pub(in crate::endpoint) fn send_waiting(
         self: &Rc<Self>,
         dest: Rank,
         handler: HandlerId,
@@ -395,7 +395,11 @@ impl Core {
     }
 
     /// Validate a send's destination and handler.
-    pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
+    pub(in crate::endpoint) fn check_send(
+        &self,
+        dest: Rank,
+        handler: HandlerId,
+    ) -> Result<(), SendError> {
         if dest.0 >= self.size() {
             return Err(SendError::BadDestination {
                 dest,
@@ -422,7 +426,7 @@ impl Core {
 
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
-    pub(crate) fn set_closed(&self) {
+    pub(in crate::endpoint) fn set_closed(&self) {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
@@ -432,7 +436,7 @@ impl Core {
 
     /// One round of progress on behalf of a blocking call: extract (errors
     /// are kept for the next `extract`), then wait per policy if idle.
-    pub(crate) fn progress_round(
+    pub(in crate::endpoint) fn progress_round(
         self: &Rc<Self>,
         waiter: &mut Waiter,
         ready: &mut dyn FnMut() -> bool,
@@ -451,7 +455,7 @@ impl Core {
     }
 
     /// Wait for credit towards `dest`, making progress meanwhile.
-    pub(crate) fn wait_for_credit(
+    pub(in crate::endpoint) fn wait_for_credit(
         self: &Rc<Self>,
         dest: Rank,
         waiter: &mut Waiter,

@@ -123,17 +123,17 @@ pub(in crate::endpoint) struct Core {
 }
 
 /// What the builder hands the engine besides transports and handlers.
-pub(crate) struct CoreSetup {
-    pub(crate) wait: WaitConfig,
-    pub(crate) abort: Option<Arc<AtomicBool>>,
-    pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowView,
-    pub(crate) local: Vec<Rank>,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) close_warn: std::time::Duration,
-    pub(crate) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
-    pub(crate) max_parked: usize,
-    pub(crate) max_receive: usize,
+pub(in crate::endpoint) struct CoreSetup {
+    pub(in crate::endpoint) wait: WaitConfig,
+    pub(in crate::endpoint) abort: Option<Arc<AtomicBool>>,
+    pub(in crate::endpoint) windows: WindowTable,
+    pub(in crate::endpoint) my_window: WindowView,
+    pub(in crate::endpoint) local: Vec<Rank>,
+    pub(in crate::endpoint) watchdog: Watchdog,
+    pub(in crate::endpoint) close_warn: std::time::Duration,
+    pub(in crate::endpoint) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
+    pub(in crate::endpoint) max_parked: usize,
+    pub(in crate::endpoint) max_receive: usize,
 }
 
 /// Settings fixed at start, read by the rooms above the engine.
@@ -221,7 +221,7 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    pub(crate) fn new(
+    pub(in crate::endpoint) fn new(
         rank: Rank,
         size: u32,
         net: Net,
@@ -262,7 +262,7 @@ impl Core {
 
     /// Report an error at the next `extract` (used where progress runs on
     /// behalf of a send).
-    pub(crate) fn defer(&self, e: ExtractError) {
+    pub(in crate::endpoint) fn defer(&self, e: ExtractError) {
         let mut d = self.deferred.borrow_mut();
         // Bounded: a program that never calls `extract` again must not grow
         // without limit; the oldest errors (the causes) are kept.
@@ -274,7 +274,7 @@ impl Core {
 
     /// The oldest error kept for the next `extract`.
     #[inline]
-    pub(crate) fn take_deferred(&self) -> Option<ExtractError> {
+    pub(in crate::endpoint) fn take_deferred(&self) -> Option<ExtractError> {
         if !self.has_deferred.get() {
             return None;
         }
@@ -288,7 +288,10 @@ impl Core {
     /// `BATCH` fragments per transport, stopping once `max_bytes` of payload
     /// were taken.
     #[inline(always)]
-    pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
+    pub(in crate::endpoint) fn progress(
+        self: &Rc<Self>,
+        max_bytes: usize,
+    ) -> Result<Extracted, ExtractError> {
         // The empty poll, inline: one load per receive queue, and the
         // watchdog's alarm word.
         if self.is_idle() {
@@ -301,7 +304,7 @@ impl Core {
     /// what a blocking wait wants, since its condition usually turns true
     /// in a handler and should be checked before polling again.
     #[inline]
-    pub(crate) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
+    pub(in crate::endpoint) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
         if self.is_idle() {
             return Ok(Extracted::default());
         }
@@ -456,7 +459,7 @@ impl Core {
     }
 
     /// This rank's message counts for the close barrier.
-    pub(crate) fn close_counts(&self) -> CloseCounts {
+    pub(in crate::endpoint) fn close_counts(&self) -> CloseCounts {
         CloseCounts {
             sent: self.net.borrow().sent_count(),
             received: self.received.get(),
@@ -464,7 +467,7 @@ impl Core {
     }
 
     /// Send a small control message (never blocks; parks without credit).
-    pub(crate) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
+    pub(in crate::endpoint) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
         let stream = crate::endpoint::engine::net::OutStream::control(
             self.rank,
             dest,
@@ -479,7 +482,7 @@ impl Core {
     /// error per failure, for `extract`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn absorb_alarm(self: &Rc<Self>) {
+    pub(in crate::endpoint) fn absorb_alarm(self: &Rc<Self>) {
         self.watchdog.alarm().clear();
         if let Some(a) = &self.abort {
             if !self.abort_reported.get() && a.load(crate::sync::Ordering::Relaxed) {
@@ -534,7 +537,7 @@ impl Core {
     /// `rank` failed, left or closed: record it for good; on a failure,
     /// drop what is parked for it, end its cut-off message as aborted and
     /// report it once.
-    pub(crate) fn peer_failed(self: &Rc<Self>, rank: Rank, how: Failure) {
+    pub(in crate::endpoint) fn peer_failed(self: &Rc<Self>, rank: Rank, how: Failure) {
         if rank == self.rank || !self.health.record(rank, how.clone()) {
             return;
         }
@@ -554,7 +557,7 @@ impl Core {
     /// inside them the pass of `progress` running them reads it next.
     #[cold]
     #[inline(never)]
-    pub(crate) fn learn_failures(self: &Rc<Self>) {
+    pub(in crate::endpoint) fn learn_failures(self: &Rc<Self>) {
         if self.depth.get() == 0 && !self.hooks.running() {
             self.absorb_alarm();
         }
@@ -563,7 +566,10 @@ impl Core {
     /// The failure a blocking wait in `scope` must stop with, after the
     /// abort flag and whatever the watchdog found. Cheap when nothing
     /// happened: called at every idle round of a wait.
-    pub(crate) fn check_failures(self: &Rc<Self>, scope: Scope) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn check_failures(
+        self: &Rc<Self>,
+        scope: Scope,
+    ) -> Result<(), ExtractError> {
         if let Some(a) = &self.abort {
             if a.load(crate::sync::Ordering::Relaxed) {
                 return Err(ExtractError::Aborted);
@@ -581,7 +587,7 @@ impl Core {
     /// The transports' own periodic checks (corrupt queues and rings, the
     /// network's credit backstop and link states), for an idle waiter.
     /// Peer failures found are recorded; other errors returned.
-    pub(crate) fn check_transports(self: &Rc<Self>) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn check_transports(self: &Rc<Self>) -> Result<(), ExtractError> {
         for _ in 0..=self.size {
             let r = self.net.borrow_mut().for_each(|t| t.check_peers());
             match r {
@@ -594,7 +600,7 @@ impl Core {
     }
 
     /// One-sided put of `data` at `offset` of window `win` on `dest`.
-    pub(crate) fn put(
+    pub(in crate::endpoint) fn put(
         &self,
         win: WindowId,
         dest: Rank,
@@ -610,7 +616,7 @@ impl Core {
     }
 
     /// One-sided atomic store of an 8-byte word.
-    pub(crate) fn put_u64(
+    pub(in crate::endpoint) fn put_u64(
         &self,
         win: WindowId,
         dest: Rank,
@@ -626,13 +632,17 @@ impl Core {
     }
 
     /// Acquire-load a word of this rank's own window.
-    pub(crate) fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
+    pub(in crate::endpoint) fn read_u64(
+        &self,
+        win: WindowId,
+        offset: usize,
+    ) -> Result<u64, PutError> {
         let at = self.windows.locate_word(win, offset)?;
         Ok(self.my_window.load_u64(at))
     }
 
     /// Copy bytes out of this rank's own window.
-    pub(crate) fn read_window(
+    pub(in crate::endpoint) fn read_window(
         &self,
         win: WindowId,
         offset: usize,
@@ -644,7 +654,7 @@ impl Core {
     }
 
     /// Drop handlers, in-flight futures and fragments (teardown).
-    pub(crate) fn teardown(&self) {
+    pub(in crate::endpoint) fn teardown(&self) {
         // Take the registry out first: dropping futures drops `Message`s,
         // which touch `streams`.
         let registry = std::mem::take(&mut *self.registry.borrow_mut());

@@ -8,14 +8,14 @@ use crate::error::ExtractError;
 use std::cell::{Cell, RefCell};
 
 /// An idle hook, type-erased.
-pub(crate) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
+pub(in crate::endpoint) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
 
 /// The hooks of one endpoint and their flag.
 #[derive(Default)]
-pub(crate) struct Hooks {
+pub(in crate::endpoint) struct Hooks {
     list: RefCell<Vec<Hook>>,
     /// Some hook has work (raised by `Ctx::note_idle_work`).
-    pub(crate) pending: Cell<bool>,
+    pub(in crate::endpoint) pending: Cell<bool>,
     /// Hooks are running (they do not nest).
     running: Cell<bool>,
 }
@@ -30,7 +30,7 @@ impl std::fmt::Debug for Hooks {
 }
 
 impl Hooks {
-    pub(crate) fn new(list: Vec<Hook>) -> Self {
+    pub(in crate::endpoint) fn new(list: Vec<Hook>) -> Self {
         Hooks {
             list: RefCell::new(list),
             ..Hooks::default()
@@ -39,7 +39,7 @@ impl Hooks {
 
     /// Whether hooks are running now.
     #[inline]
-    pub(crate) fn running(&self) -> bool {
+    pub(in crate::endpoint) fn running(&self) -> bool {
         self.running.get()
     }
 
@@ -50,7 +50,7 @@ impl Hooks {
     /// # Errors
     /// The first hook's error, as [`ExtractError::IdleHook`].
     #[inline]
-    pub(crate) fn run(&self, ctx: &Ctx) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn run(&self, ctx: &Ctx) -> Result<(), ExtractError> {
         self.pending.set(false);
         self.running.set(true);
         // Taken out while they run: a hook may reach the engine again.

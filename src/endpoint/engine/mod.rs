@@ -31,12 +31,12 @@
 
 pub(crate) mod control;
 pub(crate) mod control_op;
-pub(crate) mod core;
+pub(in crate::endpoint) mod core;
 pub(crate) mod handler;
-pub(crate) mod health;
-pub(crate) mod hooks;
-pub(crate) mod net;
+pub(in crate::endpoint) mod health;
+pub(in crate::endpoint) mod hooks;
+pub(in crate::endpoint) mod net;
 pub(crate) mod stats;
-pub(crate) mod stream;
+pub(in crate::endpoint) mod stream;
 pub(crate) mod termination;
-pub(crate) mod wait_policy;
+pub(in crate::endpoint) mod wait_policy;

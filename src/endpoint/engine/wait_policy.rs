@@ -50,7 +50,7 @@ pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
 
 /// The resolved parameters of a policy on this host.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct WaitConfig {
+pub(in crate::endpoint) struct WaitConfig {
     /// Idle rounds spent spinning before yielding.
     pub(in crate::endpoint) spin_rounds: u32,
     /// Yield once idle past the spin rounds.
@@ -71,7 +71,11 @@ impl WaitConfig {
     /// `oversubscribed`: whether this host's ranks have fewer CPUs than
     /// busy threads (see [`crate::topology::Cpus::oversubscribed`]);
     /// `bells`: whether senders ring doorbells ([`Self::sleeps`]).
-    pub(crate) fn resolve(policy: WaitPolicy, oversubscribed: bool, bells: bool) -> WaitConfig {
+    pub(in crate::endpoint) fn resolve(
+        policy: WaitPolicy,
+        oversubscribed: bool,
+        bells: bool,
+    ) -> WaitConfig {
         let plain = |spin_rounds, yield_, sleep_after| WaitConfig {
             spin_rounds,
             yield_,
@@ -118,7 +122,7 @@ impl WaitConfig {
     /// always; `auto` where the kernel makes a ring cheap (the same answer
     /// on every rank of a host, as the shared segment requires). When
     /// rings are on, this process also registers for the cheap ring.
-    pub(crate) fn sleeps(policy: WaitPolicy) -> bool {
+    pub(in crate::endpoint) fn sleeps(policy: WaitPolicy) -> bool {
         let on = match policy {
             WaitPolicy::Sleep => true,
             WaitPolicy::Auto => crate::wake::Doorbell::cheap_wakers(),

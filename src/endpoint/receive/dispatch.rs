@@ -45,7 +45,7 @@ impl Core {
     /// network transport out of line, so that the shm case inlines into the
     /// fast path with few registers.
     #[inline(always)]
-    pub(crate) fn release(&self, f: &RxFragment) {
+    pub(in crate::endpoint) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
         net.unflushed |= net.flush_needed;
         if f.transport == SHM {
@@ -338,7 +338,12 @@ impl Core {
     /// Copy bytes of message `seq` from `src` (an async handler's
     /// [`Message`]) into `buf`, releasing the fragments used up. `None` if
     /// that message is not current any more.
-    pub(crate) fn read_message(&self, src: Rank, seq: u64, buf: &mut [u8]) -> Option<Read> {
+    pub(in crate::endpoint) fn read_message(
+        &self,
+        src: Rank,
+        seq: u64,
+        buf: &mut [u8],
+    ) -> Option<Read> {
         let mut streams = self.streams.borrow_mut();
         let (read, used) = streams.get_mut(src)?.read(seq, buf)?;
         for f in used {
@@ -348,7 +353,7 @@ impl Core {
     }
 
     /// Bytes of message `seq` from `src` that have arrived and are unread.
-    pub(crate) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
+    pub(in crate::endpoint) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
         self.streams.borrow().get(src)?.available(seq)
     }
 }

@@ -231,12 +231,12 @@ impl Future for Receive<'_> {
 /// [`is_aborted`]: Piece::is_aborted
 #[derive(Debug, Clone, Copy)]
 pub struct Piece<'a> {
-    pub(crate) source: Rank,
-    pub(crate) offset: u64,
-    pub(crate) total: u64,
-    pub(crate) handler: HandlerId,
-    pub(crate) data: &'a [u8],
-    pub(crate) aborted: bool,
+    pub(in crate::endpoint) source: Rank,
+    pub(in crate::endpoint) offset: u64,
+    pub(in crate::endpoint) total: u64,
+    pub(in crate::endpoint) handler: HandlerId,
+    pub(in crate::endpoint) data: &'a [u8],
+    pub(in crate::endpoint) aborted: bool,
 }
 
 impl<'a> Piece<'a> {

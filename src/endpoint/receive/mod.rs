@@ -19,4 +19,4 @@
 //! ```
 
 pub(super) mod dispatch;
-pub(crate) mod message;
+pub(in crate::endpoint) mod message;

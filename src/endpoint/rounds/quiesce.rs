@@ -56,7 +56,7 @@ impl Core {
     /// Enter this rank's next termination round of `kind` and make
     /// progress until rank 0 releases it. `tick` runs after each round
     /// of progress (close's straggler watch).
-    pub(crate) fn termination_round(
+    pub(in crate::endpoint) fn termination_round(
         self: &Rc<Self>,
         kind: RoundKind,
         tick: &mut dyn FnMut(&Core),

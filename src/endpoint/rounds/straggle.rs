@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// The clock of one `close`.
 #[derive(Debug)]
-pub(crate) struct StraggleWatch {
+pub(in crate::endpoint) struct StraggleWatch {
     clock: LongWait,
 }
 
@@ -37,14 +37,14 @@ fn list(ranks: &[Rank]) -> String {
 
 impl StraggleWatch {
     /// Start the clock (first report after `warn`).
-    pub(crate) fn new(warn: Duration) -> Self {
+    pub(in crate::endpoint) fn new(warn: Duration) -> Self {
         StraggleWatch {
             clock: LongWait::new(warn),
         }
     }
 
     /// Called after each round of the close loop.
-    pub(crate) fn tick(&mut self, core: &Core) {
+    pub(in crate::endpoint) fn tick(&mut self, core: &Core) {
         let me = core.rank();
         if let Some(missing) = core.control.borrow_mut().take_stragglers() {
             say(format!(

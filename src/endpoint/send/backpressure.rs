@@ -27,7 +27,7 @@ impl Core {
     /// failure ends the wait (its parked sends are dropped) and is
     /// reported by the next `extract`.
     #[inline]
-    pub(crate) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
+    pub(in crate::endpoint) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
         if self.net.borrow().parked_bytes() <= self.max_parked()
             || self.depth.get() > 0
             || self.hooks.running()

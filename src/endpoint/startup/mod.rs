@@ -27,10 +27,10 @@
 //! layers:end
 //! ```
 
-pub(crate) mod builder;
-pub(crate) mod config;
-pub(crate) mod fds;
-pub(crate) mod hosts;
+pub(in crate::endpoint) mod builder;
+pub(in crate::endpoint) mod config;
+pub(in crate::endpoint) mod fds;
+pub(in crate::endpoint) mod hosts;
 pub(crate) mod report;
 #[cfg(test)]
 mod tests;

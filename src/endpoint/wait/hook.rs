@@ -35,7 +35,7 @@ impl Core {
     /// The first hook's error, as [`ExtractError::IdleHook`]; the hooks
     /// after it do not run this time (the flag is raised again for them).
     #[inline]
-    pub(crate) fn idle_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn idle_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
         if !self.hooks.pending.get() || self.hooks.running() {
             return Ok(());
         }
@@ -46,7 +46,7 @@ impl Core {
     /// nothing.
     #[cold]
     #[inline(never)]
-    pub(crate) fn extract_then_hooks(
+    pub(in crate::endpoint) fn extract_then_hooks(
         self: &Rc<Self>,
         max_bytes: usize,
     ) -> Result<crate::endpoint::engine::core::Extracted, ExtractError> {

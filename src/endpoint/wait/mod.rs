@@ -46,8 +46,8 @@
 //! layers:end
 //! ```
 
-pub(crate) mod hook;
-pub(crate) mod pressure;
+pub(in crate::endpoint) mod hook;
+pub(in crate::endpoint) mod pressure;
 
 use self::pressure::Way;
 use crate::endpoint::engine::core::Core;
@@ -84,7 +84,7 @@ const PRESSURE_EVERY: u32 = 1024;
 
 /// The state of one blocking wait.
 #[derive(Debug)]
-pub(crate) struct Waiter {
+pub(in crate::endpoint) struct Waiter {
     idle_rounds: u32,
     /// `auto`: this wait backs off (the core is wanted).
     backing_off: bool,
@@ -110,7 +110,7 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     /// A wait that any peer's failure stops.
-    pub(crate) fn new() -> Self {
+    pub(in crate::endpoint) fn new() -> Self {
         Waiter {
             idle_rounds: 0,
             backing_off: false,
@@ -126,7 +126,7 @@ impl Waiter {
 
     /// A wait for the network to drain (the parked-send bound): any
     /// peer's failure stops it; idle hooks do not run.
-    pub(crate) fn draining() -> Self {
+    pub(in crate::endpoint) fn draining() -> Self {
         Waiter {
             hooks: false,
             ..Waiter::new()
@@ -134,7 +134,7 @@ impl Waiter {
     }
 
     /// A wait for `dest` (its credit): only its failure stops it.
-    pub(crate) fn for_peer(dest: Rank) -> Self {
+    pub(in crate::endpoint) fn for_peer(dest: Rank) -> Self {
         Waiter {
             scope: Scope::Peer(dest),
             hooks: false,
@@ -144,7 +144,7 @@ impl Waiter {
 
     /// Something happened: start spinning again.
     #[inline]
-    pub(crate) fn busy(&mut self) {
+    pub(in crate::endpoint) fn busy(&mut self) {
         if self.idle_rounds != 0 {
             pressure::waited(
                 self.idle_rounds,
@@ -168,7 +168,7 @@ impl Waiter {
     /// and parked sends that could go) after a sleeper has announced
     /// itself, so no wake-up is lost (the doorbell's Dekker handshake needs
     /// the sleeper to look at everything a waker may have changed).
-    pub(crate) fn idle(
+    pub(in crate::endpoint) fn idle(
         &mut self,
         core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
