@@ -89,14 +89,14 @@ pub use crate::sync::mutant;
 
 #[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
-/// The handler-name table exchanged at start (see `crate::endpoint::handler`).
+/// The handler-name table exchanged at start (see `crate::endpoint::engine::handler`).
 pub mod handler_table {
     use crate::error::ProtocolError;
     use crate::id::Rank;
 
     /// Encode a name table as a rank sends it to rank 0.
     pub fn encode(names: &[String]) -> Vec<u8> {
-        crate::endpoint::handler::encode_table(names)
+        crate::endpoint::engine::handler::encode_table(names)
     }
 
     /// Decode a table received from rank `src`.
@@ -104,7 +104,7 @@ pub mod handler_table {
     /// # Errors
     /// What the decoder refuses, as a [`ProtocolError`].
     pub fn decode(src: Rank, bytes: &[u8]) -> Result<Vec<String>, ProtocolError> {
-        crate::endpoint::handler::decode_table(bytes)
+        crate::endpoint::engine::handler::decode_table(bytes)
             .map_err(|what| ProtocolError::BadControl { src: src.0, what })
     }
 
@@ -113,17 +113,17 @@ pub mod handler_table {
         a: &[String],
         b: &[String],
     ) -> Option<(u32, Option<String>, Option<String>)> {
-        crate::endpoint::handler::first_difference(a, b)
+        crate::endpoint::engine::handler::first_difference(a, b)
     }
 }
 
 #[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
-/// The endpoint's control messages (see `crate::endpoint::control`).
+/// The endpoint's control messages (see `crate::endpoint::engine::control`).
 pub mod control {
-    use crate::endpoint::control as inner;
-    use crate::endpoint::control_op::ControlOp;
-    use crate::endpoint::termination::{Report, RoundKind};
+    use crate::endpoint::engine::control as inner;
+    use crate::endpoint::engine::control_op::ControlOp;
+    use crate::endpoint::engine::termination::{CloseCounts, Report, RoundKind};
     use crate::error::{ProtocolError, StartError};
     use crate::id::Rank;
 
@@ -166,14 +166,14 @@ pub mod control {
             wave,
             kind: kind(close),
             busy,
-            counts: inner::CloseCounts { sent, received },
+            counts: CloseCounts { sent, received },
         }
         .encode()
     }
 
     /// Encode a probe for wave `wave` of round `round`.
     pub fn encode_probe(round: u32, wave: u32) -> Vec<u8> {
-        crate::endpoint::termination::encode_probe(round, wave)
+        crate::endpoint::engine::termination::encode_probe(round, wave)
     }
 
     /// Messages a control step sends in reaction: (destination, op, payload).
@@ -209,9 +209,9 @@ pub mod control {
             received: u64,
             busy: bool,
         ) -> Result<Sends, ProtocolError> {
-            let counts = inner::CloseCounts { sent, received };
+            let counts = CloseCounts { sent, received };
             // The engine decodes the operation when the message's first
-            // fragment arrives (`crate::endpoint::stream`), as here.
+            // fragment arrives (`crate::endpoint::engine::stream`), as here.
             let op = ControlOp::from_wire(op).ok_or(ProtocolError::BadControl {
                 src: src.0,
                 what: "unknown control operation",
@@ -233,7 +233,7 @@ pub mod control {
             received: u64,
             busy: bool,
         ) -> Vec<u8> {
-            let counts = inner::CloseCounts { sent, received };
+            let counts = CloseCounts { sent, received };
             self.0
                 .rounds
                 .enter(round, kind(close), counts, busy)
@@ -482,7 +482,7 @@ pub mod copy {
 #[cfg(not(loom))]
 pub mod launcher {
     pub use crate::bootstrap::secret::{read_secret_file, secret_from_env};
-    pub use crate::endpoint::report::report;
+    pub use crate::endpoint::startup::report::report;
     pub use crate::settings::FLAGS_VAR;
 
     /// The start of every file the job `job` makes in the segment

@@ -105,7 +105,7 @@ pub(crate) mod watch;
 pub(crate) mod window;
 
 #[cfg(not(loom))]
-pub use crate::endpoint::stats::{PeerStats, Stats};
+pub use crate::endpoint::engine::stats::{PeerStats, Stats};
 #[cfg(not(loom))]
 pub use crate::endpoint::{
     Config, ConnectMode, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter,
@@ -132,13 +132,13 @@ pub use crate::endpoint::{
 /// ```
 #[cfg(not(loom))]
 pub mod prelude {
-    pub use crate::endpoint::handler::HandlerResult;
+    pub use crate::endpoint::engine::handler::HandlerResult;
     pub use crate::endpoint::{Ctx, Endpoint, EndpointBuilder, Message, Piece};
     pub use crate::error::Error;
     pub use crate::id::{HandlerId, Rank};
 }
 #[cfg(not(loom))]
-pub use crate::endpoint::handler::HandlerResult;
+pub use crate::endpoint::engine::handler::HandlerResult;
 pub use crate::error::Error;
 pub use crate::id::{HandlerId, Rank, WindowId};
 pub use crate::window::WordOp;

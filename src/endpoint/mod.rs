@@ -2,45 +2,58 @@
 //! credits and waiting — the FM 2.x API over every transport at once.
 //! What it promises a program (progress, failures, close) is written on
 //! [`Endpoint`], which the crate root re-exports.
+//!
+//! # Rooms
+//!
+//! Each room is a folder whose module doc says what it owns and promises.
+//! The engine at the bottom holds the state every call shares (`Core`) and
+//! the parts it is made of; the rooms above it are the calls a program or
+//! a handler makes on it. Rooms import only down this table
+//! (`scripts/layers.py check`), naming the file they use; everything may
+//! use what this file defines (`Endpoint`). One edge goes up, through the
+//! re-exports here, and cannot be cut without type erasure: the engine's
+//! handler registry and idle hooks hold functions of the handles
+//! (`Ctx`, `Message`, `Piece`, defined in `receive`), and the handles
+//! hold the engine.
+//!
+//! ```text
+//! layers:begin
+//! startup | joining the job: the builder, the configuration, start-up
+//!         | (rendezvous, transports, the handler-table check), the report
+//! rounds  | termination rounds as called: `quiesce`, the `close` loop,
+//!         | saying whom `close` waits for
+//! send    | `MessageWriter`, the bound on parked sends, remote memory
+//! wait    | the waiter (spin, yield, sleep, `auto`), run-queue pressure,
+//!         | idle hooks
+//! receive | carrying out the receive state machine's actions; the
+//!         | handles a handler gets (`Message`, `Piece`, `Ctx`)
+//! engine  | `Core` and its parts: send queues and routes, the receive
+//!         | state machine, the handler registry, control messages and
+//!         | termination counting, peer health, counters
+//! layers:end
+//! ```
 
-mod backpressure;
-mod builder;
-mod config;
-pub(crate) mod control;
-pub(crate) mod control_op;
-pub(crate) mod core;
-mod dispatch;
-pub(crate) mod handler;
-mod health;
-mod hook;
-mod message;
-mod net;
-mod pressure;
-mod quiesce;
-mod remote_memory;
-pub mod report;
-mod startup;
-pub mod stats;
-mod straggle;
-mod stream;
-pub(crate) mod termination;
+pub(crate) mod engine;
+mod receive;
+mod rounds;
+mod send;
+pub(crate) mod startup;
 mod wait;
-mod writer;
 
-pub use self::builder::EndpointBuilder;
-pub use self::config::{
+pub use self::startup::builder::EndpointBuilder;
+pub use self::startup::config::{
     Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED, DEFAULT_MAX_RECEIVE,
 };
 // The transports' tuning, as `Config` holds it (the transports are private).
-pub use self::core::Extracted;
-pub use self::message::{Ctx, Message, Piece, Receive};
-pub use self::wait::WaitPolicy;
-pub use self::writer::MessageWriter;
+pub use self::engine::core::Extracted;
+pub use self::engine::wait_policy::WaitPolicy;
+pub use self::receive::message::{Ctx, Message, Piece, Receive};
+pub use self::send::writer::MessageWriter;
 pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;
 
-use self::core::Core;
-use self::net::OutStream;
+use self::engine::core::Core;
+use self::engine::net::OutStream;
 use self::wait::Waiter;
 use crate::error::{ConfigError, ExtractError, SendError};
 use crate::id::{HandlerId, Rank};
@@ -313,15 +326,17 @@ impl Endpoint {
     /// `quiesce` in this round.
     pub fn close(self) -> Result<(), ExtractError> {
         let core = &self.core;
-        let mut straggle = straggle::StraggleWatch::new(core.close_warn);
-        core.termination_round(termination::RoundKind::Close, &mut |c| straggle.tick(c))?;
+        let mut straggle = self::rounds::straggle::StraggleWatch::new(core.close_warn());
+        core.termination_round(self::engine::termination::RoundKind::Close, &mut |c| {
+            straggle.tick(c)
+        })?;
         // Released: leaving is orderly from now on, whatever happens next
         // (peers still closing must not take our exit for a failure).
         core.set_closed();
         // Network transports: wait until what peers sent before closing has
         // landed here (the release may have overtaken it on another path);
         // a live peer however long, saying so after `close_warn`.
-        let warn = core.close_warn;
+        let warn = core.close_warn();
         core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
@@ -344,7 +359,7 @@ impl Drop for Endpoint {
 impl Core {
     /// `Endpoint::begin_message`: wait until nothing is parked towards
     /// `dest`, then open the main thread's stream to it.
-    pub(crate) fn begin_message(
+    pub(in crate::endpoint) fn begin_message(
         self: &Rc<Self>,
         dest: Rank,
         len: usize,
@@ -358,27 +373,27 @@ impl Core {
                 self.wait_for_credit(dest, &mut waiter)?;
             }
         }
-        let s = OutStream::user(self.rank, dest, handler, len as u64);
+        let s = OutStream::user(self.rank(), dest, handler, len as u64);
         Ok(MessageWriter::open(self, s))
     }
 
     /// `Endpoint::send`: a whole message, waiting for credit (making
     /// progress) rather than parking.
-    pub(crate) fn send_waiting(
+    pub(in crate::endpoint) fn send_waiting(
         self: &Rc<Self>,
         dest: Rank,
         handler: HandlerId,
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
         let len = pieces.iter().map(|p| p.len()).sum();
-        if self.watchdog.alarm().raised() {
+        if self.watchdog().alarm().raised() {
             self.learn_failures();
         }
         self.check_send(dest, handler)?;
-        let inline = self
-            .net
-            .borrow_mut()
-            .try_send_inline(self.rank, dest, handler, len as u64, pieces);
+        let inline =
+            self.net
+                .borrow_mut()
+                .try_send_inline(self.rank(), dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
         }
@@ -390,14 +405,18 @@ impl Core {
     }
 
     /// Validate a send's destination and handler.
-    pub(crate) fn check_send(&self, dest: Rank, handler: HandlerId) -> Result<(), SendError> {
-        if dest.0 >= self.size {
+    pub(in crate::endpoint) fn check_send(
+        &self,
+        dest: Rank,
+        handler: HandlerId,
+    ) -> Result<(), SendError> {
+        if dest.0 >= self.size() {
             return Err(SendError::BadDestination {
                 dest,
-                size: self.size,
+                size: self.size(),
             });
         }
-        let registered = self.handler_count;
+        let registered = self.handler_count();
         if handler.0 >= registered {
             return Err(SendError::UnknownHandler {
                 id: handler.0,
@@ -408,7 +427,7 @@ impl Core {
         // peer lives).
         if self.health.is_gone(dest) {
             if self.health.self_closed() {
-                return Err(SendError::Closed { rank: self.rank });
+                return Err(SendError::Closed { rank: self.rank() });
             }
             return Err(SendError::PeerGone { rank: dest });
         }
@@ -417,7 +436,7 @@ impl Core {
 
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
-    pub(crate) fn set_closed(&self) {
+    pub(in crate::endpoint) fn set_closed(&self) {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
@@ -427,7 +446,7 @@ impl Core {
 
     /// One round of progress on behalf of a blocking call: extract (errors
     /// are kept for the next `extract`), then wait per policy if idle.
-    pub(crate) fn progress_round(
+    pub(in crate::endpoint) fn progress_round(
         self: &Rc<Self>,
         waiter: &mut Waiter,
         ready: &mut dyn FnMut() -> bool,
@@ -446,7 +465,7 @@ impl Core {
     }
 
     /// Wait for credit towards `dest`, making progress meanwhile.
-    pub(crate) fn wait_for_credit(
+    pub(in crate::endpoint) fn wait_for_credit(
         self: &Rc<Self>,
         dest: Rank,
         waiter: &mut Waiter,

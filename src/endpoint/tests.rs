@@ -133,7 +133,11 @@ fn forged_control_message_of_4_gib_is_refused_at_its_first_fragment() {
     // A round report (26 bytes at most) announcing 4 GiB: the receiver
     // must refuse it at once, naming sender, operation and size, and drop
     // its rest, not reassemble up to what the peer announced.
-    let mut first = whole(1, crate::endpoint::control_op::ControlOp::Report.wire(), 0);
+    let mut first = whole(
+        1,
+        crate::endpoint::engine::control_op::ControlOp::Report.wire(),
+        0,
+    );
     first.header.flags = (FragFlags::FIRST | FragFlags::SYSTEM).0;
     first.header.total = 1 << 32;
     let mut rest = first;

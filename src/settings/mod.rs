@@ -2,7 +2,7 @@
 //! place the library reads them from the environment (`var`, `is_set`,
 //! `env`: a name missing from the table is caught in debug builds, and
 //! `.ci/house-rules` fails on a read elsewhere). The configuration report
-//! (`endpoint::report`) and the check for mistyped variables
+//! (`endpoint::startup::report`) and the check for mistyped variables
 //! ([`warn_unknown_env`]) read the table, so a setting added
 //! here is reported and recognised at once. Values are parsed where they
 //! are used (`Config::tuned_from_env`, the job environment, the copy plan,

@@ -16,11 +16,11 @@ use crate::error::ConfigError;
 /// Descriptors a rank must be allowed beside its connections: stdio, the
 /// segment, the listener, the NIC's eventfd, the launcher's sockets
 /// (PMIx). Below this start-up fails.
-pub(crate) const SPARE_MIN: u64 = 16;
+pub(in crate::endpoint) const SPARE_MIN: u64 = 16;
 /// Descriptors the soft limit is raised to beside the connections, when
 /// the hard limit allows: room for a provider's (libfabric) and the
 /// program's own files.
-pub(crate) const SPARE: u64 = 64;
+pub(in crate::endpoint) const SPARE: u64 = 64;
 
 /// The soft and hard `RLIMIT_NOFILE`.
 fn limits() -> std::io::Result<(u64, u64)> {
@@ -43,7 +43,7 @@ fn limits() -> std::io::Result<(u64, u64)> {
 /// [`ConfigError::TooFewDescriptors`] when the hard limit is below
 /// connections + [`SPARE_MIN`]. A limit that cannot be read or set is left
 /// alone (logged): the wire-up then reports what the OS says.
-pub(crate) fn ensure(size: u32) -> Result<(), ConfigError> {
+pub(in crate::endpoint) fn ensure(size: u32) -> Result<(), ConfigError> {
     let peers = u64::from(size.saturating_sub(1));
     let (need, want) = (peers + SPARE_MIN, peers + SPARE);
     let (soft, hard) = match limits() {

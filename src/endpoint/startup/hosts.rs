@@ -17,7 +17,7 @@
 
 use crate::bootstrap::rendezvous::{self, Member, RendezvousJob};
 use crate::bootstrap::{JobInfo, Launcher};
-use crate::endpoint::{Config, NetMode};
+use crate::endpoint::startup::config::{Config, NetMode};
 use crate::error::{ConfigError, ConnectError, StartError};
 use crate::id::Rank;
 use crate::ring::RingGeometry;
@@ -29,26 +29,20 @@ use std::time::{Duration, Instant};
 
 /// What the network side of start-up produced.
 #[derive(Debug)]
-pub(crate) struct NetPlan {
+pub(in crate::endpoint) struct NetPlan {
     /// Where this rank's peers connect.
-    pub(crate) listener: TcpListener,
+    pub(in crate::endpoint) listener: TcpListener,
     /// Peers reached over the network, with their listening addresses.
-    pub(crate) peers: Vec<(Rank, SocketAddr)>,
+    pub(in crate::endpoint) peers: Vec<(Rank, SocketAddr)>,
     /// The job secret.
-    pub(crate) secret: Vec<u8>,
+    pub(in crate::endpoint) secret: Vec<u8>,
     /// Ring geometry.
-    pub(crate) geometry: RingGeometry,
+    pub(in crate::endpoint) geometry: RingGeometry,
 }
 
 /// Whether this job needs the network at all.
-pub(crate) fn needs_network(config: &Config) -> bool {
+pub(in crate::endpoint) fn needs_network(config: &Config) -> bool {
     config.needs_network()
-}
-
-/// Whether the launcher offers a key-value store for the wire-up: a PMIx
-/// server or a PMI socket.
-pub(crate) fn has_store(job: &JobInfo) -> bool {
-    job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }
 
 fn root_file(config: &Config) -> PathBuf {
@@ -68,7 +62,7 @@ fn io(op: &'static str, peer: String) -> impl FnOnce(std::io::Error) -> ConnectE
 ///
 /// # Errors
 /// A missing secret or root, or any [`ConnectError`].
-pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartError> {
+pub(in crate::endpoint) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartError> {
     if job.launcher == Launcher::Pmix && config.net.root.is_none() {
         let geometry = geometry(config)?;
         let mut store = crate::bootstrap::pmix::store()?;

@@ -8,21 +8,44 @@
 //! (the network transport's NIC, the watchdog's probe, the waiter's
 //! doorbell) holds a view that keeps it mapped: nothing here depends on the
 //! order in which they are dropped.
+//!
+//! The room also holds what start-up reads: the builder that collects
+//! handlers, windows and hooks ([`builder`]), the configuration and its
+//! environment variables ([`config`]) and the report of both
+//! ([`report`]). Promises: the configuration is checked before the job
+//! is joined; what goes wrong is a typed [`StartError`]; and once
+//! `start` returns, every rank registered the same handlers in the same
+//! order.
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! builder report hosts fds | the builder; the report; the host map and
+//!                          | rendezvous; the descriptor limit
+//! config                   | the configuration and its environment
+//! layers:end
+//! ```
 
-pub(crate) mod fds;
-pub(crate) mod hosts;
+pub(in crate::endpoint) mod builder;
+pub(in crate::endpoint) mod config;
+pub(in crate::endpoint) mod fds;
+pub(in crate::endpoint) mod hosts;
+pub(crate) mod report;
 #[cfg(test)]
 mod tests;
 
-use super::config::Config;
-use super::control::OP_TABLE;
-use super::core::{Core, CoreSetup};
-use super::handler::{encode_table, Registry};
-use super::hook::Hook;
-use super::net::Net;
-use super::wait::{WaitConfig, WaitPolicy, Waiter};
-use super::{ConnectMode, Endpoint};
 use crate::bootstrap::JobInfo;
+use crate::endpoint::engine::control::OP_TABLE;
+use crate::endpoint::engine::core::{Core, CoreSetup};
+use crate::endpoint::engine::handler::{encode_table, Registry};
+use crate::endpoint::engine::hooks::Hook;
+use crate::endpoint::engine::net::Net;
+use crate::endpoint::engine::wait_policy::{WaitConfig, WaitPolicy};
+use crate::endpoint::startup::config::Config;
+use crate::endpoint::startup::config::ConnectMode;
+use crate::endpoint::wait::Waiter;
+use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use crate::transport::net::provider::{Caps, OpenPlan};
@@ -44,7 +67,7 @@ pub(super) fn start(
     hooks: Vec<Hook>,
 ) -> Result<Endpoint, StartError> {
     config.validate()?;
-    super::report::print_if_verbose(&config);
+    crate::endpoint::startup::report::print_if_verbose(&config);
     registry.check_unique()?;
     registry.check_table_size()?;
     registry.check_defined()?;
@@ -218,7 +241,7 @@ fn wait_config(config: &Config, job: &JobInfo, caps: Option<Caps>, sleeps: bool)
 /// SHM, the default), peers the network transport reaches (other hosts;
 /// with a provider named, this host's too) through it, index 1.
 fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
-    let mut route = vec![super::net::SHM; size as usize];
+    let mut route = vec![crate::endpoint::engine::net::SHM; size as usize];
     for t in &wide {
         for r in t.peers() {
             route[r.index()] = 1;
@@ -230,7 +253,7 @@ fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
 /// Send this rank's handler table (`names`) to rank 0 and wait for its
 /// verdict on every rank's.
 fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<(), StartError> {
-    if ep.core.rank.0 == 0 {
+    if ep.core.rank().0 == 0 {
         ep.core.control.borrow_mut().set_own_table(names.clone());
     }
     ep.core

@@ -1,13 +1,13 @@
 //! The engine's half of receiving: performing what the receive state
-//! machine (`super::stream`) asks for.
+//! machine (`crate::endpoint::engine::stream`) asks for.
 //!
-//! `Core::batch` (in `super::core`) takes fragments from the transports
-//! and asks [`Streams::fast`](super::stream::Streams::fast) whether one
+//! `Core::batch` (in `crate::endpoint::engine::core`) takes fragments from the transports
+//! and asks [`Streams::fast`](crate::endpoint::engine::stream::Streams::fast) whether one
 //! can skip the stream; otherwise [`Core::deliver`] feeds it to its
 //! source's stream. Either way the result is an
 //! [`Action`], which [`Core::perform`] carries out — call a plain-function
 //! handler on a piece, start or resume an async handler, release a
-//! fragment, hand a control message to `super::control` — and reports back
+//! fragment, hand a control message to `crate::endpoint::engine::control` — and reports back
 //! to the stream, whose answer is the next action, until the stream
 //! waits. One loop, no callbacks: the stream never calls the engine, and
 //! the engine touches stream state only through its transitions.
@@ -15,13 +15,15 @@
 //! An async handler's [`Message`] reads through [`Core::read_message`],
 //! which copies from the stream and releases the fragments it used up.
 
-use super::control_op::ControlOp;
-use super::core::Core;
-use super::handler::pool::Run;
-use super::handler::HandlerResult;
-use super::net::{on_transport, Net, SHM};
-use super::stream::{fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start};
-use super::{Ctx, Message, Piece};
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::handler::pool::Run;
+use crate::endpoint::engine::handler::HandlerResult;
+use crate::endpoint::engine::net::{on_transport, Net, SHM};
+use crate::endpoint::engine::stream::{
+    fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start,
+};
+use crate::endpoint::receive::message::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank};
@@ -43,7 +45,7 @@ impl Core {
     /// network transport out of line, so that the shm case inlines into the
     /// fast path with few registers.
     #[inline(always)]
-    pub(crate) fn release(&self, f: &RxFragment) {
+    pub(in crate::endpoint) fn release(&self, f: &RxFragment) {
         let mut net = self.net.borrow_mut();
         net.unflushed |= net.flush_needed;
         if f.transport == SHM {
@@ -58,7 +60,10 @@ impl Core {
     /// caller counts it; a count returned, not one written through a
     /// pointer, lets the caller keep its counts in registers).
     #[inline(never)]
-    pub(super) fn deliver(self: &Rc<Self>, frag: RxFragment) -> Result<bool, ExtractError> {
+    pub(in crate::endpoint) fn deliver(
+        self: &Rc<Self>,
+        frag: RxFragment,
+    ) -> Result<bool, ExtractError> {
         let src = Rank(frag.header.src);
         // Counted for the close barrier once accepted: a fragment that fails
         // validation was never a message anyone sent.
@@ -92,7 +97,11 @@ impl Core {
     /// Perform `action` for `src`'s stream, then what each outcome leads
     /// to, until the stream waits. A handler's error is returned if nothing
     /// else of the stream is left to run, else kept for the next `extract`.
-    pub(super) fn perform(self: &Rc<Self>, src: Rank, action: Action) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn perform(
+        self: &Rc<Self>,
+        src: Rank,
+        action: Action,
+    ) -> Result<(), ExtractError> {
         let mut action = action;
         loop {
             action = match action {
@@ -140,7 +149,10 @@ impl Core {
     /// The plain-function handler of a whole message from an idle source
     /// (the fast path): nothing to record before or after.
     #[inline(always)]
-    pub(super) fn run_fast_piece(self: &Rc<Self>, frag: &RxFragment) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn run_fast_piece(
+        self: &Rc<Self>,
+        frag: &RxFragment,
+    ) -> Result<(), ExtractError> {
         let h = &frag.header;
         let handler = fast_handler(h);
         match self.call_piece(frag, handler, 0, h.total, false) {
@@ -153,7 +165,10 @@ impl Core {
     /// path): entered without the general checks, its handler started at
     /// once.
     #[inline(never)]
-    pub(super) fn run_fast_async(self: &Rc<Self>, frag: RxFragment) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn run_fast_async(
+        self: &Rc<Self>,
+        frag: RxFragment,
+    ) -> Result<(), ExtractError> {
         let src = Rank(frag.header.src);
         let handler = fast_handler(&frag.header);
         let start = self.streams.borrow_mut().enter_whole(frag, handler);
@@ -306,7 +321,10 @@ impl Core {
 
     /// `src` will send nothing more (it failed): the message it was
     /// sending ends as aborted, and its handler is told.
-    pub(super) fn abort_stream(self: &Rc<Self>, src: Rank) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn abort_stream(
+        self: &Rc<Self>,
+        src: Rank,
+    ) -> Result<(), ExtractError> {
         let next = match self.streams.borrow_mut().get_mut(src) {
             Some(s) => {
                 s.cut_open();
@@ -320,7 +338,12 @@ impl Core {
     /// Copy bytes of message `seq` from `src` (an async handler's
     /// [`Message`]) into `buf`, releasing the fragments used up. `None` if
     /// that message is not current any more.
-    pub(crate) fn read_message(&self, src: Rank, seq: u64, buf: &mut [u8]) -> Option<Read> {
+    pub(in crate::endpoint) fn read_message(
+        &self,
+        src: Rank,
+        seq: u64,
+        buf: &mut [u8],
+    ) -> Option<Read> {
         let mut streams = self.streams.borrow_mut();
         let (read, used) = streams.get_mut(src)?.read(seq, buf)?;
         for f in used {
@@ -330,7 +353,7 @@ impl Core {
     }
 
     /// Bytes of message `seq` from `src` that have arrived and are unread.
-    pub(crate) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
+    pub(in crate::endpoint) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
         self.streams.borrow().get(src)?.available(seq)
     }
 }

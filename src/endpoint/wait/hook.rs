@@ -22,49 +22,10 @@
 //! nest (a hook's send that makes progress runs no hook), and a send from
 //! a hook never blocks (like a send from a handler).
 
-use super::core::Core;
-use super::Ctx;
-use crate::endpoint::handler::HandlerResult;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::receive::message::Ctx;
 use crate::error::ExtractError;
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-
-/// An idle hook, type-erased.
-pub(crate) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
-
-/// The hooks of one endpoint and their flag.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    list: RefCell<Vec<Hook>>,
-    /// Some hook has work (raised by `Ctx::note_idle_work`).
-    pub(crate) pending: Cell<bool>,
-    /// Hooks are running (they do not nest).
-    running: Cell<bool>,
-}
-
-impl std::fmt::Debug for Hooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hooks")
-            .field("count", &self.list.borrow().len())
-            .field("pending", &self.pending.get())
-            .finish()
-    }
-}
-
-impl Hooks {
-    pub(crate) fn new(list: Vec<Hook>) -> Self {
-        Hooks {
-            list: RefCell::new(list),
-            ..Hooks::default()
-        }
-    }
-
-    /// Whether hooks are running now.
-    #[inline]
-    pub(crate) fn running(&self) -> bool {
-        self.running.get()
-    }
-}
 
 impl Core {
     /// Run the idle hooks if the flag is up (and they are not running
@@ -74,8 +35,8 @@ impl Core {
     /// The first hook's error, as [`ExtractError::IdleHook`]; the hooks
     /// after it do not run this time (the flag is raised again for them).
     #[inline]
-    pub(crate) fn idle_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
-        if !self.hooks.pending.get() || self.hooks.running.get() {
+    pub(in crate::endpoint) fn idle_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
+        if !self.hooks.pending.get() || self.hooks.running() {
             return Ok(());
         }
         self.run_hooks()
@@ -85,10 +46,10 @@ impl Core {
     /// nothing.
     #[cold]
     #[inline(never)]
-    pub(crate) fn extract_then_hooks(
+    pub(in crate::endpoint) fn extract_then_hooks(
         self: &Rc<Self>,
         max_bytes: usize,
-    ) -> Result<super::Extracted, ExtractError> {
+    ) -> Result<crate::endpoint::engine::core::Extracted, ExtractError> {
         let x = self.progress(max_bytes)?;
         if !x.any() {
             self.idle_hooks()?;
@@ -98,23 +59,6 @@ impl Core {
 
     #[inline(never)]
     fn run_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
-        let hooks = &self.hooks;
-        hooks.pending.set(false);
-        hooks.running.set(true);
-        // Taken out while they run: a hook may reach the engine again.
-        let mut list = std::mem::take(&mut *hooks.list.borrow_mut());
-        let mut result = Ok(());
-        for (i, h) in list.iter_mut().enumerate() {
-            if let Err(source) = h(Ctx::from_core(self)) {
-                if i + 1 < list.len() {
-                    hooks.pending.set(true);
-                }
-                result = Err(ExtractError::IdleHook { source });
-                break;
-            }
-        }
-        *hooks.list.borrow_mut() = list;
-        hooks.running.set(false);
-        result
+        self.hooks.run(Ctx::from_core(self))
     }
 }

@@ -1,15 +1,15 @@
 //! [`MessageWriter`]: the main thread's streamed gather send
 //! (`FM_begin_message` → `FM_send_piece`… → `FM_end_message`).
 
-use super::core::Core;
-use super::net::OutStream;
-use super::wait::Waiter;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::net::OutStream;
+use crate::endpoint::wait::Waiter;
 use crate::error::SendError;
 use std::rc::Rc;
 
 /// A message being sent, piece by piece, straight into transport frames.
 ///
-/// Created by [`Endpoint::begin_message`](super::Endpoint::begin_message).
+/// Created by [`Endpoint::begin_message`](crate::endpoint::Endpoint::begin_message).
 /// When out of credit, `send_piece` and `end` make progress (run handlers)
 /// until credit returns, so two ranks sending head-to-head never deadlock.
 ///
@@ -18,7 +18,7 @@ use std::rc::Rc;
 /// reached, or dropping the writer (an early `?`, a panic) end the message
 /// where it is, and its handler learns that it was aborted
 /// ([`ReceiveError::Aborted`](crate::error::ReceiveError::Aborted), or a
-/// piece flagged [`is_aborted`](super::Piece::is_aborted)) — it is never
+/// piece flagged [`is_aborted`](crate::endpoint::Piece::is_aborted)) — it is never
 /// padded into a valid-looking message.
 #[derive(Debug)]
 pub struct MessageWriter<'a> {
@@ -33,7 +33,7 @@ impl<'a> MessageWriter<'a> {
     /// Open the main thread's stream `s` (nothing is parked for its
     /// destination: the caller drained it). It stays open until the
     /// writer ends ([`close`](Self::close)).
-    pub(crate) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
+    pub(in crate::endpoint) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
         core.net.borrow_mut().open_main(s.dest);
         MessageWriter {
             core,

@@ -10,17 +10,17 @@
 //! and not an error: a rank may reach `close` much later than the others
 //! for good reasons (a long last computation, I/O), and no fixed limit
 //! suits every program; a *failed* rank, by contrast, is an error at once
-//! (see `super::health`).
+//! (see `crate::endpoint::engine::health`).
 
-use super::control::OP_STRAGGLERS;
-use super::core::Core;
+use crate::endpoint::engine::control::OP_STRAGGLERS;
+use crate::endpoint::engine::core::Core;
 use crate::id::Rank;
 use crate::log::LongWait;
 use std::time::Duration;
 
 /// The clock of one `close`.
 #[derive(Debug)]
-pub(crate) struct StraggleWatch {
+pub(in crate::endpoint) struct StraggleWatch {
     clock: LongWait,
 }
 
@@ -37,15 +37,15 @@ fn list(ranks: &[Rank]) -> String {
 
 impl StraggleWatch {
     /// Start the clock (first report after `warn`).
-    pub(crate) fn new(warn: Duration) -> Self {
+    pub(in crate::endpoint) fn new(warn: Duration) -> Self {
         StraggleWatch {
             clock: LongWait::new(warn),
         }
     }
 
     /// Called after each round of the close loop.
-    pub(crate) fn tick(&mut self, core: &Core) {
-        let me = core.rank;
+    pub(in crate::endpoint) fn tick(&mut self, core: &Core) {
+        let me = core.rank();
         if let Some(missing) = core.control.borrow_mut().take_stragglers() {
             say(format!(
                 "rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",

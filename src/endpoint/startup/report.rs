@@ -3,9 +3,9 @@
 //! transports and devices this build and host offer, the copy plan, and
 //! the CPU facts the `auto` wait policy decides by.
 
-use super::config::Config;
-use super::wait::WaitPolicy;
 use crate::bootstrap::Launcher;
+use crate::endpoint::engine::wait_policy::WaitPolicy;
+use crate::endpoint::startup::config::Config;
 use crate::settings::{self, env, Setting, FLAGS_VAR, SETTINGS, VERBOSE_VAR};
 use crate::topology::{Cpus, MaskReading};
 use std::fmt::Write as _;
@@ -21,7 +21,7 @@ const JOB_SETTINGS: &[&str] = &[
 
 /// Where a setting's value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(in crate::endpoint) enum Source {
     /// The built-in default.
     Default,
     /// The environment (set by the user or a script).
@@ -57,7 +57,7 @@ fn launcher_name(l: Launcher) -> String {
 }
 
 /// The value of `s` in force for `cfg`, in words.
-pub(crate) fn effective(s: &Setting, cfg: &Config) -> String {
+pub(in crate::endpoint) fn effective(s: &Setting, cfg: &Config) -> String {
     effective_of(s.name, cfg).unwrap_or_else(|| "-".into())
 }
 
@@ -119,7 +119,7 @@ fn wait_name(w: WaitPolicy) -> &'static str {
 }
 
 /// Where `s`'s value in `cfg` came from.
-pub(crate) fn source(s: &Setting, cfg: &Config) -> Source {
+pub(in crate::endpoint) fn source(s: &Setting, cfg: &Config) -> Source {
     let flagged = env(FLAGS_VAR).is_some_and(|f| f.split(',').any(|n| n.trim() == s.name));
     if flagged {
         return Source::Flag;
@@ -181,7 +181,7 @@ pub fn report(cfg: &Config) -> String {
 
 /// Print [`report`] to stderr, in one write, if `FASTMSG_VERBOSE_ENV=1`
 /// and this is rank 0.
-pub(crate) fn print_if_verbose(cfg: &Config) {
+pub(in crate::endpoint) fn print_if_verbose(cfg: &Config) {
     if cfg.job.rank.0 == 0 && env(VERBOSE_VAR).is_some_and(|v| v.trim() != "0") {
         use std::io::Write;
         let _ = std::io::stderr().write_all(report(cfg).as_bytes());
@@ -230,7 +230,7 @@ fn copy_line() -> String {
 
 /// The CPU facts and the decision `auto` takes with them, for a rank
 /// without (and with) a NIC thread beside it.
-pub(crate) fn topology_lines(cfg: &Config, cpus: &Cpus) -> String {
+pub(in crate::endpoint) fn topology_lines(cfg: &Config, cpus: &Cpus) -> String {
     let j = &cfg.job;
     let mut out = String::new();
     let cpuset = cpus

@@ -1,12 +1,12 @@
 //! [`Endpoint::quiesce`]: a reusable termination round (see
-//! [`super::termination`] for the protocol), and the loop that `close`
+//! [`crate::endpoint::engine::termination`] for the protocol), and the loop that `close`
 //! shares with it.
 
-use super::core::Core;
-use super::health::Scope;
-use super::termination::RoundKind;
-use super::wait::Waiter;
-use super::Endpoint;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::health::Scope;
+use crate::endpoint::engine::termination::RoundKind;
+use crate::endpoint::wait::Waiter;
+use crate::endpoint::Endpoint;
 use crate::error::ExtractError;
 use crate::id::Rank;
 use std::rc::Rc;
@@ -56,7 +56,7 @@ impl Core {
     /// Enter this rank's next termination round of `kind` and make
     /// progress until rank 0 releases it. `tick` runs after each round
     /// of progress (close's straggler watch).
-    pub(crate) fn termination_round(
+    pub(in crate::endpoint) fn termination_round(
         self: &Rc<Self>,
         kind: RoundKind,
         tick: &mut dyn FnMut(&Core),
@@ -78,7 +78,11 @@ impl Core {
             .borrow_mut()
             .rounds
             .enter(round, kind, self.close_counts(), busy);
-        self.send_control(Rank(0), super::control::OP_REPORT, &report.encode());
+        self.send_control(
+            Rank(0),
+            crate::endpoint::engine::control::OP_REPORT,
+            &report.encode(),
+        );
         let mut waiter = Waiter::new();
         let over = |c: &Core| {
             let ctl = c.control.borrow();

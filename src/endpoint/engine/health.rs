@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 
 /// How a peer went.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub(in crate::endpoint) enum Failure {
     /// Left after the close barrier (not a failure).
     Closed,
     /// Dropped its endpoint without `close`.
@@ -29,7 +29,7 @@ pub(crate) enum Failure {
 
 impl Failure {
     /// The error this failure is reported as (none for an orderly close).
-    pub(crate) fn error(&self, rank: Rank) -> Option<ExtractError> {
+    pub(in crate::endpoint) fn error(&self, rank: Rank) -> Option<ExtractError> {
         match self {
             Failure::Closed => None,
             Failure::Left => Some(ExtractError::PeerLeft { rank }),
@@ -40,7 +40,7 @@ impl Failure {
     }
 
     /// The failure an error names, if it names one.
-    pub(crate) fn of_error(e: &ExtractError) -> Option<(Rank, Failure)> {
+    pub(in crate::endpoint) fn of_error(e: &ExtractError) -> Option<(Rank, Failure)> {
         let rank = e.failed_peer()?;
         Some(match e {
             ExtractError::PeerDied { pid, .. } => (rank, Failure::Died { pid: *pid }),
@@ -54,7 +54,7 @@ impl Failure {
 
 /// Which failures a blocking wait stops for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Scope {
+pub(in crate::endpoint) enum Scope {
     /// Any peer's (what it waits for may involve anyone).
     Any,
     /// Only this peer's (waiting for its credit).
@@ -63,7 +63,7 @@ pub(crate) enum Scope {
 
 /// The sticky per-peer state.
 #[derive(Debug)]
-pub(crate) struct Health {
+pub(in crate::endpoint) struct Health {
     peers: RefCell<Vec<Option<Failure>>>,
     /// Some peer is closed or failed (sends check their destination).
     any_gone: Cell<bool>,
@@ -74,7 +74,7 @@ pub(crate) struct Health {
 }
 
 impl Health {
-    pub(crate) fn new(size: u32) -> Self {
+    pub(in crate::endpoint) fn new(size: u32) -> Self {
         Health {
             peers: RefCell::new(vec![None; size as usize]),
             any_gone: Cell::new(false),
@@ -84,19 +84,19 @@ impl Health {
     }
 
     /// This rank's `close` returned: every later send fails at once.
-    pub(crate) fn set_self_closed(&self) {
+    pub(in crate::endpoint) fn set_self_closed(&self) {
         self.closed.set(true);
         self.any_gone.set(true);
     }
 
     /// Whether this rank's `close` returned.
-    pub(crate) fn self_closed(&self) -> bool {
+    pub(in crate::endpoint) fn self_closed(&self) -> bool {
         self.closed.get()
     }
 
     /// Record how `rank` went; false if it was already known (a failure
     /// also replaces an earlier `Closed`, which cannot happen in order).
-    pub(crate) fn record(&self, rank: Rank, how: Failure) -> bool {
+    pub(in crate::endpoint) fn record(&self, rank: Rank, how: Failure) -> bool {
         let mut peers = self.peers.borrow_mut();
         let Some(slot) = peers.get_mut(rank.index()) else {
             return false;
@@ -115,7 +115,7 @@ impl Health {
     /// Whether `dest` is closed or failed, or this rank closed (one cached
     /// load when no peer is).
     #[inline(always)]
-    pub(crate) fn is_gone(&self, dest: Rank) -> bool {
+    pub(in crate::endpoint) fn is_gone(&self, dest: Rank) -> bool {
         self.any_gone.get()
             && (self.closed.get()
                 || self
@@ -126,7 +126,7 @@ impl Health {
     }
 
     /// The error a wait in `scope` must stop with, if any.
-    pub(crate) fn stop_for(&self, scope: Scope) -> Option<ExtractError> {
+    pub(in crate::endpoint) fn stop_for(&self, scope: Scope) -> Option<ExtractError> {
         let rank = match scope {
             Scope::Any => self.first.get()?,
             Scope::Peer(r) => r,
@@ -135,7 +135,7 @@ impl Health {
     }
 
     /// The failed ranks (closed ones excluded), in rank order.
-    pub(crate) fn failed(&self) -> Vec<Rank> {
+    pub(in crate::endpoint) fn failed(&self) -> Vec<Rank> {
         self.peers
             .borrow()
             .iter()

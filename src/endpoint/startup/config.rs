@@ -4,8 +4,8 @@
 //! the README's table) so a launched program needs no code changes to be
 //! tuned; builders can also set them directly.
 
-use super::wait::WaitPolicy;
-use crate::bootstrap::JobInfo;
+use crate::bootstrap::{JobInfo, Launcher};
+use crate::endpoint::engine::wait_policy::WaitPolicy;
 use crate::error::ConfigError;
 use crate::sync::AtomicBool;
 use crate::transport::net::NetRingConfig;
@@ -95,7 +95,7 @@ impl NetMode {
     }
 
     /// The provider named, if any (`None` for `auto`).
-    pub(crate) fn provider_name(&self) -> Option<&'static str> {
+    pub(in crate::endpoint) fn provider_name(&self) -> Option<&'static str> {
         match self {
             NetMode::Auto => None,
             NetMode::Provider(name) => Some(name),
@@ -209,7 +209,7 @@ fn env_num(var: &'static str) -> Result<Option<u64>, ConfigError> {
 
 /// The longest time-out (`FASTMSG_TIMEOUT`, `FASTMSG_CLOSE_WARN`): a year.
 /// Longer ones would overflow deadline arithmetic (`Instant + Duration`).
-pub(crate) const MAX_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(in crate::endpoint) const MAX_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Physical memory of this host in bytes (`u64::MAX` if unknown).
 fn physical_memory() -> u64 {
@@ -244,7 +244,7 @@ fn flag(var: &'static str, v: u64) -> Result<bool, ConfigError> {
 /// probes go out at most once a second (`TCP_KEEPIDLE` counts whole
 /// seconds), so a live but idle host is silent for up to a second between
 /// its answers; a shorter bound declares live peers dead.
-pub(crate) const MIN_DEAD_AFTER_MS: u128 = 1000;
+pub(in crate::endpoint) const MIN_DEAD_AFTER_MS: u128 = 1000;
 
 fn fits(var: &'static str, v: u64) -> Result<u32, ConfigError> {
     u32::try_from(v).map_err(|_| ConfigError::BadEnv {
@@ -377,14 +377,13 @@ impl Config {
 
     /// Whether this job needs the network at all: ranks on other hosts,
     /// a forced network transport, or a rendezvous address.
-    pub(crate) fn needs_network(&self) -> bool {
+    pub(in crate::endpoint) fn needs_network(&self) -> bool {
         let job = &self.job;
         job.size > 1
             && (job.local_size != job.size
                 || self.net.mode != NetMode::Auto
                 || self.net.root.is_some()
-                || (super::startup::hosts::has_store(job)
-                    && crate::settings::is_set("FASTMSG_HOST")))
+                || (has_store(job) && crate::settings::is_set("FASTMSG_HOST")))
     }
 
     /// The network rings' memory per rank (one receive ring, one credit
@@ -501,4 +500,10 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Whether the launcher offers a key-value store for the wire-up: a PMIx
+/// server or a PMI socket.
+fn has_store(job: &JobInfo) -> bool {
+    job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }

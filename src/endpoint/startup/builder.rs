@@ -1,10 +1,11 @@
 //! [`EndpointBuilder`]: register handlers and windows, then `start`
-//! (which `super::startup` carries out).
+//! (which `crate::endpoint::startup` carries out).
 
-use super::config::Config;
-use super::handler::{whole, HandlerResult, Registry};
-use super::hook::Hook;
-use super::{Ctx, Endpoint, Message, Piece};
+use crate::endpoint::engine::handler::{whole, HandlerResult, Registry};
+use crate::endpoint::engine::hooks::Hook;
+use crate::endpoint::receive::message::{Ctx, Message, Piece};
+use crate::endpoint::startup::config::Config;
+use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StartError};
 use crate::id::{HandlerId, Rank, WindowId};
 use crate::window::WindowTable;
@@ -147,7 +148,7 @@ impl EndpointBuilder {
     where
         F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
     {
-        let entry = super::handler::Entry::Fn(whole::whole(max_len, handler));
+        let entry = crate::endpoint::engine::handler::Entry::Fn(whole::whole(max_len, handler));
         self.registry.register_entry(name, entry)
     }
 
@@ -196,8 +197,10 @@ impl EndpointBuilder {
     where
         F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
     {
-        self.registry
-            .define(id, super::handler::Entry::Fn(Box::new(handler)));
+        self.registry.define(
+            id,
+            crate::endpoint::engine::handler::Entry::Fn(Box::new(handler)),
+        );
     }
 
     /// Give declared handler `id` a whole-message function (as
@@ -206,7 +209,7 @@ impl EndpointBuilder {
     where
         F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
     {
-        let entry = super::handler::Entry::Fn(whole::whole(max_len, handler));
+        let entry = crate::endpoint::engine::handler::Entry::Fn(whole::whole(max_len, handler));
         self.registry.define(id, entry);
     }
 
@@ -246,6 +249,6 @@ impl EndpointBuilder {
             windows,
             hooks,
         } = self;
-        super::startup::start(config, registry, windows, hooks)
+        crate::endpoint::startup::start(config, registry, windows, hooks)
     }
 }

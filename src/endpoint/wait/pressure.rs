@@ -1,5 +1,5 @@
 //! Whether this rank's core is wanted by something else, as the `auto`
-//! wait policy asks it (see [`super::wait`]).
+//! wait policy asks it (see [`crate::endpoint::wait`]).
 //!
 //! The evidence is the scheduler's own: the time this thread spent
 //! runnable but waiting for a CPU (the second field of
@@ -93,7 +93,7 @@ fn online_cpus() -> u32 {
 
 /// Whether `running` runnable threads (the run queue's length, this
 /// thread included) crowd `cpus` CPUs: some thread waits for a core.
-pub(crate) fn crowded(running: u32, cpus: u32) -> bool {
+pub(in crate::endpoint) fn crowded(running: u32, cpus: u32) -> bool {
     running > cpus
 }
 
@@ -117,7 +117,7 @@ fn running_now() -> Option<u32> {
 /// Whether the run queue holds more runnable threads than there are
 /// CPUs; when it does, the rank is marked contended. Reads the kernel's
 /// count at most every [`RUN_QUEUE_EVERY`] (the last answer in between).
-pub(crate) fn run_queue_crowded() -> bool {
+pub(in crate::endpoint) fn run_queue_crowded() -> bool {
     let now = Instant::now();
     if let Some((t, v)) = RUN_QUEUE_SEEN.with(Cell::get) {
         if now.saturating_duration_since(t) < RUN_QUEUE_EVERY {
@@ -134,7 +134,7 @@ pub(crate) fn run_queue_crowded() -> bool {
 
 /// A way of backing off, once a contended wait has spun its short spin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Way {
+pub(in crate::endpoint) enum Way {
     /// Yield the core each round (sleep only after a long idle spell).
     Yield,
     /// Sleep on the doorbell at once.
@@ -144,7 +144,7 @@ pub(crate) enum Way {
 /// The measured lengths of backed-off waits, per [`Way`], and which to
 /// take next (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Backoff {
+pub(in crate::endpoint) struct Backoff {
     /// Running averages (ns) of the waits that yielded and that slept;
     /// negative: none measured yet.
     mean_ns: [f64; 2],
@@ -156,7 +156,7 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// Nothing measured.
-    pub(crate) const fn new() -> Backoff {
+    pub(in crate::endpoint) const fn new() -> Backoff {
         Backoff {
             mean_ns: [-1.0; 2],
             seen: [0; 2],
@@ -183,7 +183,7 @@ impl Backoff {
     /// are on): each unmeasured way first, then the faster, trying the
     /// slower for [`Self::TRY`] waits every
     /// `TRY × slower / faster / EXPLORE_COST` waits.
-    pub(crate) fn choose(&mut self, can_sleep: bool) -> Way {
+    pub(in crate::endpoint) fn choose(&mut self, can_sleep: bool) -> Way {
         if !can_sleep {
             return Way::Yield;
         }
@@ -210,7 +210,7 @@ impl Backoff {
     }
 
     /// A wait that backed off by `way` lasted `ns` from the back-off on.
-    pub(crate) fn record(&mut self, way: Way, ns: f64) {
+    pub(in crate::endpoint) fn record(&mut self, way: Way, ns: f64) {
         let i = Self::index(way);
         self.seen[i] = (self.seen[i] + 1).min(Self::SETTLED);
         let m = &mut self.mean_ns[i];
@@ -223,14 +223,14 @@ impl Backoff {
 
     /// The running average of `way`'s waits (None: not measured).
     #[cfg(test)]
-    pub(crate) fn mean(&self, way: Way) -> Option<f64> {
+    pub(in crate::endpoint) fn mean(&self, way: Way) -> Option<f64> {
         let m = self.mean_ns[Self::index(way)];
         (m >= 0.0).then_some(m)
     }
 }
 
 /// The way this thread's next backed-off wait takes.
-pub(crate) fn choose_backoff(can_sleep: bool) -> Way {
+pub(in crate::endpoint) fn choose_backoff(can_sleep: bool) -> Way {
     BACKOFF.with(|b| {
         let mut v = b.get();
         let w = v.choose(can_sleep);
@@ -240,7 +240,7 @@ pub(crate) fn choose_backoff(can_sleep: bool) -> Way {
 }
 
 /// A backed-off wait of this thread ended, `took` after it backed off.
-pub(crate) fn backed_off(way: Way, took: Duration) {
+pub(in crate::endpoint) fn backed_off(way: Way, took: Duration) {
     BACKOFF.with(|b| {
         let mut v = b.get();
         v.record(way, took.as_nanos() as f64);
@@ -250,7 +250,7 @@ pub(crate) fn backed_off(way: Way, took: Duration) {
 
 /// What the kernel says about this thread at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Evidence {
+pub(in crate::endpoint) enum Evidence {
     /// Nanoseconds spent runnable, waiting for a CPU.
     RunDelay(u64),
     /// Involuntary context switches.
@@ -265,7 +265,7 @@ pub const CONTENDED_SHORT_MAX: u32 = 256;
 /// while contended before it backs off: twice the usual wait (at most
 /// [`CONTENDED_SHORT_MAX`] while contended).
 #[inline]
-pub(crate) fn short_spin() -> u32 {
+pub(in crate::endpoint) fn short_spin() -> u32 {
     let typical = TYPICAL_X8.with(Cell::get) / 8;
     let max = if contended() {
         CONTENDED_SHORT_MAX
@@ -278,7 +278,7 @@ pub(crate) fn short_spin() -> u32 {
 /// A wait ended after `rounds` idle rounds; `backed_off`: it ended after
 /// backing off (its length says nothing about how long spinning takes).
 #[inline]
-pub(crate) fn waited(rounds: u32, backed_off: bool) {
+pub(in crate::endpoint) fn waited(rounds: u32, backed_off: bool) {
     if backed_off {
         return;
     }
@@ -291,7 +291,7 @@ pub(crate) fn waited(rounds: u32, backed_off: bool) {
 }
 
 /// Whether a look found the core wanted less than [`CONTENDED_FOR`] ago.
-pub(crate) fn contended() -> bool {
+pub(in crate::endpoint) fn contended() -> bool {
     CONTENDED_UNTIL.with(|c| c.get().is_some_and(|u| Instant::now() < u))
 }
 
@@ -301,7 +301,7 @@ fn mark_contended(now: Instant) {
 
 /// The span one wait looks over: when it started looking, and the
 /// evidence then.
-pub(crate) type Window = Option<(Instant, Evidence)>;
+pub(in crate::endpoint) type Window = Option<(Instant, Evidence)>;
 
 /// Look at the evidence within one wait that keeps spinning: the first
 /// look opens `window`; a later one, at least [`WINDOW`] after it, returns
@@ -313,7 +313,7 @@ pub(crate) type Window = Option<(Instant, Evidence)>;
 /// that once slept would find itself contended for ever), whereas a yield
 /// that waits a time slice for the process beside it is exactly that
 /// sign.
-pub(crate) fn look(window: &mut Window) -> bool {
+pub(in crate::endpoint) fn look(window: &mut Window) -> bool {
     let now = Instant::now();
     if window.is_some_and(|(t0, _)| now.saturating_duration_since(t0) < WINDOW) {
         // Too soon for a verdict: no system call.

@@ -4,8 +4,8 @@
 
 #![allow(unsafe_code)]
 
-use super::core::Core;
-use super::net::OutStream;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::net::OutStream;
 use crate::error::{PutError, ReceiveError, SendError};
 use crate::id::{HandlerId, Rank, WindowId};
 use std::future::Future;
@@ -33,7 +33,13 @@ pub struct Message {
 }
 
 impl Message {
-    pub(crate) fn new(core: Rc<Core>, src: Rank, seq: u64, total: u64, handler: HandlerId) -> Self {
+    pub(in crate::endpoint) fn new(
+        core: Rc<Core>,
+        src: Rank,
+        seq: u64,
+        total: u64,
+        handler: HandlerId,
+    ) -> Self {
         Message {
             core,
             src,
@@ -135,7 +141,7 @@ impl Message {
     /// readable with [`receive`](Self::receive)); otherwise as
     /// [`receive`](Self::receive).
     pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
-        let max = self.core.max_receive;
+        let max = self.core.max_receive();
         self.receive_vec_max(max).await
     }
 
@@ -225,12 +231,12 @@ impl Future for Receive<'_> {
 /// [`is_aborted`]: Piece::is_aborted
 #[derive(Debug, Clone, Copy)]
 pub struct Piece<'a> {
-    pub(crate) source: Rank,
-    pub(crate) offset: u64,
-    pub(crate) total: u64,
-    pub(crate) handler: HandlerId,
-    pub(crate) data: &'a [u8],
-    pub(crate) aborted: bool,
+    pub(in crate::endpoint) source: Rank,
+    pub(in crate::endpoint) offset: u64,
+    pub(in crate::endpoint) total: u64,
+    pub(in crate::endpoint) handler: HandlerId,
+    pub(in crate::endpoint) data: &'a [u8],
+    pub(in crate::endpoint) aborted: bool,
 }
 
 impl<'a> Piece<'a> {
@@ -319,19 +325,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub(crate) fn new(core: Rc<Core>) -> Self {
+    pub(in crate::endpoint) fn new(core: Rc<Core>) -> Self {
         Ctx { core }
     }
 
     /// The engine behind this handle.
     #[inline(always)]
-    pub(super) fn core(&self) -> &Rc<Core> {
+    pub(in crate::endpoint) fn core(&self) -> &Rc<Core> {
         &self.core
     }
 
     /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
     #[inline]
-    pub(crate) fn from_core(core: &Rc<Core>) -> &Ctx {
+    pub(in crate::endpoint) fn from_core(core: &Rc<Core>) -> &Ctx {
         // SAFETY: `Ctx` is `repr(transparent)` over `Rc<Core>`, so the two
         // have the same layout; the returned reference borrows `core`.
         unsafe { &*(core as *const Rc<Core> as *const Ctx) }
@@ -340,18 +346,18 @@ impl Ctx {
     /// This rank.
     #[inline]
     pub fn rank(&self) -> Rank {
-        self.core.rank
+        self.core.rank()
     }
 
     /// Ranks in the job.
     #[inline]
     pub fn size(&self) -> u32 {
-        self.core.size
+        self.core.size()
     }
 
     /// The ranks on this host (sharing its memory), in rank order.
     pub fn local_ranks(&self) -> &[Rank] {
-        &self.core.local
+        self.core.local()
     }
 
     /// One-sided put: copy `data` to byte `offset` of window `win` on
@@ -426,7 +432,7 @@ impl Ctx {
     /// progress for the parked-send bound.
     #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
-        if self.core.watchdog.alarm().raised() {
+        if self.core.watchdog().alarm().raised() {
             // A peer failed (one relaxed load while none did): learn which
             // before sending, so that sends to a dead peer fail now instead
             // of parking until the parked-send bound makes progress.
@@ -435,10 +441,10 @@ impl Ctx {
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
         let mut net = self.core.net.borrow_mut();
-        if net.try_send_inline(self.core.rank, dest, handler, total, pieces) {
+        if net.try_send_inline(self.core.rank(), dest, handler, total, pieces) {
             return Ok(());
         }
-        let stream = OutStream::user(self.core.rank, dest, handler, total);
+        let stream = OutStream::user(self.core.rank(), dest, handler, total);
         net.send_or_park(stream, pieces);
         drop(net);
         self.core.relieve()

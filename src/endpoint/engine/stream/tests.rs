@@ -2,7 +2,7 @@
 //! it: feed a fragment, perform the returned action by hand, report back.
 
 use super::*;
-use crate::endpoint::handler::MAX_TABLE_BYTES;
+use crate::endpoint::engine::handler::MAX_TABLE_BYTES;
 use crate::frame::FragHeader;
 
 const SRC: u32 = 3;
@@ -505,8 +505,8 @@ fn a_control_message_announcing_more_than_its_kind_holds_is_refused_at_once() {
 
 #[test]
 fn every_control_encoding_fits_its_bound() {
-    use crate::endpoint::control::CloseCounts;
-    use crate::endpoint::termination::{encode_probe, Report, RoundKind};
+    use crate::endpoint::engine::termination::CloseCounts;
+    use crate::endpoint::engine::termination::{encode_probe, Report, RoundKind};
     let report = Report {
         round: u32::MAX,
         wave: u32::MAX,
@@ -524,7 +524,7 @@ fn every_control_encoding_fits_its_bound() {
     );
     // The largest table `start` lets through.
     let names = vec!["n".repeat(MAX_TABLE_BYTES - 8)];
-    let table = crate::endpoint::handler::encode_table(&names);
+    let table = crate::endpoint::engine::handler::encode_table(&names);
     assert_eq!(table.len() as u64, ControlOp::Table.max_len(1));
 }
 

@@ -5,14 +5,14 @@
 //!   ([`OP_TABLE`]); rank 0 compares each with its own and sends every rank
 //!   the verdict ([`OP_VERDICT`]): "ok", or the first differing handler.
 //! - **termination rounds** (`quiesce` and `close`): reports, probes,
-//!   releases and mismatch notices, handled by [`super::termination`].
+//!   releases and mismatch notices, handled by [`crate::endpoint::engine::termination`].
 //!   Rank 0 remembers who has entered the round it collects, so that a
 //!   close held up by a rank that never calls it can name that rank
-//!   ([`OP_STRAGGLERS`], see `super::straggle`).
+//!   ([`OP_STRAGGLERS`], see `crate::endpoint::rounds::straggle`).
 
-use super::control_op::ControlOp;
-use super::termination::Rounds;
-use crate::endpoint::handler::{decode_table, first_difference};
+use crate::endpoint::engine::control_op::{ControlOp, Sends};
+use crate::endpoint::engine::handler::{decode_table, first_difference};
+use crate::endpoint::engine::termination::{CloseCounts, Rounds};
 use crate::error::{ProtocolError, StartError};
 use crate::id::Rank;
 
@@ -20,19 +20,12 @@ use crate::id::Rank;
 pub(crate) const OP_TABLE: ControlOp = ControlOp::Table;
 /// Rank 0's verdict on the tables.
 pub(crate) const OP_VERDICT: ControlOp = ControlOp::Verdict;
-pub(crate) use super::termination::{OP_MISMATCH, OP_PROBE, OP_RELEASE, OP_REPORT};
+pub(crate) use crate::endpoint::engine::termination::{
+    OP_MISMATCH, OP_PROBE, OP_RELEASE, OP_REPORT,
+};
 /// Rank 0 tells a closing rank which ranks have not called `close` yet
 /// (a list of u32 LE ranks).
 pub(crate) const OP_STRAGGLERS: ControlOp = ControlOp::Stragglers;
-
-/// A rank's message counts, reported in termination rounds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CloseCounts {
-    /// User messages sent (parked ones included).
-    pub(crate) sent: u64,
-    /// User messages whose last fragment arrived here.
-    pub(crate) received: u64,
-}
 
 /// The verdict of the table comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,9 +142,6 @@ pub(crate) struct Control {
     /// A straggler list from rank 0, not yet shown.
     stragglers: Option<Vec<Rank>>,
 }
-
-/// Messages to send in reaction: (destination, op, payload).
-pub(crate) type Sends = Vec<(Rank, ControlOp, Vec<u8>)>;
 
 impl Control {
     pub(crate) fn new(size: u32) -> Self {
@@ -285,7 +275,7 @@ mod tests {
 
     fn t(names: &[&str]) -> Vec<u8> {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        crate::endpoint::handler::encode_table(&names)
+        crate::endpoint::engine::handler::encode_table(&names)
     }
 
     #[test]
@@ -324,7 +314,7 @@ mod tests {
         );
     }
 
-    use crate::endpoint::termination::{encode_probe, Report, RoundKind};
+    use crate::endpoint::engine::termination::{encode_probe, Report, RoundKind};
 
     fn rep(
         round: u32,

@@ -13,11 +13,15 @@
 //! sends only into its pending queue; the main thread drains a
 //! destination's pending queue before opening a stream to it.
 
-use super::control_op::ControlOp;
-use crate::error::PutError;
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::health::Failure;
+use crate::error::{ProtocolError, PutError};
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
+use crate::transport::shm::liveness::Life;
+use crate::transport::shm::mapping::MapRef;
 use crate::transport::{AnyTransport, NetTransport, ShmTransport, Transport, TxFrame};
+use crate::wake::Doorbell;
 use std::collections::VecDeque;
 
 /// Whom a message is for at its destination.
@@ -43,11 +47,11 @@ impl Addressee {
 
 /// One message being streamed out.
 #[derive(Debug)]
-pub(crate) struct OutStream {
-    pub(crate) dest: Rank,
+pub(in crate::endpoint) struct OutStream {
+    pub(in crate::endpoint) dest: Rank,
     to: Addressee,
-    pub(crate) total: u64,
-    pub(crate) written: u64,
+    pub(in crate::endpoint) total: u64,
+    pub(in crate::endpoint) written: u64,
     cur: Option<TxFrame>,
     first: bool,
     /// The last fragment ends the message aborted.
@@ -57,12 +61,12 @@ pub(crate) struct OutStream {
 
 impl OutStream {
     /// A user message of `total` bytes for `handler` on `dest`.
-    pub(crate) fn user(me: Rank, dest: Rank, handler: HandlerId, total: u64) -> Self {
+    pub(in crate::endpoint) fn user(me: Rank, dest: Rank, handler: HandlerId, total: u64) -> Self {
         Self::new(me, dest, Addressee::Handler(handler), total)
     }
 
     /// A control message of `total` bytes for the endpoint of `dest`.
-    pub(crate) fn control(me: Rank, dest: Rank, op: ControlOp, total: u64) -> Self {
+    pub(in crate::endpoint) fn control(me: Rank, dest: Rank, op: ControlOp, total: u64) -> Self {
         Self::new(me, dest, Addressee::Control(op), total)
     }
 
@@ -86,7 +90,7 @@ impl OutStream {
     /// Append as much of `data` as credit allows; returns bytes taken.
     /// The caller guarantees `written + data.len() <= total`.
     #[inline]
-    pub(crate) fn write(&mut self, net: &mut Net, data: &[u8]) -> usize {
+    pub(in crate::endpoint) fn write(&mut self, net: &mut Net, data: &[u8]) -> usize {
         let mut off = 0;
         while off < data.len() {
             let frame = match &mut self.cur {
@@ -161,7 +165,7 @@ impl OutStream {
 
     /// Commit the last fragment. False if no credit for it yet.
     #[inline]
-    pub(crate) fn finish(&mut self, net: &mut Net) -> bool {
+    pub(in crate::endpoint) fn finish(&mut self, net: &mut Net) -> bool {
         if self.cur.is_none() {
             match net.try_reserve(self.dest, 0) {
                 Some(f) => self.cur = Some(f),
@@ -177,7 +181,7 @@ impl OutStream {
     /// is; a reserved frame must be committed, since a transport may rely
     /// on its position). Nothing is sent if nothing was reserved yet.
     /// False if no credit for the last fragment yet.
-    pub(crate) fn finish_aborted(&mut self, net: &mut Net) -> bool {
+    pub(in crate::endpoint) fn finish_aborted(&mut self, net: &mut Net) -> bool {
         if self.first && self.cur.is_none() {
             return true;
         }
@@ -217,7 +221,7 @@ impl MainStream {
 /// A send parked until credit returns: its stream and the bytes not yet
 /// written.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(in crate::endpoint) struct Pending {
     stream: OutStream,
     data: Vec<u8>,
     off: usize,
@@ -225,7 +229,7 @@ pub(crate) struct Pending {
 
 /// Transport index of the shared-memory transport (in routes and in
 /// `RxFragment::transport`); network transport `k` is index `k + 1`.
-pub(crate) const SHM: u8 = 0;
+pub(in crate::endpoint) const SHM: u8 = 0;
 
 /// Run `$e` with `$t` bound to transport index `$i` of `$net` (`&mut`):
 /// the shared-memory transport called directly, a network one through
@@ -245,17 +249,17 @@ macro_rules! on_transport {
         }
     }};
 }
-pub(crate) use on_transport;
+pub(in crate::endpoint) use on_transport;
 
 /// Transports, routes and pending sends.
 #[derive(Debug)]
-pub(crate) struct Net {
+pub(in crate::endpoint) struct Net {
     /// Network transports (none when every peer is on this host). What
     /// they write into the shm segment (window area, doorbell) they reach
     /// through views that keep it mapped.
-    pub(crate) wide: Vec<AnyTransport>,
+    pub(in crate::endpoint) wide: Vec<AnyTransport>,
     /// The shared-memory transport (every endpoint has one).
-    pub(crate) shm: ShmTransport,
+    pub(in crate::endpoint) shm: ShmTransport,
     /// `!wide.is_empty()`, one load for the empty poll.
     has_wide: bool,
     /// Per destination: [`SHM`] or `k + 1` for network transport `k`.
@@ -265,7 +269,7 @@ pub(crate) struct Net {
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
     /// Counters (feature `stats`; empty without it).
-    pub(crate) tally: super::stats::Tally,
+    pub(in crate::endpoint) tally: crate::endpoint::engine::stats::Tally,
     /// Bytes held by parked sends (what `FASTMSG_MAX_PARKED` bounds).
     parked_bytes: usize,
     /// User messages whose last fragment went to a transport (the close
@@ -273,13 +277,17 @@ pub(crate) struct Net {
     sent: u64,
     /// Fragments were released since the last `flush` (only tracked when
     /// some transport batches; see `Transport::needs_flush`).
-    pub(crate) unflushed: bool,
+    pub(in crate::endpoint) unflushed: bool,
     /// Whether any transport needs `flush`.
-    pub(crate) flush_needed: bool,
+    pub(in crate::endpoint) flush_needed: bool,
 }
 
 impl Net {
-    pub(crate) fn new(wide: Vec<AnyTransport>, shm: ShmTransport, route: Vec<u8>) -> Self {
+    pub(in crate::endpoint) fn new(
+        wide: Vec<AnyTransport>,
+        shm: ShmTransport,
+        route: Vec<u8>,
+    ) -> Self {
         let n = route.len();
         let flush_needed = shm.needs_flush() || wide.iter().any(|t| t.needs_flush());
         Net {
@@ -291,7 +299,7 @@ impl Net {
             open: MainStream::default(),
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
-            tally: super::stats::Tally::new(n),
+            tally: crate::endpoint::engine::stats::Tally::new(n),
             parked_bytes: 0,
             sent: 0,
             unflushed: false,
@@ -334,7 +342,7 @@ impl Net {
     /// transport's inline size as one fragment, if order allows (nothing
     /// open or parked towards `dest`) and credit is there.
     #[inline]
-    pub(crate) fn try_send_inline(
+    pub(in crate::endpoint) fn try_send_inline(
         &mut self,
         me: Rank,
         dest: Rank,
@@ -364,18 +372,18 @@ impl Net {
 
     /// The main thread opens its stream to `dest` (nothing may be parked
     /// for `dest`: the caller drained it first).
-    pub(crate) fn open_main(&mut self, dest: Rank) {
+    pub(in crate::endpoint) fn open_main(&mut self, dest: Rank) {
         debug_assert!(!self.has_pending_to(dest));
         self.open = MainStream(Some(dest));
     }
 
     /// The main thread's stream ended (sent whole, aborted, or given up).
-    pub(crate) fn close_main(&mut self) {
+    pub(in crate::endpoint) fn close_main(&mut self) {
         self.open = MainStream(None);
     }
 
     /// User messages sent so far, parked ones included.
-    pub(crate) fn sent_count(&self) -> u64 {
+    pub(in crate::endpoint) fn sent_count(&self) -> u64 {
         let parked = self
             .pending
             .iter()
@@ -385,24 +393,34 @@ impl Net {
     }
 
     /// One-sided put through the transport serving `dest`.
-    pub(crate) fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+    pub(in crate::endpoint) fn put(
+        &mut self,
+        dest: Rank,
+        at: u64,
+        data: &[u8],
+    ) -> Result<(), PutError> {
         on_transport!(self, self.route[dest.index()], t => t.put(dest, at, data))
     }
 
     /// One-sided word store through the transport serving `dest`.
-    pub(crate) fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+    pub(in crate::endpoint) fn put_u64(
+        &mut self,
+        dest: Rank,
+        at: u64,
+        value: u64,
+    ) -> Result<(), PutError> {
         on_transport!(self, self.route[dest.index()], t => t.put_u64(dest, at, value))
     }
 
     /// The ranks a network transport holds a connection to, sorted.
-    pub(crate) fn net_connected(&self) -> Vec<Rank> {
+    pub(in crate::endpoint) fn net_connected(&self) -> Vec<Rank> {
         let mut v: Vec<Rank> = self.wide.iter().flat_map(|t| t.connected()).collect();
         v.sort();
         v
     }
 
     /// Whether the transport serving `dest` has credit towards it.
-    pub(crate) fn has_credit(&self, dest: Rank) -> bool {
+    pub(in crate::endpoint) fn has_credit(&self, dest: Rank) -> bool {
         match self.route[dest.index()] {
             SHM => self.shm.has_credit(dest),
             k => self.wide[k as usize - 1].has_credit(dest),
@@ -410,7 +428,7 @@ impl Net {
     }
 
     /// Whether `dest` is known to be gone (on the transport serving it).
-    pub(crate) fn is_gone(&self, dest: Rank) -> bool {
+    pub(in crate::endpoint) fn is_gone(&self, dest: Rank) -> bool {
         match self.route[dest.index()] {
             SHM => self.shm.is_gone(dest),
             k => self.wide[k as usize - 1].is_gone(dest),
@@ -418,7 +436,7 @@ impl Net {
     }
 
     /// Why `dest` could not be reached, if its connection could not be made.
-    pub(crate) fn unreachable(&self, dest: Rank) -> Option<String> {
+    pub(in crate::endpoint) fn unreachable(&self, dest: Rank) -> Option<String> {
         match self.route[dest.index()] {
             SHM => None,
             k => self.wide[k as usize - 1].unreachable(dest),
@@ -445,19 +463,19 @@ impl Net {
 
     /// Whether any send is parked.
     #[inline]
-    pub(crate) fn has_pending(&self) -> bool {
+    pub(in crate::endpoint) fn has_pending(&self) -> bool {
         !self.pending_dests.is_empty()
     }
 
     /// Whether a send to `dest` is parked.
     #[inline]
-    pub(crate) fn has_pending_to(&self, dest: Rank) -> bool {
+    pub(in crate::endpoint) fn has_pending_to(&self, dest: Rank) -> bool {
         !self.pending[dest.index()].is_empty()
     }
 
     /// Forget the sends parked for `dest` (it failed: they can never be
     /// delivered, and their memory is freed).
-    pub(crate) fn drop_pending_to(&mut self, dest: Rank) {
+    pub(in crate::endpoint) fn drop_pending_to(&mut self, dest: Rank) {
         let d = dest.index();
         if self.pending.get(d).is_some_and(|p| !p.is_empty()) {
             let held: usize = self.pending[d].iter().map(|p| p.data.len() - p.off).sum();
@@ -468,7 +486,7 @@ impl Net {
     }
 
     /// The network transports' checks (failures of network peers).
-    pub(crate) fn check_wide(&mut self) -> Result<(), crate::error::ExtractError> {
+    pub(in crate::endpoint) fn check_wide(&mut self) -> Result<(), crate::error::ExtractError> {
         for t in &mut self.wide {
             t.check_peers()?;
         }
@@ -477,7 +495,7 @@ impl Net {
 
     /// Send a whole message from a handler: straight out if possible, else
     /// (partly) parked. Never blocks.
-    pub(crate) fn send_or_park(&mut self, mut stream: OutStream, pieces: &[&[u8]]) {
+    pub(in crate::endpoint) fn send_or_park(&mut self, mut stream: OutStream, pieces: &[&[u8]]) {
         let dest = stream.dest;
         if !self.open.is_to(dest) && !self.has_pending_to(dest) {
             for (i, p) in pieces.iter().enumerate() {
@@ -514,7 +532,7 @@ impl Net {
 
     /// Bytes held by parked sends now.
     #[inline]
-    pub(crate) fn parked_bytes(&self) -> usize {
+    pub(in crate::endpoint) fn parked_bytes(&self) -> usize {
         self.parked_bytes
     }
 
@@ -525,7 +543,7 @@ impl Net {
             self.pending_dests.push(d as u32);
         }
         self.pending[d].push_back(p);
-        if super::stats::ENABLED {
+        if crate::endpoint::engine::stats::ENABLED {
             let q = &self.pending[d];
             let bytes = q.iter().map(|p| p.data.len() - p.off).sum();
             self.tally.parked(d, q.len(), bytes);
@@ -535,7 +553,7 @@ impl Net {
     /// Push parked sends out as far as credit allows (skipping the
     /// destination of the main thread's open stream).
     #[inline(never)]
-    pub(crate) fn drain_pending(&mut self) {
+    pub(in crate::endpoint) fn drain_pending(&mut self) {
         let mut i = 0;
         while i < self.pending_dests.len() {
             let d = self.pending_dests[i] as usize;
@@ -565,13 +583,13 @@ impl Net {
     /// Whether `progress` has anything to do: parked sends, credit to
     /// return, or arrivals on some transport.
     #[inline(always)]
-    pub(crate) fn needs_attention(&self) -> bool {
+    pub(in crate::endpoint) fn needs_attention(&self) -> bool {
         self.unflushed || !self.pending_dests.is_empty() || self.has_arrivals()
     }
 
     /// Whether a sleeper has work: arrivals, or parked sends with credit
     /// now (outside the main thread's open stream).
-    pub(crate) fn has_work(&self) -> bool {
+    pub(in crate::endpoint) fn has_work(&self) -> bool {
         self.has_arrivals()
             || self.pending_dests.iter().any(|&d| {
                 let d = Rank(d);
@@ -581,7 +599,7 @@ impl Net {
 
     /// Publish batched credit returns on every transport.
     #[inline]
-    pub(crate) fn flush(&mut self) {
+    pub(in crate::endpoint) fn flush(&mut self) {
         if self.unflushed {
             self.unflushed = false;
             self.shm.flush();
@@ -595,7 +613,7 @@ impl Net {
 impl Net {
     /// Every transport, shm first (for the cold paths: health checks,
     /// closing).
-    pub(crate) fn for_each(
+    pub(in crate::endpoint) fn for_each(
         &mut self,
         mut f: impl FnMut(&mut dyn Transport) -> Result<(), crate::error::ExtractError>,
     ) -> Result<(), crate::error::ExtractError> {
@@ -611,7 +629,54 @@ impl Net {
 impl Net {
     /// Count a message a test published by hand (bypassing the send path)
     /// as sent, so that the close barrier's counts still agree.
-    pub(crate) fn count_crafted_message(&mut self) {
+    pub(in crate::endpoint) fn count_crafted_message(&mut self) {
         self.sent += 1;
+    }
+}
+
+/// The doorbell this rank sleeps on, as the shared-memory transport hands
+/// it out (a view that keeps the segment mapped).
+pub(in crate::endpoint) type Bell = MapRef<Doorbell>;
+
+/// What the shared-memory transport knows of this host's peers and of its
+/// own queues, in the engine's terms (read when the watchdog raises its
+/// alarm, off the message path).
+impl Net {
+    /// Local peers whose lifelines in the segment show them closed, left
+    /// or dead.
+    pub(in crate::endpoint) fn local_failures(&self) -> Vec<(Rank, Failure)> {
+        self.shm
+            .peer_lives()
+            .filter_map(|(rank, life, pid)| match life {
+                Life::Closed => Some((rank, Failure::Closed)),
+                Life::Left => Some((rank, Failure::Left)),
+                Life::Dead => Some((rank, Failure::Died { pid })),
+                Life::Alive | Life::Unarmed => None,
+            })
+            .collect()
+    }
+
+    /// The next corruption this rank's own sends found in a peer's shared
+    /// queue, if any.
+    pub(in crate::endpoint) fn take_refusal(&mut self) -> Option<ProtocolError> {
+        self.shm.take_refusal()
+    }
+
+    /// A hole a dead writer left in a shared queue this rank reads.
+    pub(in crate::endpoint) fn find_hole(&mut self) -> Option<ProtocolError> {
+        self.shm.find_hole()
+    }
+
+    /// `rank` failed, left or closed: puts to it fail, and nothing stays
+    /// parked for it.
+    pub(in crate::endpoint) fn peer_gone(&mut self, rank: Rank) {
+        self.shm.mark_gone(rank);
+        self.drop_pending_to(rank);
+    }
+
+    /// The doorbell this rank sleeps on (only the shared-memory transport
+    /// has one; the network transports' NICs ring it).
+    pub(in crate::endpoint) fn doorbell(&self) -> Bell {
+        self.shm.doorbell_ref()
     }
 }

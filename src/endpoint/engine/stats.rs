@@ -15,7 +15,7 @@
 //! received when its first fragment arrives; bytes are payload bytes of
 //! user and control fragments alike. Async handlers' polls are not timed.
 
-use super::Endpoint;
+use crate::endpoint::Endpoint;
 use std::time::Duration;
 
 /// Counters towards and from one peer.
@@ -98,20 +98,20 @@ impl Stats {
 
 /// What the engine updates (a no-op without the `stats` feature).
 #[derive(Debug, Default)]
-pub(crate) struct Tally {
+pub(in crate::endpoint) struct Tally {
     #[cfg(feature = "stats")]
     inner: std::cell::RefCell<Stats>,
 }
 
 /// A handler call's start.
 #[cfg(feature = "stats")]
-pub(crate) struct CallStart {
+pub(in crate::endpoint) struct CallStart {
     at: std::time::Instant,
 }
 
 #[cfg(feature = "stats")]
 impl Tally {
-    pub(crate) fn new(ranks: usize) -> Self {
+    pub(in crate::endpoint) fn new(ranks: usize) -> Self {
         Tally {
             inner: std::cell::RefCell::new(Stats {
                 peers: vec![PeerStats::default(); ranks],
@@ -127,7 +127,7 @@ impl Tally {
     }
 
     #[inline]
-    pub(crate) fn sent(&self, dest: usize, bytes: u32, last: bool) {
+    pub(in crate::endpoint) fn sent(&self, dest: usize, bytes: u32, last: bool) {
         self.peer(dest, |p| {
             p.bytes_sent += u64::from(bytes);
             p.messages_sent += u64::from(last);
@@ -135,21 +135,21 @@ impl Tally {
     }
 
     #[inline]
-    pub(crate) fn received(&self, src: usize, bytes: u32, first: bool) {
+    pub(in crate::endpoint) fn received(&self, src: usize, bytes: u32, first: bool) {
         self.peer(src, |p| {
             p.bytes_received += u64::from(bytes);
             p.messages_received += u64::from(first);
         });
     }
 
-    pub(crate) fn parked(&self, dest: usize, sends: usize, bytes: usize) {
+    pub(in crate::endpoint) fn parked(&self, dest: usize, sends: usize, bytes: usize) {
         self.peer(dest, |p| {
             p.parked_high_water = p.parked_high_water.max(sends);
             p.parked_bytes_high_water = p.parked_bytes_high_water.max(bytes);
         });
     }
 
-    pub(crate) fn credit_wait(&self, dest: usize, took: Duration) {
+    pub(in crate::endpoint) fn credit_wait(&self, dest: usize, took: Duration) {
         self.peer(dest, |p| {
             p.credit_waits += 1;
             p.credit_wait_time += took;
@@ -157,38 +157,38 @@ impl Tally {
     }
 
     #[inline]
-    pub(crate) fn call_start(&self) -> CallStart {
+    pub(in crate::endpoint) fn call_start(&self) -> CallStart {
         CallStart {
             at: std::time::Instant::now(),
         }
     }
 
     #[inline]
-    pub(crate) fn call_end(&self, start: CallStart) {
+    pub(in crate::endpoint) fn call_end(&self, start: CallStart) {
         let mut s = self.inner.borrow_mut();
         s.handler_calls += 1;
         s.handler_time += start.at.elapsed();
     }
 
     #[inline]
-    pub(crate) fn empty_extract(&self) {
+    pub(in crate::endpoint) fn empty_extract(&self) {
         self.inner.borrow_mut().empty_extracts += 1;
     }
 
-    pub(crate) fn snapshot(&self) -> Stats {
+    pub(in crate::endpoint) fn snapshot(&self) -> Stats {
         self.inner.borrow().clone()
     }
 }
 
 #[cfg(not(feature = "stats"))]
 impl Tally {
-    pub(crate) fn new(_ranks: usize) -> Self {
+    pub(in crate::endpoint) fn new(_ranks: usize) -> Self {
         Tally {}
     }
     #[inline(always)]
-    pub(crate) fn sent(&self, _dest: usize, _bytes: u32, _last: bool) {}
+    pub(in crate::endpoint) fn sent(&self, _dest: usize, _bytes: u32, _last: bool) {}
     #[inline(always)]
-    pub(crate) fn parked(&self, _dest: usize, _sends: usize, _bytes: usize) {}
+    pub(in crate::endpoint) fn parked(&self, _dest: usize, _sends: usize, _bytes: usize) {}
 }
 
 /// Whether the counters are kept at all (the `stats` feature).
@@ -202,7 +202,7 @@ impl Endpoint {
     }
 
     /// `FASTMSG_STATS=1`: print the table to stderr (called by `close`).
-    pub(crate) fn print_stats_if_asked(&self) {
+    pub(in crate::endpoint) fn print_stats_if_asked(&self) {
         let asked = crate::settings::var("FASTMSG_STATS").is_ok_and(|v| !v.is_empty() && v != "0");
         if !asked {
             return;
@@ -210,7 +210,7 @@ impl Endpoint {
         #[cfg(feature = "stats")]
         {
             use std::io::Write;
-            let table = self.stats().table(self.core.rank.0);
+            let table = self.stats().table(self.core.rank().0);
             let _ = std::io::stderr().write_all(table.as_bytes());
         }
         #[cfg(not(feature = "stats"))]

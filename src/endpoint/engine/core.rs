@@ -1,5 +1,5 @@
-//! The engine shared by an [`Endpoint`](super::Endpoint), its handlers'
-//! [`Ctx`](super::Ctx) and [`Message`](super::Message) handles.
+//! The engine shared by an [`Endpoint`](crate::endpoint::Endpoint), its handlers'
+//! [`Ctx`](crate::endpoint::Ctx) and [`Message`](crate::endpoint::Message) handles.
 //!
 //! Single-threaded (`Rc` + `RefCell`): an endpoint belongs to one thread,
 //! and progress happens only inside calls into the library. Borrows of the
@@ -7,23 +7,21 @@
 //! (borrowing `net`) and read its message (borrowing `streams`) while
 //! `extract` is between fragments.
 
-use super::control::{CloseCounts, Control};
-use super::control_op::ControlOp;
-use super::handler::Registry;
-use super::health::{Failure, Health, Scope};
-use super::net::{Net, SHM};
-use super::stream::{Fast, Streams};
-use super::wait::WaitConfig;
+use crate::endpoint::engine::control::Control;
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::handler::Registry;
+use crate::endpoint::engine::health::{Failure, Health, Scope};
+use crate::endpoint::engine::net::{Bell, Net, SHM};
+use crate::endpoint::engine::stream::{Fast, Streams};
+use crate::endpoint::engine::termination::CloseCounts;
+use crate::endpoint::engine::wait_policy::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
 use crate::frame::FragFlags;
 use crate::id::Rank;
 use crate::id::WindowId;
 use crate::sync::AtomicBool;
-use crate::transport::shm::liveness::Life;
-use crate::transport::shm::mapping::MapRef;
 use crate::transport::{RxFragment, Transport};
-use crate::wake::Doorbell;
 use crate::watch::Watchdog;
 use crate::window;
 use crate::window::{WindowTable, WindowView};
@@ -75,67 +73,142 @@ const MAX_DEFERRED: usize = 64;
 /// Fragments taken from one transport before moving to the next.
 const BATCH: usize = 32;
 
-pub(crate) struct Core {
-    pub(crate) rank: Rank,
-    pub(crate) size: u32,
-    pub(crate) handler_count: u32,
+pub(in crate::endpoint) struct Core {
+    rank: Rank,
+    size: u32,
+    handler_count: u32,
     /// The watchdog thread and its alarm word. Its probes hold what they
     /// read (the segment's lifelines, the NIC's link words) themselves.
-    pub(crate) watchdog: Watchdog,
+    watchdog: Watchdog,
     /// What is known of peers' failures (sticky).
-    pub(crate) health: Health,
+    pub(in crate::endpoint) health: Health,
     /// The supervisor's abort was reported by `extract`.
     abort_reported: Cell<bool>,
-    pub(crate) net: RefCell<Net>,
-    /// The receive state machine, one stream per source (`super::stream`;
-    /// performed by `super::dispatch`).
-    pub(crate) streams: RefCell<Streams>,
-    pub(crate) registry: RefCell<Registry>,
-    pub(crate) control: RefCell<Control>,
+    pub(in crate::endpoint) net: RefCell<Net>,
+    /// The receive state machine, one stream per source (`crate::endpoint::engine::stream`;
+    /// performed by `crate::endpoint::receive::dispatch`).
+    pub(in crate::endpoint) streams: RefCell<Streams>,
+    pub(in crate::endpoint) registry: RefCell<Registry>,
+    pub(in crate::endpoint) control: RefCell<Control>,
     /// User messages whose last fragment arrived (the close barrier's count).
-    pub(super) received: Cell<u64>,
+    pub(in crate::endpoint) received: Cell<u64>,
     deferred: RefCell<VecDeque<ExtractError>>,
     /// Whether `deferred` is non-empty (checked on every extract).
     has_deferred: Cell<bool>,
-    pub(crate) wait: WaitConfig,
-    pub(crate) abort: Option<Arc<AtomicBool>>,
+    wait: WaitConfig,
+    abort: Option<Arc<AtomicBool>>,
     /// One-sided windows: the table, and this rank's own area (a view that
     /// keeps the segment mapped).
-    pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowView,
+    windows: WindowTable,
+    my_window: WindowView,
     /// Ranks on this host, in rank order.
-    pub(crate) local: Vec<Rank>,
+    local: Vec<Rank>,
     /// The doorbell this rank sleeps on (sleep policy), in the segment,
     /// which the view keeps mapped.
-    pub(crate) bell: Option<MapRef<Doorbell>>,
+    bell: Option<Bell>,
     /// How long `close` waits before saying whom it waits for.
-    pub(crate) close_warn: std::time::Duration,
+    close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    pub(crate) hooks: super::hook::Hooks,
+    pub(in crate::endpoint) hooks: crate::endpoint::engine::hooks::Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
-    pub(crate) depth: Cell<u32>,
+    pub(in crate::endpoint) depth: Cell<u32>,
     /// Parked bytes past which a send from outside handlers makes
-    /// progress instead (see `super::backpressure`).
-    pub(crate) max_parked: usize,
+    /// progress instead (see `crate::endpoint::send::backpressure`).
+    max_parked: usize,
     /// The longest message `Message::receive_vec` allocates for.
-    pub(crate) max_receive: usize,
+    max_receive: usize,
     /// Termination rounds this rank has entered (`quiesce` and `close`).
-    pub(crate) rounds: Cell<u32>,
+    pub(in crate::endpoint) rounds: Cell<u32>,
 }
 
 /// What the builder hands the engine besides transports and handlers.
-pub(crate) struct CoreSetup {
-    pub(crate) wait: WaitConfig,
-    pub(crate) abort: Option<Arc<AtomicBool>>,
-    pub(crate) windows: WindowTable,
-    pub(crate) my_window: WindowView,
-    pub(crate) local: Vec<Rank>,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) close_warn: std::time::Duration,
-    pub(crate) hooks: Vec<super::hook::Hook>,
-    pub(crate) max_parked: usize,
-    pub(crate) max_receive: usize,
+pub(in crate::endpoint) struct CoreSetup {
+    pub(in crate::endpoint) wait: WaitConfig,
+    pub(in crate::endpoint) abort: Option<Arc<AtomicBool>>,
+    pub(in crate::endpoint) windows: WindowTable,
+    pub(in crate::endpoint) my_window: WindowView,
+    pub(in crate::endpoint) local: Vec<Rank>,
+    pub(in crate::endpoint) watchdog: Watchdog,
+    pub(in crate::endpoint) close_warn: std::time::Duration,
+    pub(in crate::endpoint) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
+    pub(in crate::endpoint) max_parked: usize,
+    pub(in crate::endpoint) max_receive: usize,
+}
+
+/// Settings fixed at start, read by the rooms above the engine.
+impl Core {
+    /// This rank.
+    #[inline]
+    pub(in crate::endpoint) fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    #[inline]
+    pub(in crate::endpoint) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Handlers registered (the table frozen at start).
+    #[inline]
+    pub(in crate::endpoint) fn handler_count(&self) -> u32 {
+        self.handler_count
+    }
+
+    /// The watchdog thread and its alarm word.
+    #[inline]
+    pub(in crate::endpoint) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    /// The wait policy as resolved at start.
+    #[inline]
+    pub(in crate::endpoint) fn wait(&self) -> WaitConfig {
+        self.wait
+    }
+
+    /// The one-sided windows of every rank.
+    #[inline]
+    pub(in crate::endpoint) fn windows(&self) -> &WindowTable {
+        &self.windows
+    }
+
+    /// This rank's own window area.
+    #[inline]
+    pub(in crate::endpoint) fn my_window(&self) -> &WindowView {
+        &self.my_window
+    }
+
+    /// Ranks on this host, in rank order.
+    #[inline]
+    pub(in crate::endpoint) fn local(&self) -> &[Rank] {
+        &self.local
+    }
+
+    /// The doorbell this rank sleeps on, if it sleeps.
+    #[inline]
+    pub(in crate::endpoint) fn bell(&self) -> Option<&Bell> {
+        self.bell.as_ref()
+    }
+
+    /// How long `close` waits before saying whom it waits for.
+    #[inline]
+    pub(in crate::endpoint) fn close_warn(&self) -> std::time::Duration {
+        self.close_warn
+    }
+
+    /// The bound on parked bytes for sends made outside handlers.
+    #[inline]
+    pub(in crate::endpoint) fn max_parked(&self) -> usize {
+        self.max_parked
+    }
+
+    /// The longest message `Message::receive_vec` allocates for.
+    #[inline]
+    pub(in crate::endpoint) fn max_receive(&self) -> usize {
+        self.max_receive
+    }
 }
 
 impl std::fmt::Debug for Core {
@@ -148,7 +221,7 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    pub(crate) fn new(
+    pub(in crate::endpoint) fn new(
         rank: Rank,
         size: u32,
         net: Net,
@@ -157,7 +230,7 @@ impl Core {
     ) -> Core {
         // Only the shm transport has a doorbell (the network transports'
         // NICs ring it).
-        let bell = Some(net.shm.doorbell_ref());
+        let bell = Some(net.doorbell());
         Core {
             rank,
             size,
@@ -179,7 +252,7 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
-            hooks: super::hook::Hooks::new(setup.hooks),
+            hooks: crate::endpoint::engine::hooks::Hooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
             max_receive: setup.max_receive,
@@ -189,7 +262,7 @@ impl Core {
 
     /// Report an error at the next `extract` (used where progress runs on
     /// behalf of a send).
-    pub(crate) fn defer(&self, e: ExtractError) {
+    pub(in crate::endpoint) fn defer(&self, e: ExtractError) {
         let mut d = self.deferred.borrow_mut();
         // Bounded: a program that never calls `extract` again must not grow
         // without limit; the oldest errors (the causes) are kept.
@@ -201,7 +274,7 @@ impl Core {
 
     /// The oldest error kept for the next `extract`.
     #[inline]
-    pub(crate) fn take_deferred(&self) -> Option<ExtractError> {
+    pub(in crate::endpoint) fn take_deferred(&self) -> Option<ExtractError> {
         if !self.has_deferred.get() {
             return None;
         }
@@ -215,7 +288,10 @@ impl Core {
     /// `BATCH` fragments per transport, stopping once `max_bytes` of payload
     /// were taken.
     #[inline(always)]
-    pub(crate) fn progress(self: &Rc<Self>, max_bytes: usize) -> Result<Extracted, ExtractError> {
+    pub(in crate::endpoint) fn progress(
+        self: &Rc<Self>,
+        max_bytes: usize,
+    ) -> Result<Extracted, ExtractError> {
         // The empty poll, inline: one load per receive queue, and the
         // watchdog's alarm word.
         if self.is_idle() {
@@ -228,7 +304,7 @@ impl Core {
     /// what a blocking wait wants, since its condition usually turns true
     /// in a handler and should be checked before polling again.
     #[inline]
-    pub(crate) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
+    pub(in crate::endpoint) fn progress_one(self: &Rc<Self>) -> Result<Extracted, ExtractError> {
         if self.is_idle() {
             return Ok(Extracted::default());
         }
@@ -383,7 +459,7 @@ impl Core {
     }
 
     /// This rank's message counts for the close barrier.
-    pub(crate) fn close_counts(&self) -> CloseCounts {
+    pub(in crate::endpoint) fn close_counts(&self) -> CloseCounts {
         CloseCounts {
             sent: self.net.borrow().sent_count(),
             received: self.received.get(),
@@ -391,8 +467,13 @@ impl Core {
     }
 
     /// Send a small control message (never blocks; parks without credit).
-    pub(crate) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
-        let stream = super::net::OutStream::control(self.rank, dest, op, payload.len() as u64);
+    pub(in crate::endpoint) fn send_control(&self, dest: Rank, op: ControlOp, payload: &[u8]) {
+        let stream = crate::endpoint::engine::net::OutStream::control(
+            self.rank,
+            dest,
+            op,
+            payload.len() as u64,
+        );
         self.net.borrow_mut().send_or_park(stream, &[payload]);
     }
 
@@ -401,7 +482,7 @@ impl Core {
     /// error per failure, for `extract`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn absorb_alarm(self: &Rc<Self>) {
+    pub(in crate::endpoint) fn absorb_alarm(self: &Rc<Self>) {
         self.watchdog.alarm().clear();
         if let Some(a) = &self.abort {
             if !self.abort_reported.get() && a.load(crate::sync::Ordering::Relaxed) {
@@ -409,25 +490,14 @@ impl Core {
                 self.defer(ExtractError::Aborted);
             }
         }
-        let local: Vec<(Rank, Failure)> = self
-            .net
-            .borrow()
-            .shm
-            .peer_lives()
-            .filter_map(|(rank, life, pid)| match life {
-                Life::Closed => Some((rank, Failure::Closed)),
-                Life::Left => Some((rank, Failure::Left)),
-                Life::Dead => Some((rank, Failure::Died { pid })),
-                Life::Alive | Life::Unarmed => None,
-            })
-            .collect();
+        let local = self.net.borrow().local_failures();
         for (rank, how) in local {
             self.peer_failed(rank, how);
         }
         // What this rank's own sends found corrupt in a peer's shared
         // queue (the shm transport raised the alarm).
         loop {
-            let refused = self.net.borrow_mut().shm.take_refusal();
+            let refused = self.net.borrow_mut().take_refusal();
             match refused {
                 Some(e) => self.note_error(ExtractError::Protocol(e)),
                 None => break,
@@ -435,7 +505,7 @@ impl Core {
         }
         // A hole a dead writer left in a shared queue we read (the probe
         // raises the alarm again once the grace has passed).
-        let hole = self.net.borrow_mut().shm.find_hole();
+        let hole = self.net.borrow_mut().find_hole();
         if let Some(e) = hole {
             self.defer(ExtractError::Protocol(e));
         }
@@ -467,14 +537,12 @@ impl Core {
     /// `rank` failed, left or closed: record it for good; on a failure,
     /// drop what is parked for it, end its cut-off message as aborted and
     /// report it once.
-    pub(crate) fn peer_failed(self: &Rc<Self>, rank: Rank, how: Failure) {
+    pub(in crate::endpoint) fn peer_failed(self: &Rc<Self>, rank: Rank, how: Failure) {
         if rank == self.rank || !self.health.record(rank, how.clone()) {
             return;
         }
         {
-            let mut net = self.net.borrow_mut();
-            net.shm.mark_gone(rank);
-            net.drop_pending_to(rank);
+            self.net.borrow_mut().peer_gone(rank);
         }
         if let Some(e) = how.error(rank) {
             self.defer(e);
@@ -489,7 +557,7 @@ impl Core {
     /// inside them the pass of `progress` running them reads it next.
     #[cold]
     #[inline(never)]
-    pub(crate) fn learn_failures(self: &Rc<Self>) {
+    pub(in crate::endpoint) fn learn_failures(self: &Rc<Self>) {
         if self.depth.get() == 0 && !self.hooks.running() {
             self.absorb_alarm();
         }
@@ -498,7 +566,10 @@ impl Core {
     /// The failure a blocking wait in `scope` must stop with, after the
     /// abort flag and whatever the watchdog found. Cheap when nothing
     /// happened: called at every idle round of a wait.
-    pub(crate) fn check_failures(self: &Rc<Self>, scope: Scope) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn check_failures(
+        self: &Rc<Self>,
+        scope: Scope,
+    ) -> Result<(), ExtractError> {
         if let Some(a) = &self.abort {
             if a.load(crate::sync::Ordering::Relaxed) {
                 return Err(ExtractError::Aborted);
@@ -516,7 +587,7 @@ impl Core {
     /// The transports' own periodic checks (corrupt queues and rings, the
     /// network's credit backstop and link states), for an idle waiter.
     /// Peer failures found are recorded; other errors returned.
-    pub(crate) fn check_transports(self: &Rc<Self>) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn check_transports(self: &Rc<Self>) -> Result<(), ExtractError> {
         for _ in 0..=self.size {
             let r = self.net.borrow_mut().for_each(|t| t.check_peers());
             match r {
@@ -529,7 +600,7 @@ impl Core {
     }
 
     /// One-sided put of `data` at `offset` of window `win` on `dest`.
-    pub(crate) fn put(
+    pub(in crate::endpoint) fn put(
         &self,
         win: WindowId,
         dest: Rank,
@@ -545,7 +616,7 @@ impl Core {
     }
 
     /// One-sided atomic store of an 8-byte word.
-    pub(crate) fn put_u64(
+    pub(in crate::endpoint) fn put_u64(
         &self,
         win: WindowId,
         dest: Rank,
@@ -561,13 +632,17 @@ impl Core {
     }
 
     /// Acquire-load a word of this rank's own window.
-    pub(crate) fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
+    pub(in crate::endpoint) fn read_u64(
+        &self,
+        win: WindowId,
+        offset: usize,
+    ) -> Result<u64, PutError> {
         let at = self.windows.locate_word(win, offset)?;
         Ok(self.my_window.load_u64(at))
     }
 
     /// Copy bytes out of this rank's own window.
-    pub(crate) fn read_window(
+    pub(in crate::endpoint) fn read_window(
         &self,
         win: WindowId,
         offset: usize,
@@ -579,7 +654,7 @@ impl Core {
     }
 
     /// Drop handlers, in-flight futures and fragments (teardown).
-    pub(crate) fn teardown(&self) {
+    pub(in crate::endpoint) fn teardown(&self) {
         // Take the registry out first: dropping futures drops `Message`s,
         // which touch `streams`.
         let registry = std::mem::take(&mut *self.registry.borrow_mut());

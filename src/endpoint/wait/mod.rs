@@ -1,14 +1,17 @@
-//! Waiting for progress: spin, spin then yield, spin then sleep.
+//! Waiting for progress: the waiter every blocking call runs (spin, spin
+//! then yield, spin then sleep), the run-queue evidence the `auto` policy
+//! decides by, and when idle hooks run. The policy itself, as resolved at
+//! start, is the engine's (`crate::endpoint::engine::wait_policy`).
 //!
 //! Spinning is right when each rank has a core to itself and wrong when
-//! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
-//! from what the kernel reports, not from what it assumes (see
-//! [`super::pressure`]). Every wait first spins about as long as this
-//! rank's waits usually last (twice the running average, in rounds); a
-//! wait that outlives that looks at whether the core is wanted: the run
-//! queue holds more runnable threads than the machine has CPUs, or — over
-//! a millisecond or more of the wait's spinning — the rank itself lost
-//! more than a fifth of its time waiting for a CPU (the scheduler's run
+//! anything else wants the core. [`WaitPolicy::Auto`] (the default)
+//! decides from what the kernel reports, not from what it assumes (see
+//! [`pressure`]). Every wait first spins about as long as this rank's
+//! waits usually last (twice the running average, in rounds); a wait that
+//! outlives that looks at whether the core is wanted: the run queue holds
+//! more runnable threads than the machine has CPUs, or — over a
+//! millisecond or more of the wait's spinning — the rank itself lost more
+//! than a fifth of its time waiting for a CPU (the scheduler's run
 //! delay). Either marks the rank contended for
 //! [`pressure::CONTENDED_FOR`]. A contended wait, and every wait where the
 //! host has fewer CPUs than busy ranks, backs off after its short spin in
@@ -17,57 +20,42 @@
 //! both a local sender and the TCP transport's NIC thread ring), trying
 //! the other way now and then ([`pressure::Backoff`]). A rank nobody
 //! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
-//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`] ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
+//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]
+//! ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
 //! doorbells on only where the kernel offers the asymmetric barrier
 //! (`membarrier`, see [`crate::wake`]), which makes a ring one load on a
 //! quiet machine; elsewhere a contended rank yields instead of sleeping.
 //! [`WaitPolicy::Sleep`] sleeps after a short spin whether or not the core
 //! is wanted.
 //!
-//! Once past spinning, every idle round checks what the watchdog found
-//! about peers (see [`super::health`]: a failed peer stops the wait with
-//! its error — never a hang), and every [`HEALTH_EVERY`] the transports'
-//! own checks run.
+//! Promises: once past spinning, every idle round checks what the
+//! watchdog found about peers (see [`crate::endpoint::engine::health`]):
+//! a failed peer stops the wait with its error — never a hang; and every
+//! [`HEALTH_EVERY`] the transports' own checks run.
+//!
+//! [`WaitPolicy::Auto`]: crate::WaitPolicy::Auto
+//! [`WaitPolicy::Spin`]: crate::WaitPolicy::Spin
+//! [`WaitPolicy::Sleep`]: crate::WaitPolicy::Sleep
+//! [`AUTO_SLEEP_AFTER`]: crate::endpoint::engine::wait_policy::AUTO_SLEEP_AFTER
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! hook pressure | running idle hooks; the run-queue evidence
+//! layers:end
+//! ```
 
-use super::core::Core;
-use super::health::Scope;
-use super::pressure::{self, Way};
-use crate::error::{ConfigError, ExtractError};
+pub(in crate::endpoint) mod hook;
+pub(in crate::endpoint) mod pressure;
+
+use self::pressure::Way;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::health::Scope;
+use crate::endpoint::engine::wait_policy::WaitConfig;
+use crate::error::ExtractError;
 use crate::id::Rank;
 use std::time::{Duration, Instant};
-
-/// How a rank waits when a blocking call finds nothing to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum WaitPolicy {
-    /// Spin with the pause hint (one core per rank).
-    Spin,
-    /// Spin briefly, then yield the core each round.
-    Yield,
-    /// Spin, yield, then sleep until rung (futex).
-    Sleep,
-    /// Spin while nothing else wants the core; when something does, or
-    /// the host has fewer cores than ranks, back off (sleep on the
-    /// doorbell, or yield).
-    #[default]
-    Auto,
-}
-
-impl std::str::FromStr for WaitPolicy {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self, ConfigError> {
-        match s {
-            "spin" => Ok(WaitPolicy::Spin),
-            "yield" => Ok(WaitPolicy::Yield),
-            "sleep" => Ok(WaitPolicy::Sleep),
-            "auto" => Ok(WaitPolicy::Auto),
-            _ => Err(ConfigError::BadEnv {
-                var: "FASTMSG_WAIT",
-                value: s.to_owned(),
-                why: "expected spin, yield, sleep or auto".into(),
-            }),
-        }
-    }
-}
 
 /// How often an idle waiter runs the transports' checks.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(100);
@@ -80,15 +68,6 @@ pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
 
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
-
-/// Idle µs after which a rank sleeps when ranks outnumber cores (`sleep`,
-/// and `auto` with doorbells on): measured at 4 and 8 ranks on 2 cores,
-/// sleeping made the collectives both faster and steadier than yielding
-/// (BENCHMARKS.md, oversubscribed collectives).
-const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
-
-/// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
-pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
 
 /// Idle time after which a contended `auto` rank that backs off by
 /// yielding sleeps all the same (doorbells on): long, because a rank that
@@ -103,93 +82,9 @@ pub const YIELDING_SLEEP_AFTER: Duration = Duration::from_millis(20);
 /// schedstat file).
 const PRESSURE_EVERY: u32 = 1024;
 
-/// The resolved parameters of a policy on this host.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WaitConfig {
-    /// Idle rounds spent spinning before yielding.
-    spin_rounds: u32,
-    /// Yield once idle past the spin rounds.
-    yield_: bool,
-    /// Sleep once idle this long (None: never).
-    sleep_after: Option<Duration>,
-    /// `auto`: watch whether the core is wanted, and back off while it
-    /// is.
-    adaptive: bool,
-    /// `auto` where ranks outnumber cores: every wait backs off after its
-    /// short spin.
-    always_back_off: bool,
-    /// Whether senders ring doorbells, so this rank may sleep.
-    bells: bool,
-}
-
-impl WaitConfig {
-    /// `oversubscribed`: whether this host's ranks have fewer CPUs than
-    /// busy threads (see [`crate::topology::Cpus::oversubscribed`]);
-    /// `bells`: whether senders ring doorbells ([`Self::sleeps`]).
-    pub(crate) fn resolve(policy: WaitPolicy, oversubscribed: bool, bells: bool) -> WaitConfig {
-        let plain = |spin_rounds, yield_, sleep_after| WaitConfig {
-            spin_rounds,
-            yield_,
-            sleep_after,
-            adaptive: false,
-            always_back_off: false,
-            bells,
-        };
-        match policy {
-            WaitPolicy::Spin => plain(u32::MAX, false, None),
-            WaitPolicy::Yield => plain(16, true, None),
-            WaitPolicy::Sleep => plain(
-                if oversubscribed { 16 } else { 4096 },
-                true,
-                Some(Duration::from_micros(if oversubscribed {
-                    OVERSUBSCRIBED_SLEEP_AFTER_US
-                } else {
-                    200
-                })),
-            ),
-            // Ranks outnumber cores: the rank waited for may need this
-            // very core, so every wait backs off after a brief spin, in
-            // the way measured to be faster here.
-            WaitPolicy::Auto if oversubscribed => WaitConfig {
-                spin_rounds: 16,
-                yield_: true,
-                sleep_after: bells.then_some(AUTO_SLEEP_AFTER),
-                adaptive: true,
-                always_back_off: true,
-                bells,
-            },
-            WaitPolicy::Auto => WaitConfig {
-                spin_rounds: 1 << 16,
-                yield_: true,
-                sleep_after: bells.then_some(AUTO_SLEEP_AFTER),
-                adaptive: true,
-                always_back_off: false,
-                bells,
-            },
-        }
-    }
-
-    /// Whether senders must ring doorbells under this policy: `sleep`
-    /// always; `auto` where the kernel makes a ring cheap (the same answer
-    /// on every rank of a host, as the shared segment requires). When
-    /// rings are on, this process also registers for the cheap ring.
-    pub(crate) fn sleeps(policy: WaitPolicy) -> bool {
-        let on = match policy {
-            WaitPolicy::Sleep => true,
-            WaitPolicy::Auto => crate::wake::Doorbell::cheap_wakers(),
-            WaitPolicy::Spin | WaitPolicy::Yield => false,
-        };
-        if on {
-            // Failing only costs this process a fence per ring.
-            crate::wake::Doorbell::register_waker();
-        }
-        on
-    }
-}
-
 /// The state of one blocking wait.
 #[derive(Debug)]
-pub(crate) struct Waiter {
+pub(in crate::endpoint) struct Waiter {
     idle_rounds: u32,
     /// `auto`: this wait backs off (the core is wanted).
     backing_off: bool,
@@ -215,7 +110,7 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     /// A wait that any peer's failure stops.
-    pub(crate) fn new() -> Self {
+    pub(in crate::endpoint) fn new() -> Self {
         Waiter {
             idle_rounds: 0,
             backing_off: false,
@@ -231,7 +126,7 @@ impl Waiter {
 
     /// A wait for the network to drain (the parked-send bound): any
     /// peer's failure stops it; idle hooks do not run.
-    pub(crate) fn draining() -> Self {
+    pub(in crate::endpoint) fn draining() -> Self {
         Waiter {
             hooks: false,
             ..Waiter::new()
@@ -239,7 +134,7 @@ impl Waiter {
     }
 
     /// A wait for `dest` (its credit): only its failure stops it.
-    pub(crate) fn for_peer(dest: Rank) -> Self {
+    pub(in crate::endpoint) fn for_peer(dest: Rank) -> Self {
         Waiter {
             scope: Scope::Peer(dest),
             hooks: false,
@@ -249,7 +144,7 @@ impl Waiter {
 
     /// Something happened: start spinning again.
     #[inline]
-    pub(crate) fn busy(&mut self) {
+    pub(in crate::endpoint) fn busy(&mut self) {
         if self.idle_rounds != 0 {
             pressure::waited(
                 self.idle_rounds,
@@ -273,7 +168,7 @@ impl Waiter {
     /// and parked sends that could go) after a sleeper has announced
     /// itself, so no wake-up is lost (the doorbell's Dekker handshake needs
     /// the sleeper to look at everything a waker may have changed).
-    pub(crate) fn idle(
+    pub(in crate::endpoint) fn idle(
         &mut self,
         core: &std::rc::Rc<Core>,
         ready: &mut dyn FnMut() -> bool,
@@ -287,7 +182,7 @@ impl Waiter {
                 core.defer(e);
             }
         }
-        let mut cfg = core.wait;
+        let mut cfg = core.wait();
         if !self.hooks && cfg.yield_ {
             // Waiting for the network to drain (credit, the parked bound):
             // the peer must run to return credit, so spin only briefly.
@@ -331,7 +226,7 @@ impl Waiter {
         }
         if let Some(after) = cfg.sleep_after {
             if now - since >= after {
-                if let Some(bell) = &core.bell {
+                if let Some(bell) = core.bell() {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
                     let has_work = || core.net.borrow().has_work() || ready();
@@ -378,30 +273,5 @@ impl Waiter {
         } else if r > self.short && (r % PRESSURE_EVERY == 0 || r > cfg.spin_rounds) {
             self.backing_off = pressure::look(&mut self.window) || pressure::run_queue_crowded();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_watches_the_machine_and_backs_off_at_once_where_ranks_outnumber_cores() {
-        let quiet = WaitConfig::resolve(WaitPolicy::Auto, false, true);
-        assert!(quiet.adaptive && !quiet.always_back_off);
-        assert_eq!(quiet.sleep_after, Some(AUTO_SLEEP_AFTER));
-        let crowded = WaitConfig::resolve(WaitPolicy::Auto, true, true);
-        assert!(crowded.adaptive && crowded.always_back_off);
-        assert!(crowded.spin_rounds <= 16 && crowded.yield_);
-        // The fixed policies do not watch.
-        for p in [WaitPolicy::Spin, WaitPolicy::Yield, WaitPolicy::Sleep] {
-            let c = WaitConfig::resolve(p, true, true);
-            assert!(!c.adaptive && !c.always_back_off, "{p:?}");
-        }
-        // Without doorbells nothing sleeps.
-        assert_eq!(
-            WaitConfig::resolve(WaitPolicy::Auto, true, false).sleep_after,
-            None
-        );
     }
 }

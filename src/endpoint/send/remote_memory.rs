@@ -11,8 +11,8 @@
 //! bounds, the alignment of words, a peer gone, this endpoint closed — each
 //! a typed [`PutError`].
 
-use super::core::Core;
-use super::message::Ctx;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::receive::message::Ctx;
 use crate::error::PutError;
 use crate::id::{Rank, WindowId};
 use crate::window::{self, WindowArea, WordOp};
@@ -21,15 +21,15 @@ impl Core {
     /// The window area of `rank`: this rank's own, or a live peer's on this
     /// host.
     fn area_of(&self, rank: Rank) -> Result<WindowArea, PutError> {
-        window::check_dest(rank, self.size)?;
+        window::check_dest(rank, self.size())?;
         let net = self.net.borrow();
         if net.shm.is_closed() {
             return Err(PutError::Closed);
         }
-        if rank == self.rank {
-            return Ok(*self.my_window);
+        if rank == self.rank() {
+            return Ok(**self.my_window());
         }
-        if self.local.binary_search(&rank).is_err() {
+        if self.local().binary_search(&rank).is_err() {
             return Err(PutError::NotOnHost { rank });
         }
         if self.health.is_gone(rank) {
@@ -59,7 +59,7 @@ impl Ctx {
         buf: &mut [u8],
     ) -> Result<(), PutError> {
         let core = self.core();
-        let at = core.windows.locate(win, offset, buf.len())?;
+        let at = core.windows().locate(win, offset, buf.len())?;
         core.area_of(src)?.read(at, buf);
         Ok(())
     }
@@ -71,7 +71,7 @@ impl Ctx {
     /// As [`get`](Self::get), and [`PutError::Misaligned`].
     pub fn get_u64(&self, win: WindowId, src: Rank, offset: usize) -> Result<u64, PutError> {
         let core = self.core();
-        let at = core.windows.locate_word(win, offset)?;
+        let at = core.windows().locate_word(win, offset)?;
         Ok(core.area_of(src)?.load_u64(at))
     }
 
@@ -102,7 +102,7 @@ impl Ctx {
         op: WordOp,
     ) -> Result<u64, PutError> {
         let core = self.core();
-        let at = core.windows.locate_word(win, offset)?;
+        let at = core.windows().locate_word(win, offset)?;
         Ok(core.area_of(dest)?.update_u64(at, op))
     }
 
@@ -110,7 +110,7 @@ impl Ctx {
     /// windows are reached directly by [`get`](Self::get) and
     /// [`update_u64`](Self::update_u64).
     pub fn is_on_host(&self, rank: Rank) -> bool {
-        self.core().local.binary_search(&rank).is_ok()
+        self.core().local().binary_search(&rank).is_ok()
     }
 
     /// Whether `rank` is known to be gone: failed (died, lost on the
@@ -125,6 +125,6 @@ impl Ctx {
     /// # Errors
     /// [`PutError::UnknownWindow`].
     pub fn window_len(&self, win: WindowId) -> Result<usize, PutError> {
-        self.core().windows.len_of(win)
+        self.core().windows().len_of(win)
     }
 }

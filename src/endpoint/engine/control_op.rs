@@ -4,14 +4,21 @@
 //! header's `handler` field, where a user message carries its handler id.
 //! Inside the engine the two never mix: a user message has a
 //! [`HandlerId`](crate::HandlerId), a control message a [`ControlOp`],
-//! decoded once when its first fragment arrives (`super::stream`) and
-//! encoded once when it is sent (`super::net::OutStream`).
+//! decoded once when its first fragment arrives (`crate::endpoint::engine::stream`) and
+//! encoded once when it is sent (`crate::endpoint::engine::net::OutStream`).
 
-use super::handler::MAX_TABLE_BYTES;
-use super::termination::REPORT_BYTES;
+use crate::endpoint::engine::handler::MAX_TABLE_BYTES;
+use crate::id::Rank;
 
-/// What a control message asks for (see `super::control` and
-/// `super::termination`).
+/// Bytes of an encoded termination report (`termination::Report`): the
+/// payload of [`ControlOp::Report`].
+pub(crate) const REPORT_BYTES: usize = 26;
+
+/// Messages to send in reaction: (destination, op, payload).
+pub(crate) type Sends = Vec<(Rank, ControlOp, Vec<u8>)>;
+
+/// What a control message asks for (see `crate::endpoint::engine::control` and
+/// `crate::endpoint::engine::termination`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ControlOp {
     /// A rank's handler table, to rank 0.
@@ -77,7 +84,7 @@ impl ControlOp {
 
     /// The longest payload a rank that follows the protocol sends for this
     /// operation in a job of `size` ranks: a first fragment announcing more
-    /// is refused before anything is buffered for it (`super::stream`).
+    /// is refused before anything is buffered for it (`crate::endpoint::engine::stream`).
     /// Each bound is the largest encoding its encoder makes:
     /// - a handler table at most [`MAX_TABLE_BYTES`] (checked at `start`);
     /// - a verdict: tag, index, rank, and two names with their lengths,

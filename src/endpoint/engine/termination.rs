@@ -29,8 +29,7 @@
 //! or whose sums overflow; probes, releases and mismatch notices from any
 //! rank but 0 — each is a `ProtocolError::BadControl`.
 
-use super::control::{CloseCounts, Sends};
-use super::control_op::ControlOp;
+use crate::endpoint::engine::control_op::{ControlOp, Sends, REPORT_BYTES};
 use crate::error::{ExtractError, ProtocolError};
 use crate::id::Rank;
 
@@ -42,6 +41,15 @@ pub(crate) const OP_RELEASE: ControlOp = ControlOp::Release;
 pub(crate) const OP_PROBE: ControlOp = ControlOp::Probe;
 /// Rank 0 says a round is `quiesce` on one rank and `close` on another.
 pub(crate) const OP_MISMATCH: ControlOp = ControlOp::Mismatch;
+
+/// A rank's message counts, reported in termination rounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CloseCounts {
+    /// User messages sent (parked ones included).
+    pub(crate) sent: u64,
+    /// User messages whose last fragment arrived here.
+    pub(crate) received: u64,
+}
 
 /// What a round is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,9 +87,6 @@ pub(crate) struct Report {
     pub(crate) busy: bool,
     pub(crate) counts: CloseCounts,
 }
-
-/// Bytes of an encoded report.
-pub(crate) const REPORT_BYTES: usize = 26;
 
 impl Report {
     /// Round, wave (u32 LE), kind, busy (one byte each), sent, received

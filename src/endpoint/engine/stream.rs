@@ -3,7 +3,7 @@
 //!
 //! Every transition is a method of [`SourceStream`] that returns an
 //! [`Action`] (or a [`Rejected`] fragment with a typed error); the engine
-//! (`super::dispatch`) performs it — calls or resumes a handler, gives
+//! (`crate::endpoint::receive::dispatch`) performs it — calls or resumes a handler, gives
 //! fragments back to their transport, hands a control message on — and
 //! reports the outcome with the next transition. Nothing here calls back
 //! into the engine or a transport.
@@ -45,7 +45,7 @@
 //! shared memory `FASTMSG_CREDITS` fragments of at most
 //! `FASTMSG_FRAME_SIZE` bytes (32 × 8 KiB by default), on a network ring
 //! its `FASTMSG_NET_SLOTS` slots. What does not fit waits at the sender
-//! (parked, see `super::backpressure`). The only bytes a stream copies
+//! (parked, see `crate::endpoint::send::backpressure`). The only bytes a stream copies
 //! are a control message's, bounded per operation (`ControlOp::max_len`).
 //!
 //! Bad input from a peer (a continuation without a first fragment, a first
@@ -55,8 +55,8 @@
 //! handed back for release, and a message cut short by it ends, aborted,
 //! so its handler never waits for ever.
 
-use super::control_op::ControlOp;
-use super::handler::pool::Slot;
+use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::handler::pool::Slot;
 use crate::error::ProtocolError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
@@ -65,7 +65,7 @@ use std::collections::VecDeque;
 
 /// Which fast path a fragment can take (see [`Streams::fast`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fast {
+pub(in crate::endpoint) enum Fast {
     /// The general path ([`Streams::accept`]).
     No,
     /// A whole message for a plain-function handler ([`fast_handler`]):
@@ -81,7 +81,7 @@ pub(crate) enum Fast {
 /// again from the header rather than carried, which the fast path pays for
 /// in instructions.
 #[inline(always)]
-pub(crate) fn fast_handler(h: &FragHeader) -> HandlerId {
+pub(in crate::endpoint) fn fast_handler(h: &FragHeader) -> HandlerId {
     HandlerId(h.handler)
 }
 
@@ -97,7 +97,7 @@ fn registered(piecewise: &[bool], raw: u32) -> Option<(HandlerId, bool)> {
 
 /// Every source's stream, and the handler kinds they need.
 #[derive(Debug)]
-pub(crate) struct Streams {
+pub(in crate::endpoint) struct Streams {
     /// Per handler id: whether it is a plain function (pieces) rather
     /// than async.
     piecewise: Vec<bool>,
@@ -107,7 +107,7 @@ pub(crate) struct Streams {
 impl Streams {
     /// Streams for `size` sources; `piecewise[id]` tells each registered
     /// handler's kind.
-    pub(crate) fn new(size: u32, piecewise: Vec<bool>) -> Self {
+    pub(in crate::endpoint) fn new(size: u32, piecewise: Vec<bool>) -> Self {
         Streams {
             piecewise,
             by_src: (0..size)
@@ -121,7 +121,7 @@ impl Streams {
     /// whose stream is idle, skips the stream's bookkeeping. `h` is
     /// validated (its source is in range).
     #[inline(always)]
-    pub(crate) fn fast(&self, h: &FragHeader) -> Fast {
+    pub(in crate::endpoint) fn fast(&self, h: &FragHeader) -> Fast {
         const WHOLE: u32 = FragFlags::FIRST.0 | FragFlags::LAST.0;
         if h.flags != WHOLE || u64::from(h.len) != h.total {
             return Fast::No;
@@ -145,7 +145,7 @@ impl Streams {
     /// the error, then perform [`SourceStream::next`] (a message it cut
     /// short has ended).
     #[inline]
-    pub(crate) fn accept(&mut self, frag: RxFragment) -> Result<Action, Rejected> {
+    pub(in crate::endpoint) fn accept(&mut self, frag: RxFragment) -> Result<Action, Rejected> {
         let src = frag.header.src as usize;
         self.by_src[src].accept(frag, &self.piecewise)
     }
@@ -153,25 +153,29 @@ impl Streams {
     /// Enter a whole message that [`fast`](Self::fast) judged
     /// [`Fast::Async`] (for `handler`); returns how to start it.
     #[inline]
-    pub(crate) fn enter_whole(&mut self, frag: RxFragment, handler: HandlerId) -> Start {
+    pub(in crate::endpoint) fn enter_whole(
+        &mut self,
+        frag: RxFragment,
+        handler: HandlerId,
+    ) -> Start {
         let src = frag.header.src as usize;
         self.by_src[src].enter_whole(frag, handler)
     }
 
     /// The stream of `src` (`None` outside the job).
     #[inline]
-    pub(crate) fn get_mut(&mut self, src: Rank) -> Option<&mut SourceStream> {
+    pub(in crate::endpoint) fn get_mut(&mut self, src: Rank) -> Option<&mut SourceStream> {
         self.by_src.get_mut(src.index())
     }
 
     /// The stream of `src` (`None` outside the job).
     #[inline]
-    pub(crate) fn get(&self, src: Rank) -> Option<&SourceStream> {
+    pub(in crate::endpoint) fn get(&self, src: Rank) -> Option<&SourceStream> {
         self.by_src.get(src.index())
     }
 
     /// Forget everything without releasing (endpoint teardown).
-    pub(crate) fn clear(&mut self) {
+    pub(in crate::endpoint) fn clear(&mut self) {
         for s in &mut self.by_src {
             s.frags.clear();
             s.msgs.clear();
@@ -181,27 +185,27 @@ impl Streams {
 
 /// How to start an async handler on its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Start {
-    pub(crate) handler: HandlerId,
+pub(in crate::endpoint) struct Start {
+    pub(in crate::endpoint) handler: HandlerId,
     /// The message's number in its stream (what its `Message` reads by).
-    pub(crate) seq: u64,
-    pub(crate) total: u64,
+    pub(in crate::endpoint) seq: u64,
+    pub(in crate::endpoint) total: u64,
 }
 
 /// Where a piece sits in its message, for a plain-function handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PieceInfo {
-    pub(crate) handler: HandlerId,
-    pub(crate) offset: u64,
-    pub(crate) total: u64,
-    pub(crate) last: bool,
+pub(in crate::endpoint) struct PieceInfo {
+    pub(in crate::endpoint) handler: HandlerId,
+    pub(in crate::endpoint) offset: u64,
+    pub(in crate::endpoint) total: u64,
+    pub(in crate::endpoint) last: bool,
     /// The message was aborted and this is its last piece.
-    pub(crate) aborted: bool,
+    pub(in crate::endpoint) aborted: bool,
 }
 
 /// What the engine must do after a transition.
 #[derive(Debug)]
-pub(crate) enum Action {
+pub(in crate::endpoint) enum Action {
     /// Nothing now (a fragment stored behind a running handler, or
     /// nothing current).
     Wait,
@@ -230,9 +234,9 @@ pub(crate) enum Action {
 
 /// A fragment that broke the protocol, to be released, and why.
 #[derive(Debug)]
-pub(crate) struct Rejected {
-    pub(crate) frag: RxFragment,
-    pub(crate) error: ProtocolError,
+pub(in crate::endpoint) struct Rejected {
+    pub(in crate::endpoint) frag: RxFragment,
+    pub(in crate::endpoint) error: ProtocolError,
 }
 
 /// What the current message's handler is doing.
@@ -293,7 +297,7 @@ impl MsgState {
 
 /// One source's stream.
 #[derive(Debug)]
-pub(crate) struct SourceStream {
+pub(in crate::endpoint) struct SourceStream {
     src: Rank,
     /// Ranks in the job (bounds a control message's length).
     world: u32,
@@ -307,14 +311,14 @@ pub(crate) struct SourceStream {
 
 /// Result of a read by a handler.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Read {
+pub(in crate::endpoint) struct Read {
     /// Bytes copied.
-    pub(crate) n: usize,
+    pub(in crate::endpoint) n: usize,
     /// Whether the message has been read to its end.
-    pub(crate) finished: bool,
+    pub(in crate::endpoint) finished: bool,
     /// Whether that end is an abort (fewer bytes than declared, or the
     /// sender aborted).
-    pub(crate) aborted: bool,
+    pub(in crate::endpoint) aborted: bool,
 }
 
 impl SourceStream {
@@ -589,7 +593,7 @@ impl SourceStream {
     /// sender died, or broke it off): it ends as aborted. A message whose
     /// handler already returned is simply forgotten, as is a half-received
     /// control message. Then perform [`next`](Self::next).
-    pub(crate) fn cut_open(&mut self) {
+    pub(in crate::endpoint) fn cut_open(&mut self) {
         if let Inbound::User = self.inbound {
             if let Some(m) = self.msgs.back_mut() {
                 m.complete = true;
@@ -604,7 +608,7 @@ impl SourceStream {
     /// empty last piece, or a resume whose read reports the abort), or
     /// nothing. Asked after a handler returned (the next message may be
     /// waiting) and after a message was cut off.
-    pub(crate) fn next(&mut self) -> Action {
+    pub(in crate::endpoint) fn next(&mut self) -> Action {
         let Some(m) = self.msgs.front_mut() else {
             return Action::Wait;
         };
@@ -636,7 +640,7 @@ impl SourceStream {
     }
 
     /// The current async handler suspended in pool slot `slot`.
-    pub(crate) fn suspend(&mut self, slot: Slot) {
+    pub(in crate::endpoint) fn suspend(&mut self, slot: Slot) {
         if let Some(m) = self.msgs.front_mut() {
             m.handling = Handling::Async {
                 suspended: Some(slot),
@@ -650,7 +654,7 @@ impl SourceStream {
     /// returns, then perform [`next`](Self::next). Returns whether it
     /// ended.
     #[must_use]
-    pub(crate) fn piece_done(&mut self, len: u32, last: bool, failed: bool) -> bool {
+    pub(in crate::endpoint) fn piece_done(&mut self, len: u32, last: bool, failed: bool) -> bool {
         if let Some(m) = self.msgs.front_mut() {
             m.read += u64::from(len);
         }
@@ -661,7 +665,7 @@ impl SourceStream {
     /// unread fragments are returned for release (its later ones will be
     /// discarded as they arrive). Perform [`next`](Self::next) afterwards.
     #[inline]
-    pub(crate) fn finish_current(&mut self) -> Used<'_> {
+    pub(in crate::endpoint) fn finish_current(&mut self) -> Used<'_> {
         let Some(m) = self.msgs.pop_front() else {
             return Used::new(&mut self.frags, 0);
         };
@@ -676,7 +680,11 @@ impl SourceStream {
     /// Copy bytes of the current message `seq` into `buf`; returns what was
     /// read and the fragments used up (release them). `None` if `seq` is
     /// not current.
-    pub(crate) fn read(&mut self, seq: u64, buf: &mut [u8]) -> Option<(Read, Used<'_>)> {
+    pub(in crate::endpoint) fn read(
+        &mut self,
+        seq: u64,
+        buf: &mut [u8],
+    ) -> Option<(Read, Used<'_>)> {
         let m = self.msgs.front_mut().filter(|m| m.seq == seq)?;
         let mut n = 0;
         let mut used = 0;
@@ -705,13 +713,13 @@ impl SourceStream {
 
     /// Fragments kept in the stream, and their payload bytes.
     #[cfg(test)]
-    pub(crate) fn held(&self) -> (usize, u64) {
+    pub(in crate::endpoint) fn held(&self) -> (usize, u64) {
         let bytes = self.frags.iter().map(|f| u64::from(f.header.len)).sum();
         (self.frags.len(), bytes)
     }
 
     /// Bytes of the current message `seq` that have arrived and are unread.
-    pub(crate) fn available(&self, seq: u64) -> Option<u64> {
+    pub(in crate::endpoint) fn available(&self, seq: u64) -> Option<u64> {
         let m = self.msgs.front().filter(|m| m.seq == seq)?;
         Some(m.arrived - m.read)
     }
@@ -725,7 +733,7 @@ fn rejected(frag: RxFragment, error: ProtocolError) -> Result<Action, Rejected> 
 /// stream: the engine releases each (in this order, the arrival order).
 #[must_use = "fragments taken from the stream must be released"]
 #[derive(Debug)]
-pub(crate) struct Used<'a> {
+pub(in crate::endpoint) struct Used<'a> {
     frags: &'a mut VecDeque<RxFragment>,
     left: usize,
 }

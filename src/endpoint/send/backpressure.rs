@@ -1,6 +1,6 @@
 //! The bound on parked sends (`FASTMSG_MAX_PARKED`, [`Config::max_parked`]).
 //!
-//! A send through [`Ctx`](super::Ctx) never waits for credit: what does
+//! A send through [`Ctx`](crate::endpoint::Ctx) never waits for credit: what does
 //! not fit is copied into the destination's pending queue. From a handler
 //! that is what keeps handler floods deadlock-free; from the main loop of
 //! a program that sends faster than a peer drains, it grew memory without
@@ -11,10 +11,10 @@
 //! blocks: it parks beyond the bound (those are answers to messages, and
 //! blocking there could deadlock two ranks that answer each other).
 //!
-//! [`Config::max_parked`]: super::Config::max_parked
+//! [`Config::max_parked`]: crate::endpoint::Config::max_parked
 
-use super::core::Core;
-use super::wait::Waiter;
+use crate::endpoint::engine::core::Core;
+use crate::endpoint::wait::Waiter;
 use crate::error::{ExtractError, SendError};
 use std::rc::Rc;
 
@@ -27,8 +27,8 @@ impl Core {
     /// failure ends the wait (its parked sends are dropped) and is
     /// reported by the next `extract`.
     #[inline]
-    pub(crate) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
-        if self.net.borrow().parked_bytes() <= self.max_parked
+    pub(in crate::endpoint) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
+        if self.net.borrow().parked_bytes() <= self.max_parked()
             || self.depth.get() > 0
             || self.hooks.running()
         {
@@ -41,7 +41,7 @@ impl Core {
     #[inline(never)]
     fn relieve_slow(self: &Rc<Self>) -> Result<(), SendError> {
         let mut waiter = Waiter::draining();
-        let max = self.max_parked;
+        let max = self.max_parked();
         while self.net.borrow().parked_bytes() > max {
             let mut ready = || self.net.borrow().parked_bytes() <= max;
             match self.progress_round(&mut waiter, &mut ready) {

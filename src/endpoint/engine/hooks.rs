@@ -1,0 +1,72 @@
+//! The idle hooks of one endpoint, as the engine keeps them: the list
+//! registered on the builder and the idle-work flag. When they run, and
+//! what a hook may do, is the waiting room's (`crate::endpoint::wait::hook`).
+
+use crate::endpoint::engine::handler::HandlerResult;
+use crate::endpoint::Ctx;
+use crate::error::ExtractError;
+use std::cell::{Cell, RefCell};
+
+/// An idle hook, type-erased.
+pub(in crate::endpoint) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
+
+/// The hooks of one endpoint and their flag.
+#[derive(Default)]
+pub(in crate::endpoint) struct Hooks {
+    list: RefCell<Vec<Hook>>,
+    /// Some hook has work (raised by `Ctx::note_idle_work`).
+    pub(in crate::endpoint) pending: Cell<bool>,
+    /// Hooks are running (they do not nest).
+    running: Cell<bool>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("count", &self.list.borrow().len())
+            .field("pending", &self.pending.get())
+            .finish()
+    }
+}
+
+impl Hooks {
+    pub(in crate::endpoint) fn new(list: Vec<Hook>) -> Self {
+        Hooks {
+            list: RefCell::new(list),
+            ..Hooks::default()
+        }
+    }
+
+    /// Whether hooks are running now.
+    #[inline]
+    pub(in crate::endpoint) fn running(&self) -> bool {
+        self.running.get()
+    }
+
+    /// Run every hook once with `ctx`, the flag lowered first; the first
+    /// hook's error stops the pass (the flag is raised again for the hooks
+    /// after it).
+    ///
+    /// # Errors
+    /// The first hook's error, as [`ExtractError::IdleHook`].
+    #[inline]
+    pub(in crate::endpoint) fn run(&self, ctx: &Ctx) -> Result<(), ExtractError> {
+        self.pending.set(false);
+        self.running.set(true);
+        // Taken out while they run: a hook may reach the engine again.
+        let mut list = std::mem::take(&mut *self.list.borrow_mut());
+        let mut result = Ok(());
+        for (i, h) in list.iter_mut().enumerate() {
+            if let Err(source) = h(ctx) {
+                if i + 1 < list.len() {
+                    self.pending.set(true);
+                }
+                result = Err(ExtractError::IdleHook { source });
+                break;
+            }
+        }
+        *self.list.borrow_mut() = list;
+        self.running.set(false);
+        result
+    }
+}

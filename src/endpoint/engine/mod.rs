@@ -1,0 +1,42 @@
+//! The engine: the state every call of the endpoint shares ([`Core`]
+//! in `core`) and the parts it is made of — the send queues and routes
+//! (`net`), the receive state machine (`stream`), the handler registry
+//! (`handler`), the control messages and termination counting
+//! (`control`, `control_op`, `termination`), what this rank knows of its
+//! peers' failures (`health`) and the counters (`stats`).
+//!
+//! Promises: single-threaded (`Rc` + `RefCell`, one endpoint per
+//! thread); progress happens only inside calls into the library; borrows
+//! of its cells are short, so a handler polled by `extract` can send and
+//! read its message while `extract` is between fragments.
+//!
+//! [`Core`]: core::Core
+//!
+//! Its files import only down this table (`scripts/layers.py check`):
+//!
+//! ```text
+//! layers:begin
+//! core                             | `Core`: the state every call shares, the poll
+//!                                  | loop, failures and closing
+//! net stream control               | send queues and routes; the receive state
+//!                                  | machine; the control messages (start, rounds)
+//! termination                      | the counting termination rounds
+//! control_op hooks                 | control operations and their wire codes; the
+//!                                  | idle hooks and their flag
+//! handler health stats wait_policy | the handler registry; peers' failures;
+//!                                  | the counters; the wait policy as resolved
+//!                                  | at start
+//! layers:end
+//! ```
+
+pub(crate) mod control;
+pub(crate) mod control_op;
+pub(in crate::endpoint) mod core;
+pub(crate) mod handler;
+pub(in crate::endpoint) mod health;
+pub(in crate::endpoint) mod hooks;
+pub(in crate::endpoint) mod net;
+pub(crate) mod stats;
+pub(in crate::endpoint) mod stream;
+pub(crate) mod termination;
+pub(in crate::endpoint) mod wait_policy;
