@@ -140,6 +140,21 @@ pub enum ProtocolError {
         /// The flag found.
         flag: u32,
     },
+    /// A send waited on the shared receive queue it writes on another rank
+    /// while a value that the protocol leaves there only for a moment
+    /// stayed unchanged (a slot's stamp set back to an earlier lap, no free
+    /// frame in whole laps of the free list), the rank alive: something
+    /// outside the protocol wrote it. The fragment was not sent; the rank
+    /// is taken as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: {what} stayed unchanged for {waited_ms} ms while rank {dest} lives (the protocol leaves it only for a moment); rank {dest} is taken as failed")]
+    PeerQueueStuck {
+        /// The receiving rank.
+        dest: u32,
+        /// What stayed (the slot and its stamp, or the frames).
+        what: String,
+        /// How long it stayed, in milliseconds.
+        waited_ms: u64,
+    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -532,6 +547,15 @@ pub enum StartError {
     /// The libfabric transport could not start.
     #[error(transparent)]
     Ofi(#[from] OfiError),
+    /// A network provider without a variant of its own could not start
+    /// (its name and its error).
+    #[error("the {provider} network transport could not start: {source}")]
+    Wire {
+        /// The provider's name (`FASTMSG_NET`).
+        provider: &'static str,
+        /// What failed.
+        source: BoxError,
+    },
     /// Two handlers were registered under one name.
     #[error("handler name {name:?} registered twice (ids {first} and {second})")]
     DuplicateHandler {
@@ -645,7 +669,7 @@ pub enum SendError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot send to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot send to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -673,6 +697,13 @@ pub enum SendError {
     /// waited for credit.
     #[error("aborted while waiting for credit: another rank of the job failed")]
     Aborted,
+    /// This rank's `close` has returned (the send came through a `Ctx`
+    /// kept past it): nothing is sent any more.
+    #[error("rank {rank} has closed its endpoint; it cannot send any more")]
+    Closed {
+        /// This rank.
+        rank: Rank,
+    },
 }
 
 /// A one-sided put or window read could not be made.
@@ -715,7 +746,7 @@ pub enum PutError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot put to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot put to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -729,6 +760,18 @@ pub enum PutError {
         /// What failed (the connection error, naming the peer's address).
         why: String,
     },
+    /// A direct access (a `get`, a remote atomic) to a rank on another
+    /// host: only ranks sharing this host's memory are reached directly;
+    /// across hosts the owner applies the operation in a handler
+    /// (`fastmsg-handlers`' remote memory does).
+    #[error("rank {rank} is on another host: its window cannot be reached directly")]
+    NotOnHost {
+        /// The destination.
+        rank: Rank,
+    },
+    /// The endpoint has been closed: its windows are no longer reachable.
+    #[error("the endpoint is closed: windows cannot be reached any more")]
+    Closed,
 }
 
 /// Receiving from a message inside a handler failed.
@@ -751,11 +794,12 @@ pub enum ReceiveError {
         /// Bytes that arrived before the abort.
         received: u64,
     },
-    /// A message for a whole-message handler is longer than the bound it
-    /// was registered with (nothing of it was handed to the handler).
-    #[error(
-        "message from rank {src} has {len} bytes; its whole-message handler takes at most {max}"
-    )]
+    /// A message is longer than its receiver's bound: the bound a
+    /// whole-message handler was registered with (nothing of it was
+    /// handed to the handler), or the bound of
+    /// [`Message::receive_vec`](crate::Message::receive_vec) (nothing was
+    /// allocated).
+    #[error("message from rank {src} declares {len} bytes; its receiver takes at most {max}")]
     TooLong {
         /// The sender.
         src: Rank,
@@ -837,7 +881,8 @@ impl ExtractError {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
-                | ProtocolError::PeerFramesCorrupt { dest, .. },
+                | ProtocolError::PeerFramesCorrupt { dest, .. }
+                | ProtocolError::PeerQueueStuck { dest, .. },
             ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }

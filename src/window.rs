@@ -93,6 +93,17 @@ impl WindowTable {
         Ok(s.offset + offset as u64)
     }
 
+    /// Bytes of window `id`.
+    pub(crate) fn len_of(&self, id: WindowId) -> Result<usize, PutError> {
+        self.specs
+            .get(id.0 as usize)
+            .map(|s| s.len as usize)
+            .ok_or(PutError::UnknownWindow {
+                id: id.0,
+                registered: self.specs.len() as u32,
+            })
+    }
+
     /// As `locate`, for an aligned 8-byte word.
     pub(crate) fn locate_word(&self, id: WindowId, offset: usize) -> Result<u64, PutError> {
         let at = self.locate(id, offset, 8)?;
@@ -129,6 +140,58 @@ pub fn load_word<M: WindowMemory + ?Sized>(mem: &M, at: u64) -> u64 {
     mem.word(at).load(order)
 }
 
+/// A read-modify-write of one aligned 8-byte window word (a remote
+/// atomic). Every form returns the word's previous value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum WordOp {
+    /// Add (wrapping) to the word as a `u64`.
+    FetchAdd(u64),
+    /// Store a new value.
+    Swap(u64),
+    /// Store `new` if the word holds `current` (the previous value says
+    /// whether it did: it equals `current`).
+    CompareSwap {
+        /// The value the word must hold.
+        current: u64,
+        /// The value stored if it does.
+        new: u64,
+    },
+    /// Add to the word as an `f64` (its bits; a compare-and-swap loop).
+    AddF64(f64),
+}
+
+/// Apply `op` to the word at `at` atomically; the word's previous value.
+pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
+    let w = mem.word(at);
+    // SYNC POINT window-word (release side): an update publishes what this
+    // rank wrote before it, like `store_word`. SYNC POINT window-word
+    // (acquire side): and sees what the word's earlier writers published.
+    let order = Ordering::AcqRel;
+    match op {
+        WordOp::FetchAdd(v) => w.fetch_add(v, order),
+        WordOp::Swap(v) => w.swap(v, order),
+        WordOp::CompareSwap { current, new } => w
+            // SYNC POINT window-word, in `update_word` above (a failed
+            // compare only reads: Acquire).
+            .compare_exchange(current, new, order, Ordering::Acquire)
+            .unwrap_or_else(|held| held),
+        WordOp::AddF64(x) => {
+            // SYNC POINT window-word, in `update_word` above (the loop's
+            // first read; the exchange publishes).
+            let mut old = w.load(Ordering::Acquire);
+            loop {
+                let new = (f64::from_bits(old) + x).to_bits();
+                // SYNC POINT window-word, in `update_word` above.
+                match w.compare_exchange_weak(old, new, order, Ordering::Acquire) {
+                    Ok(prev) => return prev,
+                    Err(held) => old = held,
+                }
+            }
+        }
+    }
+}
+
 /// A rank's window area in memory (its own, or a peer's on this host).
 #[cfg(not(loom))]
 #[derive(Clone, Copy, Debug)]
@@ -163,6 +226,11 @@ impl WindowArea {
     /// Release-store `v` at `at` ([`store_word`]).
     pub(crate) fn store_u64(&self, at: u64, v: u64) {
         store_word(self, at, v)
+    }
+
+    /// Apply `op` atomically to the word at `at` ([`update_word`]).
+    pub(crate) fn update_u64(&self, at: u64, op: WordOp) -> u64 {
+        update_word(self, at, op)
     }
 
     /// Copy `data` to `at`.

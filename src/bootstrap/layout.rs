@@ -173,7 +173,10 @@ impl Watch {
             std::fs::rename(&tmp, &file)
         };
         if let Err(e) = write() {
-            // Only the early diagnosis is lost; the start-up goes on.
+            // Only the early diagnosis is lost; the start-up goes on, and
+            // nothing is left behind (a full directory fails the write
+            // after the file exists).
+            let _ = std::fs::remove_file(&tmp);
             tracing::debug!("could not announce the host identity in {tmp:?}: {e}");
             return Ok(Watch(None));
         }

@@ -39,7 +39,8 @@ mod outbox;
 pub use self::bytes::ByteChannel;
 pub use self::channel::Channel;
 
-use self::outbox::{Buffers, Outbox};
+use self::outbox::Buffers;
+pub(crate) use self::outbox::Outbox;
 use fastmsg::error::{ExtractError, SendError};
 use fastmsg::{Ctx, Endpoint, EndpointBuilder, Rank};
 use std::cell::RefCell;
@@ -51,7 +52,7 @@ use std::rc::Rc;
 pub struct AggConfig {
     /// Bytes per destination buffer: a buffer leaves as one message when
     /// the next item would not fit. Default 8 KiB, one shared-memory frame
-    /// (measured: BENCHMARKS.md, "fine-grained messages").
+    /// (measured: BENCHMARKS.md, aggregation).
     pub buffer_bytes: usize,
     /// Longest item of a [`ByteChannel`] (default 1 MiB): longer ones are
     /// refused at the sender, and at a receiver (from a misbehaving peer).
@@ -129,6 +130,9 @@ impl From<AggError> for fastmsg::Error {
 struct Shared {
     cfg: AggConfig,
     outboxes: RefCell<Vec<Rc<dyn Buffers>>>,
+    /// Call channels ([`crate::rpc`]): their calls to failed owners
+    /// complete when a quiesce ends.
+    calls: RefCell<Vec<Rc<dyn crate::rpc::Calls>>>,
 }
 
 impl Shared {
@@ -200,6 +204,7 @@ impl Aggregator {
         let shared = Rc::new(Shared {
             cfg,
             outboxes: RefCell::new(Vec::new()),
+            calls: RefCell::new(Vec::new()),
         });
         let s = Rc::clone(&shared);
         b.on_idle(move |ctx| s.flush(ctx).map_err(Into::into));
@@ -213,7 +218,11 @@ impl Aggregator {
 
     /// A new channel's outbox, its handler declared under
     /// `fastmsg-agg/<name>`.
-    fn outbox<E: bytemuck::Pod>(&self, b: &mut EndpointBuilder, name: &str) -> Rc<Outbox<E>> {
+    pub(crate) fn outbox<E: bytemuck::Pod>(
+        &self,
+        b: &mut EndpointBuilder,
+        name: &str,
+    ) -> Rc<Outbox<E>> {
         let id = b.declare(&format!("fastmsg-agg/{name}"));
         let o = Rc::new(Outbox::new(name, id, self.shared.cfg.buffer_bytes));
         self.shared
@@ -245,8 +254,18 @@ impl Aggregator {
         let flushed = self.shared.flush(&ep.ctx());
         // The round runs even if a flush failed, to keep ranks in step.
         let round = ep.quiesce();
+        // Calls waiting for a failed owner complete now (with an error).
+        let calls: Vec<_> = self.shared.calls.borrow().clone();
+        for c in calls {
+            c.fail_gone(&ep.ctx());
+        }
         flushed?;
         round.map_err(AggError::Extract)
+    }
+
+    /// Register a call channel (its failed calls complete at quiesce).
+    pub(crate) fn add_calls(&self, c: Rc<dyn crate::rpc::Calls>) {
+        self.shared.calls.borrow_mut().push(c);
     }
 
     /// Bytes now held in this aggregator's buffers.

@@ -230,6 +230,9 @@ fn dlerror_text() -> String {
 /// [`PmixError::NoLibrary`] naming what was tried and the package that
 /// provides the library; [`PmixError::Symbol`] if a function is missing
 /// (a PMIx too old).
+// Each transmute's target type is the `Lib` field it is stored in, which
+// spells the C signature once; repeating it at each call would be noise.
+#[allow(clippy::missing_transmute_annotations)]
 pub fn load(names: &[&CStr]) -> Result<Lib, PmixError> {
     let mut why = Vec::new();
     let mut handle = std::ptr::null_mut();

@@ -272,6 +272,11 @@ impl std::fmt::Debug for LifeGuard {
 impl LifeGuard {
     /// The close barrier released this rank: leaving from now on is
     /// orderly, whether by dropping the endpoint or by exiting.
+    /// Whether [`set_closed`](Self::set_closed) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     pub fn set_closed(&mut self) {
         self.closed = true;
         // SYNC POINT life-state (release side). Stored now, not at drop:

@@ -18,6 +18,7 @@ pub mod liveness;
 pub(crate) mod mapping;
 pub mod segment;
 mod shared_send;
+mod stall;
 #[cfg(test)]
 mod test_hooks;
 
@@ -541,6 +542,12 @@ impl ShmTransport {
 }
 
 impl ShmTransport {
+    /// The window area of `dest`, a live peer on this host (what on-host
+    /// gets and remote atomics reach directly).
+    pub(crate) fn peer_area(&self, dest: Rank) -> Result<WindowArea, PutError> {
+        self.peer(dest).map(|p| p.area)
+    }
+
     fn peer(&self, dest: Rank) -> Result<&TxPeer, PutError> {
         if self.is_gone(dest) {
             return Err(PutError::PeerGone { rank: dest });
@@ -689,6 +696,11 @@ impl ShmTransport {
     /// The close barrier released this rank: leaving is orderly from now.
     pub(crate) fn set_closed(&mut self) {
         self.life.set_closed();
+    }
+
+    /// Whether this rank has closed (its close barrier released it).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.life.is_closed()
     }
 
     /// Raise `alarm` whenever a send finds a peer gone or its queue
@@ -853,7 +865,7 @@ impl Transport for ShmTransport {
         self.layout.params.frame_size as usize
     }
 
-    /// The whole-message fast path (issue 15 item 1): no [`TxFrame`], no
+    /// The whole-message fast path: no [`TxFrame`], no
     /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
     /// is gathered into the slot, the first and lightest case; a larger one
     /// (at most a frame, as the caller checked against `inline_max`) is

@@ -1,0 +1,146 @@
+//! The wire form of calls: requests are the `Req` items of an aggregated
+//! channel; responses are framed items — `0` then the `Resp` bytes, or `1`
+//! then a little-endian u32 length and the handler's error text — in the
+//! order the owner handled the requests.
+
+use super::{Inner, RpcError};
+use crate::aggregate::{AggError, Outbox};
+use bytemuck::Pod;
+use fastmsg::{Ctx, EndpointBuilder, Rank};
+use std::rc::Rc;
+
+/// First byte of an answer.
+const OK: u8 = 0;
+/// First byte of a handler's error.
+const ERR: u8 = 1;
+/// Longest error text sent back (longer ones are cut).
+const MAX_ERROR_TEXT: usize = 1024;
+
+/// Define the owner's side: the request handler runs `handler` per
+/// request and appends its answer to the caller's response buffer.
+pub(super) fn define_requests<Req, Resp, E, F>(
+    b: &mut EndpointBuilder,
+    name: &str,
+    requests: &Outbox<Req>,
+    responses: Rc<Outbox<u8>>,
+    mut handler: F,
+) where
+    Req: Pod,
+    Resp: Pod,
+    E: std::fmt::Display,
+    F: FnMut(&Ctx, Rank, Req) -> Result<Resp, E> + 'static,
+{
+    let item = std::mem::size_of::<Req>().max(1);
+    let max = requests.cap.max(item);
+    let channel = name.to_owned();
+    b.define_whole(requests.handler, max, move |ctx, src, bytes| {
+        if bytes.len() % item != 0 {
+            return Err(malformed(
+                src,
+                &channel,
+                format!(
+                    "{} request bytes are not a whole number of {item}-byte requests",
+                    bytes.len()
+                ),
+            ));
+        }
+        for c in bytes.chunks_exact(item) {
+            let req = if std::mem::size_of::<Req>() == 0 {
+                Req::zeroed()
+            } else {
+                bytemuck::pod_read_unaligned(c)
+            };
+            let r = match handler(ctx, src, req) {
+                Ok(resp) => responses.push(ctx, src, &[&[OK], bytemuck::bytes_of(&resp)]),
+                Err(e) => {
+                    let mut text = e.to_string();
+                    if text.len() > MAX_ERROR_TEXT {
+                        let mut cut = MAX_ERROR_TEXT;
+                        while !text.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        text.truncate(cut);
+                    }
+                    let len = (text.len() as u32).to_le_bytes();
+                    responses.push(ctx, src, &[&[ERR], &len, text.as_bytes()])
+                }
+            };
+            match r {
+                Ok(()) => {}
+                // The caller is gone: nobody waits for the answer.
+                Err(AggError::Send(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Define the caller's side: each answer completes the oldest call
+/// waiting for its owner.
+pub(super) fn define_responses<Resp: Pod>(
+    b: &mut EndpointBuilder,
+    name: &str,
+    responses: &Outbox<u8>,
+    inner: Rc<Inner<Resp>>,
+) {
+    let size = std::mem::size_of::<Resp>();
+    let max = responses.cap.max(1 + size).max(5 + MAX_ERROR_TEXT);
+    let channel = name.to_owned();
+    b.define_whole(responses.handler, max, move |ctx, src, mut bytes| {
+        while let Some((&tag, rest)) = bytes.split_first() {
+            let (r, rest) = match tag {
+                OK if rest.len() >= size => {
+                    let v = if size == 0 {
+                        Resp::zeroed()
+                    } else {
+                        bytemuck::pod_read_unaligned(&rest[..size])
+                    };
+                    (Ok(v), &rest[size..])
+                }
+                ERR if rest.len() >= 4 => {
+                    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                    let Some(text) = rest.get(4..4 + len) else {
+                        return Err(malformed(
+                            src,
+                            &channel,
+                            format!("an error text of {len} bytes with {} left", rest.len() - 4),
+                        ));
+                    };
+                    let e = RpcError::Handler {
+                        channel: channel.clone(),
+                        rank: src,
+                        message: String::from_utf8_lossy(text).into_owned(),
+                    };
+                    (Err(e), &rest[4 + len..])
+                }
+                t => {
+                    return Err(malformed(
+                        src,
+                        &channel,
+                        format!("answer tag {t} with {} bytes left", rest.len()),
+                    ))
+                }
+            };
+            let Some(token) = inner.answered(src) else {
+                return Err(malformed(
+                    src,
+                    &channel,
+                    "an answer with no call waiting for it".to_owned(),
+                ));
+            };
+            inner.finish(ctx, src, token, r);
+            bytes = rest;
+        }
+        Ok(())
+    });
+}
+
+fn malformed(src: Rank, channel: &str, why: String) -> fastmsg::error::BoxError {
+    AggError::Malformed {
+        src,
+        channel: channel.to_owned(),
+        why,
+    }
+    .into()
+}
