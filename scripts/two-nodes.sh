@@ -126,9 +126,11 @@ done
 declare -A HOLDER
 for name in head node1 node2; do
     case $name in head) ns=$NS_HEAD ;; node1) ns=$NS_1 ;; node2) ns=$NS_2 ;; esac
-    # ip netns exec execs unshare, which execs sh, which execs sleep: $!
-    # is the process that holds the node's namespaces.
-    ip netns exec "$ns" unshare --uts --mount --propagation private sh -c \
+    # nsenter execs unshare, which execs sh, which execs sleep: $! is the
+    # process that holds the node's namespaces. (Not `ip netns exec`: it
+    # mounts the namespace's own sysfs over /sys, which hides the cgroup
+    # tree slurmd needs.)
+    nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private sh -c \
         "hostname $name && mount --bind '$D/hosts' /etc/hosts && mount -t tmpfs -o mode=1777 tmpfs /tmp && touch '$D/$name.ready' && exec sleep 100000" &
     HOLDER[$name]=$!
     disown $!
@@ -166,9 +168,13 @@ failed=0
 check() {
     local name=$1 log=$2 want=$3 rc=$4 secs=$5
     local got
-    got=$(grep -c '^test result: ok. 1 passed' "$log" || true)
+    # Ranks share the log, so libtest's lines may interleave; this piece
+    # of its summary is written whole, once per passed rank.
+    got=$(grep -o '\. 1 passed; 0 failed' "$log" | wc -l)
     if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
         printf 'two-nodes: %-34s ok   %6.2f s\n' "$name" "$secs" >&2
+        # Rank 0's report (FASTMSG_VERBOSE_ENV=1): its host and wire-up.
+        grep -oE 'fastmsg [0-9.]+: rank 0 of .*|^wire-up between hosts.*' "$log" | sed 's/^/    /' >&2 || true
     else
         printf 'two-nodes: %-34s FAIL (rc %s, %s of %s ranks passed)\n' "$name" "$rc" "$got" "$want" >&2
         tail -40 "$log" | sed 's/^/    /' >&2
@@ -257,7 +263,7 @@ EOF
             say "Slurm up: slurmctld on head, slurmd on node1 and node2 ($(on head sinfo -h -N -o '%N:%t' | tr '\n' ' '))"
         else
             say "Slurm did not come up (nodes: ${state:-unknown}); logs in $D"
-            tail -5 "$D"/slurm*.log >&2 || true
+            tail -n 5 "$D"/slurm*.log >&2 || true
             failed=1
         fi
     fi
@@ -267,7 +273,7 @@ if part slurm && [ $slurm_ok = 1 ]; then
         for p in "${PROGRAMS[@]}"; do
             read -r pname bin test scenario <<<"$p"
             : > "$D/arrivals"
-            job "srun-$mpi-$pname" env FMTEST_LAUNCHED="srun-$mpi" FASTMSG_TEST_SCENARIO=$scenario \
+            job "srun-$mpi-$pname" env FASTMSG_VERBOSE_ENV=1 FMTEST_LAUNCHED="srun-$mpi" FASTMSG_TEST_SCENARIO=$scenario \
                 FMTEST_ARRIVALS="$D/arrivals" \
                 srun --mpi=$mpi -N 2 -n 4 -t 5 "$bin" "$test" "${TEST_ARGS[@]}"
             check "srun --mpi=$mpi -N 2 -n 4 $pname" "$D/srun-$mpi-$pname.out" 4 $JOB_RC "$JOB_SECS"
@@ -301,7 +307,7 @@ if part ompi && [ $ompi_ok = 1 ]; then
         read -r pname bin test scenario <<<"$p"
         : > "$D/arrivals"
         job "mpirun-$pname" "${OMPI[@]}" --host node1:2,node2:2 -n 4 \
-            -x FMTEST_LAUNCHED=mpirun -x FASTMSG_TEST_SCENARIO=$scenario -x FMTEST_ARRIVALS="$D/arrivals" \
+            -x FASTMSG_VERBOSE_ENV=1 -x FMTEST_LAUNCHED=mpirun -x FASTMSG_TEST_SCENARIO=$scenario -x FMTEST_ARRIVALS="$D/arrivals" \
             "$bin" "$test" "${TEST_ARGS[@]}"
         check "mpirun --host node1:2,node2:2 $pname" "$D/mpirun-$pname.out" 4 $JOB_RC "$JOB_SECS"
     done
@@ -317,7 +323,7 @@ if part mpich && [ $mpich_ok = 1 ]; then
     for p in "${PROGRAMS[@]}"; do
         read -r pname bin test scenario <<<"$p"
         : > "$D/arrivals"
-        job "mpiexec-$pname" env FMTEST_LAUNCHED=mpiexec-pmi1 FASTMSG_TEST_SCENARIO=$scenario \
+        job "mpiexec-$pname" env FASTMSG_VERBOSE_ENV=1 FMTEST_LAUNCHED=mpiexec-pmi1 FASTMSG_TEST_SCENARIO=$scenario \
             FMTEST_ARRIVALS="$D/arrivals" \
             "${HYDRA[@]}" -hosts node1:2,node2:2 -n 4 "$bin" "$test" "${TEST_ARGS[@]}"
         check "mpiexec -hosts node1:2,node2:2 $pname" "$D/mpiexec-$pname.out" 4 $JOB_RC "$JOB_SECS"

@@ -43,6 +43,7 @@ fn startup_rank() {
         r.set(true);
         Ok(())
     });
+    let host = b.config().job.host.clone();
     let mut ep = b.start().expect("start");
     let (me, n) = (ep.rank().0, ep.size());
     if me == 0 {
@@ -56,7 +57,7 @@ fn startup_rank() {
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     let ms = (now.as_nanos().saturating_sub(t0)) as f64 / 1e6;
-    println!("startup-ms {me} {ms:.1} on {}", ep.config().job.host);
+    println!("startup-ms {me} {ms:.1} on {}", host);
     ep.close().expect("close");
 }
 
@@ -76,8 +77,8 @@ fn sibling(name: &str) -> Option<std::path::PathBuf> {
         })
         .filter_map(|e| {
             let m = e.metadata().ok()?;
-            (m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .then(|| (m.modified().ok()?, e.path()))
+            let when = m.modified().ok()?;
+            (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| (when, e.path()))
         })
         .max()
         .map(|(_, p)| p)

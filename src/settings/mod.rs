@@ -180,7 +180,7 @@ pub static SETTINGS: &[Setting] = &[
         "FASTMSG_NET_IF",
         "host name's address, else first non-loopback IPv4",
         None,
-        "under PMIx / PMI-2 / PMI-1: the interface whose address a rank listens on and publishes"
+        "under PMIx / PMI-2: the interface whose address a rank listens on and publishes"
     ),
     setting!(
         "FASTMSG_SECRET",
