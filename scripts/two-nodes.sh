@@ -344,14 +344,17 @@ if part timing; then
             rc=0
             on head timeout -k 5 "$LIMIT" env FMTEST_T0="$t0" "$@" >"$D/time-$name-$r.out" 2>&1 || rc=$?
             local n
-            n=$(grep -c '^startup-ms ' "$D/time-$name-$r.out" || true)
+            # Ranks share the log: their lines may interleave, each
+            # "startup-ms RANK MS" is written whole.
+            grep -oE 'startup-ms [0-9]+ [0-9.]+' "$D/time-$name-$r.out" >"$D/time-$name-$r.ms" || true
+            n=$(wc -l <"$D/time-$name-$r.ms")
             if [ $rc != 0 ] || [ "$n" != 8 ]; then
                 say "timing $name run $r failed (rc $rc, $n of 8 ranks)"
                 tail -15 "$D/time-$name-$r.out" | sed 's/^/    /' >&2
                 echo "failed"
                 return
             fi
-            vals="$vals $(awk '/^startup-ms /{ if ($3 > m) m = $3 } END { print m }' "$D/time-$name-$r.out")"
+            vals="$vals $(awk '{ if ($3 > m) m = $3 } END { print m }' "$D/time-$name-$r.ms")"
         done
         echo "$vals" | tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ a[NR] = $1 } END { printf "%.0f ms (runs:", a[int((NR + 1) / 2)]; for (i = 1; i <= NR; i++) printf " %.0f", a[i]; printf ")" }'
     }
@@ -368,7 +371,13 @@ if part timing; then
         for mpi in pmix pmi2; do
             f=$(slowest "srun-$mpi-fastmsg" srun --mpi=$mpi -N 2 -n 8 -t 5 "${FM_START[@]}")
             m="n/a"
-            [ -n "$ompi_c" ] && m="$(slowest "srun-$mpi-ompi" srun --mpi=$mpi -N 2 -n 8 -t 5 "$ompi_c") (Open MPI)"
+            # Debian's Open MPI speaks PMIx only ("not built with SLURM's
+            # PMI support" under --mpi=pmi2): MPICH beside PMI-2.
+            if [ $mpi = pmix ] && [ -n "$ompi_c" ]; then
+                m="$(slowest "srun-$mpi-ompi" srun --mpi=$mpi -N 2 -n 8 -t 5 "$ompi_c") (Open MPI)"
+            elif [ $mpi = pmi2 ] && [ -n "$mpich_c" ]; then
+                m="$(slowest "srun-$mpi-mpich" srun --mpi=$mpi -N 2 -n 8 -t 5 "$mpich_c") (MPICH)"
+            fi
             rows+=("srun --mpi=$mpi -N 2 -n 8|$f|$m")
         done
     fi
