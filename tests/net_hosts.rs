@@ -11,8 +11,8 @@
 //!
 //! Needs root (to create namespaces); skips with a message otherwise.
 //!
-//! The same rank programs also run under Open MPI's `mpirun` (feature
-//! `pmix`; `common::launch`): four ranks split into two "hosts" by
+//! The same rank programs also run under Open MPI's `mpirun`
+//! (`common::launch`): four ranks split into two "hosts" by
 //! `FASTMSG_HOST`, the TCP transport forced, nothing exported — rank,
 //! size, addresses and the secret come from PMIx.
 //!
@@ -417,6 +417,8 @@ fn net_rank_program() {
         // Slurm's environment, the wire-up over its PMI-2 socket (there is
         // no FASTMSG_ROOT or secret to fall back on).
         Ok("srun-pmi2") => assert_eq!(b.config().job.launcher, Launcher::Slurm, "launcher"),
+        // MPICH's mpiexec: PMI_RANK / PMI_SIZE, the wire-up over PMI-1.
+        Ok("mpiexec-pmi1") => assert_eq!(b.config().job.launcher, Launcher::Pmi, "launcher"),
         // Not the Open MPI or Slurm environment variables: PMIx itself.
         Ok(_) => assert_eq!(b.config().job.launcher, Launcher::Pmix, "launcher"),
         Err(_) => {}
