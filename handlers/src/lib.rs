@@ -87,6 +87,7 @@ mod group;
 #[doc(hidden)]
 pub mod internal;
 mod machine;
+pub mod memory;
 pub mod op;
 mod request;
 pub mod rpc;
