@@ -171,7 +171,7 @@ fn main() -> Result<(), fastmsg::Error> {
             level.borrow_mut()[r as usize] = 0;
             frontier.push(r);
         }
-        coll.barrier(&mut ep).map_err(fastmsg::Error::other)?;
+        coll.barrier(&mut ep)?;
         let t0 = Instant::now();
         let mut levels = 0u32;
         loop {
@@ -186,8 +186,7 @@ fn main() -> Result<(), fastmsg::Error> {
             agg.quiesce(&mut ep)?;
             frontier = std::mem::take(&mut *next.borrow_mut());
             let mut size = [frontier.len() as u64];
-            coll.allreduce(&mut ep, &mut size, Op::Sum)
-                .map_err(fastmsg::Error::other)?;
+            coll.allreduce(&mut ep, &mut size, Op::Sum)?;
             levels += 1;
             if size[0] == 0 {
                 break;
@@ -195,8 +194,7 @@ fn main() -> Result<(), fastmsg::Error> {
             depth.set(depth.get() + 1);
         }
         let mut worst = [t0.elapsed().as_secs_f64()];
-        coll.allreduce(&mut ep, &mut worst, Op::Max)
-            .map_err(fastmsg::Error::other)?;
+        coll.allreduce(&mut ep, &mut worst, Op::Max)?;
         let bad = level
             .borrow()
             .iter()
@@ -204,8 +202,7 @@ fn main() -> Result<(), fastmsg::Error> {
             .filter(|&(i, &l)| l != want[lo as usize + i])
             .count();
         let mut gbad = [bad as u64];
-        coll.allreduce(&mut ep, &mut gbad, Op::Sum)
-            .map_err(fastmsg::Error::other)?;
+        coll.allreduce(&mut ep, &mut gbad, Op::Sum)?;
         let ok = gbad[0] == 0;
         failed |= !ok;
         let teps = m as f64 / worst[0];

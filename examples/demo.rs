@@ -205,7 +205,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         fastmsg::NetMode::Auto => format!(
             "over shared memory within a host ({here} on rank 0's), the network between hosts"
         ),
-        mode => format!("every pair over the network ({mode:?})"),
+        mode => format!("every pair over the network ({mode})"),
     };
     println!("fastmsg demo: {n} ranks {over}, wait policy {wait:?}");
     println!(

@@ -200,8 +200,8 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// The Bale kernels' shared parts, identical to the MPI anchors'
-/// (`../shared/anchors/common.h`): splitmix64 streams, the value table of
+/// The Bale kernels' shared parts, identical to those of the MPI
+/// versions `fmbench` compares with: splitmix64 streams, the value table of
 /// index-gather, and the block distribution of the table.
 pub mod bale {
     /// Golden-ratio increment of splitmix64.

@@ -76,8 +76,12 @@ fn measure(layout: Layout, args: &Args) -> Result<f64, Box<dyn std::error::Error
                     c.net.root = Some(root.clone());
                     c.job.host = format!("h{}", c.job.rank.0 / 2);
                 }
-                Layout::TcpForced => c.net.mode = NetMode::Tcp,
-                Layout::OfiForced => c.net.mode = NetMode::Ofi,
+                Layout::TcpForced => {
+                    c.net.mode = NetMode::named("tcp").expect("a provider of every build")
+                }
+                Layout::OfiForced => {
+                    c.net.mode = NetMode::named("ofi").expect("a provider of every build")
+                }
                 _ => {}
             }
         },

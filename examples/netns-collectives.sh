@@ -2,10 +2,11 @@
 # Barrier and allreduce latency across two "hosts": two network namespaces
 # made here (a veth pair, addresses assigned inside them; nothing else is
 # addressed), PER_HOST ranks in each; shared memory inside a namespace, TCP
-# between them. With --mpi, Open MPI's anchor (../shared/anchors mpi_bench
-# coll) runs in the same namespaces right after: mpirun inside the first
-# one, its daemon started in the second through `ip netns exec`, each
-# namespace given its own host name (unshare --uts) so that Open MPI sees
+# between them. With --mpi, Open MPI's comparison program (benches/c's
+# bench_mpi coll, built by `fmbench baseline coll` into target/fmbench-c)
+# runs in the same namespaces right after: mpirun inside the first one,
+# its daemon started in the second through `ip netns exec`, each namespace
+# given its own host name (unshare --uts) so that Open MPI sees
 # two nodes; btl self,vader,tcp (shared memory inside a node, TCP across),
 # ranks 0..PER-1 in the first namespace as with fastmsg.
 # Needs root. Build first:
@@ -46,7 +47,7 @@ ip netns exec "$A" $T/fmrun -n "$PER" --size $((2 * PER)) --rank-offset 0 \
     $T/examples/collectives "$@"
 wait
 if [ "$MPI" = 1 ]; then
-    BIN=${ANCHORS_BIN:-$HOME/.cache/fastmsg-anchors}
+    BIN=${CARGO_TARGET_DIR:-target}/fmbench-c
     # Open MPI's rsh launcher calls "$AGENT host command…": start the
     # daemon in namespace B under its own host name.
     cat >"$AGENT" <<EOF
@@ -56,7 +57,7 @@ exec ip netns exec $B unshare --uts sh -c "hostname fmcollB; \$*"
 EOF
     chmod +x "$AGENT"
     # Yield when idle once ranks outnumber this machine's cores (both
-    # namespaces share them), as ../shared/anchors/run.sh over does.
+    # namespaces share them), as `fmbench baseline over` does.
     YIELD=0; [ $((2 * PER)) -gt "$(nproc)" ] && YIELD=1
     echo "# Open MPI: $PER + $PER ranks in the same namespaces (btl self,vader,tcp)"
     ip netns exec "$A" unshare --uts sh -c "hostname fmcollA; exec mpirun --allow-run-as-root \
@@ -64,5 +65,5 @@ EOF
         --mca plm_rsh_agent $AGENT --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include 10.253.0.0/24 --mca btl_tcp_if_include 10.253.0.0/24 \
         --mca pml ob1 --mca btl self,vader,tcp --mca mpi_yield_when_idle $YIELD \
-        $BIN/mpi_bench coll 3 10000"
+        $BIN/bench_mpi coll 3 10000"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build libfabric's own RMA bandwidth and RDM ping-pong benchmarks
 # (fabtests' fi_rma_bw, fi_rdm_pingpong) against the installed libfabric,
-# for scripts/ofi-bench.sh's like-for-like comparison (issue 12). Debian
+# for scripts/ofi-bench.sh's like-for-like comparison. Debian
 # packages fabtests in no package; the sources are libfabric's, of the
 # installed version.
 #

@@ -1,5 +1,5 @@
-/* Raw cache-line probe behind docs/engine.md's small-payload decision
- * (issue 15 item 1): two pinned threads ping-pong P payload bytes through
+/* Raw cache-line probe behind docs/engine.md's small-payload decision:
+ * two pinned threads ping-pong P payload bytes through
  * a ring of 64 stamped slots, the payload placed
  *   mode 0: in a separate frame (stride 64 + 8192, payload at +64), as the
  *           shared-memory transport's dedicated frames are;
@@ -9,8 +9,8 @@
  * The writer copies the payload, then stores the stamp with Release; the
  * reader spins on the stamp with Acquire, then copies the payload out.
  *
- *   gcc -O2 -march=native -pthread scripts/line-probe.c -o /tmp/line-probe
- *   chrt -f 10 /tmp/line-probe 64 0 1000000    # P mode iterations
+ *   gcc -O2 -march=native -pthread scripts/line-probe.c -o line-probe
+ *   chrt -f 10 ./line-probe 64 0 1000000    # P mode iterations
  */
 #define _GNU_SOURCE
 #include <pthread.h>

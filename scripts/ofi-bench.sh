@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fastmsg's libfabric transport beside libfabric's own benchmarks on the
-# same provider, on the loopback, interleaved round by round (issue 12's
-# targets: 0-byte one-way <= 1.1x of fi_pingpong, 1 MiB bandwidth >= 0.9x
-# of fi_rma_bw, empty poll with the ofi rings <= 2x of shm alone).
+# same provider, on the loopback, interleaved round by round: 0-byte
+# one-way against fi_pingpong, 1 MiB bandwidth against fi_rma_bw (write
+# and writedata), the empty poll with the ofi rings against shm alone.
 #
 #   scripts/ofi-bench.sh [ROUNDS]    (default 5; medians at the end)
 #

@@ -35,7 +35,7 @@ NET_COLL=$(realpath "$(exe net_collectives)")
 rm -f "$build_log"
 [ -x "$NET_HOSTS" ] && [ -x "$NET_COLL" ] || die "test binaries not found in cargo's output"
 
-D=$(mktemp -d /tmp/fm-slurm.XXXXXX)
+D=$(mktemp -d -t fm-slurm.XXXXXX)
 chmod 755 "$D"
 pids=()
 stop() {

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Start-up time and memory per rank of one-host jobs with the network
-# forced, for several job sizes (issue 12 item 4; the model in
-# docs/scale.md).
+# forced, for several job sizes (the model is in docs/scale.md).
 #
 #   scripts/startup-scale.sh [--net tcp|ofi] [--connect lazy|eager|both] [--runs R] [--traffic BYTES] [--json] N...
 #
@@ -29,8 +28,7 @@
 # runs, the script predicts the memory the job takes (rings as
 # docs/scale.md models them, the segment) and skips the size, saying so,
 # when that exceeds 60 % of MemAvailable (override: STARTUP_SCALE_MEM_PCT;
-# STARTUP_SCALE_EAGER=1 for builds whose rings are resident from start,
-# before commit 01c09f6).
+# STARTUP_SCALE_EAGER=1 for builds whose rings are resident from start).
 # Each run is bounded: fmrun --timeout T (STARTUP_SCALE_TIMEOUT, default
 # 60 s: each start-up wait) and `timeout` of T + 60 s + N/2 s in all.
 #
@@ -97,7 +95,8 @@ PY
 echo "# $(date -u +%FT%TZ) $(git describe --always --dirty 2>/dev/null || echo "?"), net $NET, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), MemAvailable $(awk '/MemAvailable/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 echo "# settings: FASTMSG_NET_SLOTS=${FASTMSG_NET_SLOTS:-16} FASTMSG_NET_SLOT_SIZE=${FASTMSG_NET_SLOT_SIZE:-65536} runs $RUNS traffic $TRAFFIC connect ${MODES[*]}"
 RAW=$(mktemp)
-trap 'rm -f "$RAW"' EXIT
+ERR=$(mktemp)
+trap 'rm -f "$RAW" "$ERR"' EXIT
 for n in "${SIZES[@]}"; do
     want=$(predict "$n")
     avail=$(awk '/MemAvailable/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
@@ -109,9 +108,9 @@ for n in "${SIZES[@]}"; do
       for mode in "${MODES[@]}"; do
         t0=$(date +%s%N)
         if ! out=$(FASTMSG_CONNECT=$mode timeout $((WAIT + 60 + n / 2)) "$FMRUN" -n "$n" --net "$NET" --timeout "$WAIT" \
-            "$EX" --json --traffic "$TRAFFIC" 2>/tmp/startup-scale.$$.err); then
+            "$EX" --json --traffic "$TRAFFIC" 2>"$ERR"); then
             echo "# N=$n $mode run $r failed (status $?); its stderr's tail:"
-            tail -5 /tmp/startup-scale.$$.err | sed 's/^/#   /'
+            tail -5 "$ERR" | sed 's/^/#   /'
             continue
         fi
         t1=$(date +%s%N)
@@ -122,7 +121,6 @@ for n in "${SIZES[@]}"; do
       done
     done
 done
-rm -f /tmp/startup-scale.$$.err
 python3 - "$RAW" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -140,6 +140,21 @@ pub enum ProtocolError {
         /// The flag found.
         flag: u32,
     },
+    /// A send waited on the shared receive queue it writes on another rank
+    /// while a value that the protocol leaves there only for a moment
+    /// stayed unchanged (a slot's stamp set back to an earlier lap, no free
+    /// frame in whole laps of the free list), the rank alive: something
+    /// outside the protocol wrote it. The fragment was not sent; the rank
+    /// is taken as failed.
+    #[error("the receive queue that this rank writes on rank {dest} is corrupt: {what} stayed unchanged for {waited_ms} ms while rank {dest} lives (the protocol leaves it only for a moment); rank {dest} is taken as failed")]
+    PeerQueueStuck {
+        /// The receiving rank.
+        dest: u32,
+        /// What stayed (the slot and its stamp, or the frames).
+        what: String,
+        /// How long it stayed, in milliseconds.
+        waited_ms: u64,
+    },
     /// A sender used a queue it is not assigned to (shared queues only).
     #[error("rank {src} wrote to receive queue {queue}, which is not its queue")]
     WrongQueue {
@@ -416,23 +431,75 @@ pub enum ConfigError {
     /// The PMIx server (mpirun, srun --mpi=pmix) refused or failed a call.
     #[error(transparent)]
     Pmix(#[from] PmixError),
+    /// The job's ranks span hosts and nothing carries the wire-up between
+    /// them: no PMIx server, no PMI socket, no `FASTMSG_ROOT`.
+    #[error("{launcher} puts {local} of the job's {size} ranks on this host, the others elsewhere, and nothing can carry the addresses between hosts (no PMIx server, no PMI socket at PMI_FD, no FASTMSG_ROOT): {fix}")]
+    NoWireUp {
+        /// Who started the job.
+        launcher: &'static str,
+        /// Ranks on this host, as the launcher says.
+        local: u32,
+        /// Ranks in the job.
+        size: u32,
+        /// What to set or install.
+        fix: String,
+    },
+    /// The launcher puts every rank on this host, but the ranks' host
+    /// identities (`FASTMSG_HOST`, else the host name) differ.
+    #[error("{launcher} says all {size} ranks of the job are on this host, but their host identities differ: rank {rank} is on {host:?}, rank {other} on {other_host:?} (FASTMSG_HOST, else the host name), and nothing can tell which ranks share memory: {fix}")]
+    HostsDisagree {
+        /// Who started the job.
+        launcher: &'static str,
+        /// Ranks in the job.
+        size: u32,
+        /// This rank.
+        rank: u32,
+        /// Its host identity.
+        host: String,
+        /// A rank with another identity.
+        other: u32,
+        /// That identity.
+        other_host: String,
+        /// What to set or install.
+        fix: String,
+    },
 }
 
-/// A PMI-2 exchange with the launcher (over `PMI_FD`) failed.
+/// A PMI-2 or PMI-1 exchange with the launcher (over `PMI_FD`) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("PMI-2 {call}: {why}")]
+#[error("{call}: {why}")]
 pub struct Pmi2Error {
-    /// The command (`init`, `fullinit`, `kvs-put`, `kvs-fence`, `kvs-get`…).
+    /// The protocol and command (`PMI-2 fullinit`, `PMI-2 kvs-fence`,
+    /// `PMI-1 barrier_in`…).
     pub call: String,
     /// What went wrong: the launcher's return code and message, or what it
     /// sent that is not PMI-2, or the I/O error.
     pub why: String,
 }
 
-/// A call into the PMIx client library (feature `pmix`) failed.
+/// A call into the PMIx client library failed, or the library could not
+/// be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PmixError {
+    /// A PMIx server started this process (`PMIX_RANK`, `PMIX_SERVER_URI*`
+    /// are set) but its client library is not installed.
+    #[error("a PMIx server started this process (PMIX_RANK / PMIX_SERVER_URI* are set), but the PMIx library could not be loaded (tried {tried}: {why}); install it (Debian/Ubuntu: apt-get install libpmix2; Fedora/RHEL: dnf install pmix)")]
+    NoLibrary {
+        /// The library names tried.
+        tried: String,
+        /// What the dynamic loader said.
+        why: String,
+    },
+    /// The PMIx library lacks a function fastmsg calls (a PMIx older than
+    /// 2.0).
+    #[error("the PMIx library has no {name} ({why}); fastmsg needs PMIx 3 or later")]
+    Symbol {
+        /// The function.
+        name: String,
+        /// What the dynamic loader said.
+        why: String,
+    },
     /// The call returned an error status.
     #[error("{call} failed: PMIx status {status} ({text})")]
     Call {
@@ -467,10 +534,11 @@ pub enum StartError {
     /// Network start-up trouble (rendezvous, connections, authentication).
     #[error(transparent)]
     Network(#[from] ConnectError),
-    /// The PMIx wire-up failed (feature `pmix`).
+    /// The PMIx wire-up failed.
     #[error(transparent)]
     Pmix(#[from] PmixError),
-    /// The PMI-2 wire-up failed (`srun --mpi=pmi2`).
+    /// The PMI-2 or PMI-1 wire-up failed (`srun --mpi=pmi2`, MPICH's
+    /// `mpiexec`).
     #[error(transparent)]
     Pmi2(#[from] Pmi2Error),
     /// The RDMA verbs backend could not start.
@@ -479,6 +547,15 @@ pub enum StartError {
     /// The libfabric transport could not start.
     #[error(transparent)]
     Ofi(#[from] OfiError),
+    /// A network provider without a variant of its own could not start
+    /// (its name and its error).
+    #[error("the {provider} network transport could not start: {source}")]
+    Wire {
+        /// The provider's name (`FASTMSG_NET`).
+        provider: &'static str,
+        /// What failed.
+        source: BoxError,
+    },
     /// Two handlers were registered under one name.
     #[error("handler name {name:?} registered twice (ids {first} and {second})")]
     DuplicateHandler {
@@ -592,7 +669,7 @@ pub enum SendError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot send to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot send to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -620,6 +697,13 @@ pub enum SendError {
     /// waited for credit.
     #[error("aborted while waiting for credit: another rank of the job failed")]
     Aborted,
+    /// This rank's `close` has returned (the send came through a `Ctx`
+    /// kept past it): nothing is sent any more.
+    #[error("rank {rank} has closed its endpoint; it cannot send any more")]
+    Closed {
+        /// This rank.
+        rank: Rank,
+    },
 }
 
 /// A one-sided put or window read could not be made.
@@ -662,7 +746,7 @@ pub enum PutError {
     },
     /// The destination process is gone: it exited, died, or failed on
     /// the network (the next `extract` or wait names how, once).
-    #[error("rank {rank} has exited or died, or failed on the network; cannot put to it")]
+    #[error("rank {rank} has failed (it exited, died, left its queue corrupt or failed on the network; the next extract or wait names how): cannot put to it")]
     PeerGone {
         /// The dead rank.
         rank: Rank,
@@ -710,11 +794,12 @@ pub enum ReceiveError {
         /// Bytes that arrived before the abort.
         received: u64,
     },
-    /// A message for a whole-message handler is longer than the bound it
-    /// was registered with (nothing of it was handed to the handler).
-    #[error(
-        "message from rank {src} has {len} bytes; its whole-message handler takes at most {max}"
-    )]
+    /// A message is longer than its receiver's bound: the bound a
+    /// whole-message handler was registered with (nothing of it was
+    /// handed to the handler), or the bound of
+    /// [`Message::receive_vec`](crate::Message::receive_vec) (nothing was
+    /// allocated).
+    #[error("message from rank {src} declares {len} bytes; its receiver takes at most {max}")]
     TooLong {
         /// The sender.
         src: Rank,
@@ -796,7 +881,8 @@ impl ExtractError {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
-                | ProtocolError::PeerFramesCorrupt { dest, .. },
+                | ProtocolError::PeerFramesCorrupt { dest, .. }
+                | ProtocolError::PeerQueueStuck { dest, .. },
             ) => Some(Rank(*dest)),
             ExtractError::Network(
                 NetError::Disconnected { rank, .. }

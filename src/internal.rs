@@ -3,6 +3,11 @@
 //! benches (feature `internal`), the loom models in `loom-tests/`
 //! (`--cfg loom`, where only the lock-free core is built).
 //!
+//! The launcher's share (`launcher`, in every build but loom's): what
+//! `fmrun` and `fastmsg-info` need of the library's internals (job file
+//! names, the secret file, the settings table, the rank tag of log lines,
+//! the configuration report).
+//!
 //! Hidden from the docs: **not** part of the public API, no semver
 //! promise. Everything here forwards to the real code — re-exports and
 //! thin wrappers, no logic of its own — so what a fuzz target, bench or
@@ -29,50 +34,60 @@
 //! - `shm` also re-exports the segment and its layout, for the segment
 //!   fuzz target.
 
+#[cfg(any(feature = "internal", loom))]
 /// The shared-memory transport's lock-free queues (see `crate::queue`).
 pub mod queue {
     pub use crate::queue::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// The network transports' rings (see `crate::ring`).
 pub mod ring {
     pub use crate::ring::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// Credit flow control (see `crate::flow`).
 pub mod flow {
     pub use crate::flow::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// Doorbells (see `crate::wake`).
 pub mod wake {
     pub use crate::wake::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// The fragment header (see `crate::frame`).
 pub mod frame {
     pub use crate::frame::*;
 }
 
-/// The TCP NIC's link words (see `crate::link`).
+#[cfg(any(feature = "internal", loom))]
+/// The TCP NIC's link words (see `crate::transport::net::link`).
 pub mod link {
-    pub use crate::link::*;
+    pub use crate::transport::net::link::*;
 }
 
-/// The lazy connector's shared words (see `crate::lazy_pairs`).
+#[cfg(any(feature = "internal", loom))]
+/// The lazy connector's shared words (see `crate::transport::net::lazy_pairs`).
 pub mod lazy_pairs {
-    pub use crate::lazy_pairs::*;
+    pub use crate::transport::net::lazy_pairs::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// The one-sided window word protocol (see `crate::window`).
 pub mod window {
     pub use crate::window::*;
 }
 
+#[cfg(any(feature = "internal", loom))]
 /// Seeded mutants for the loom suite (`loom-tests/`); loom builds only.
 #[cfg(loom)]
 pub use crate::sync::mutant;
 
+#[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
 /// The handler-name table exchanged at start (see `crate::endpoint::handler`).
 pub mod handler_table {
@@ -102,6 +117,7 @@ pub mod handler_table {
     }
 }
 
+#[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
 /// The endpoint's control messages (see `crate::endpoint::control`).
 pub mod control {
@@ -249,16 +265,17 @@ pub mod control {
     }
 }
 
+#[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
 /// The TCP transport's write records and software NIC (see
 /// `crate::transport::tcp`).
 pub mod tcp {
     use crate::error::NetError;
     use crate::id::Rank;
-    use crate::link::{BYE, FAILED, LEFT, UP};
     use crate::ring::{RingGeometry, RingRegion};
     use crate::sync::Ordering;
-    use crate::transport::rma::wire::PeerArea;
+    use crate::transport::net::link::{BYE, FAILED, LEFT, UP};
+    use crate::transport::net::wire::PeerArea;
     use crate::transport::tcp::nic::{self, NicTargets, Shared};
     use crate::transport::tcp::wire;
     use crate::window::WindowView;
@@ -432,6 +449,7 @@ pub mod tcp {
     }
 }
 
+#[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
 /// The shared-memory transport (see `crate::transport::shm`).
 pub mod shm {
@@ -447,6 +465,7 @@ pub mod shm {
     }
 }
 
+#[cfg(any(feature = "internal", loom))]
 #[cfg(not(loom))]
 /// The frame-copy strategies and their tuner (see `crate::copy`), for the
 /// benchmark suite: `fmbench tune-copy` measures and stores the plan, the
@@ -456,4 +475,15 @@ pub mod copy {
         copy_to_frame, copy_with, kernel, parse_choice, plan, store, tune, CopyPlan, CopyPlanError,
         ProbeResult, Strategy,
     };
+}
+
+/// What the launcher (`fmrun`) and `fastmsg-info` use of the library's
+/// internals.
+#[cfg(not(loom))]
+pub mod launcher {
+    pub use crate::bootstrap::secret::{read_secret_file, secret_from_env};
+    pub use crate::bootstrap::{fresh_job_id, host_identity, job_file_prefix, sanitize_job_id};
+    pub use crate::endpoint::report::report;
+    pub use crate::log::{set_thread_rank, tag};
+    pub use crate::settings::{closest, unknown, FLAGS_VAR, SETTINGS, TEST_PREFIX};
 }

@@ -15,20 +15,21 @@
 //!
 //! ```text
 //! layers:begin
-//! internal     | entry points for fuzz targets, benches (feature `internal`), loom
+//! internal     | entry points for the launcher, fuzz targets, benches, loom
 //! threads      | the thread launcher: ranks as threads of one process
 //! endpoint     | registry · start-up · begin/send_piece/end · extract · credits
 //!              | · waiting · the configuration report; one polling loop
 //! transport    | frames out, frames in, credit, release in order:
-//!              | shm (SMT: free list + receive queue), tcp, verbs
+//!              | shm (SMT: free list + receive queue); net (the ring
+//!              | transport, mesh, per-pair words) under tcp, ofi, verbs
 //! topology     | the CPU facts the wait policy decides by
 //! bootstrap    | rank/size/job from fmrun, Slurm, Open MPI, PMI(x); rendezvous
 //! netio        | authenticated TCP connections: auth, gate, connect/retry;
 //!              | the kernel's liveness watch on them (alive)
 //! queue ring   | the lock-free shm queues; the network rings
-//! frame wake flow watch window link lazy_pairs copy | fragment header,
-//!              | doorbells, credit lines, the watchdog, RMA windows, network
-//!              | link words, lazy-connection words, copy strategies
+//! frame wake flow watch window copy | fragment header,
+//!              | doorbells, credit lines, the watchdog, RMA windows, copy
+//!              | strategies
 //! log          | diagnostics (tracing)
 //! settings     | the FASTMSG_* table; the only reader of those variables
 //! error        | typed errors of every layer
@@ -58,7 +59,7 @@ pub mod bootstrap;
 #[cfg(not(loom))]
 pub(crate) mod copy;
 #[cfg(not(loom))]
-pub mod endpoint;
+pub(crate) mod endpoint;
 pub mod error;
 // The lock-free core (`flow`, `queue`, `ring`, `wake`) keeps entry points
 // that only the loom models, benches and fuzz targets call (through
@@ -67,13 +68,11 @@ pub mod error;
 pub(crate) mod flow;
 pub(crate) mod frame;
 pub mod id;
-/// Crate-private code for the fuzz targets, benches (feature `internal`)
-/// and loom models (`--cfg loom`); not public API (see the module docs).
-#[cfg(any(feature = "internal", loom))]
+/// Crate-private code for the launcher, the fuzz targets, benches
+/// (feature `internal`) and loom models (`--cfg loom`); not public API
+/// (see the module docs).
 #[doc(hidden)]
 pub mod internal;
-pub(crate) mod lazy_pairs;
-pub(crate) mod link;
 #[cfg(not(loom))]
 pub mod log;
 #[cfg(not(loom))]
@@ -91,6 +90,14 @@ pub mod threads;
 pub(crate) mod topology;
 #[cfg(not(loom))]
 pub(crate) mod transport;
+/// Under loom, only the network transport's lock-free words.
+#[cfg(loom)]
+pub(crate) mod transport {
+    pub(crate) mod net {
+        pub(crate) mod lazy_pairs;
+        pub(crate) mod link;
+    }
+}
 #[cfg_attr(not(any(loom, feature = "internal")), allow(dead_code))]
 pub(crate) mod wake;
 #[cfg(not(loom))]
@@ -98,9 +105,12 @@ pub(crate) mod watch;
 pub(crate) mod window;
 
 #[cfg(not(loom))]
+pub use crate::endpoint::stats::{PeerStats, Stats};
+#[cfg(not(loom))]
 pub use crate::endpoint::{
     Config, ConnectMode, Ctx, Endpoint, EndpointBuilder, Extracted, Message, MessageWriter,
-    NetMode, Piece, WaitPolicy,
+    NetConfig, NetMode, NetRingConfig, Piece, Receive, ShmConfig, WaitPolicy, DEFAULT_MAX_PARKED,
+    DEFAULT_MAX_RECEIVE,
 };
 
 /// What a program needs in scope to register handlers, start, send and

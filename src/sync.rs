@@ -19,7 +19,7 @@
 pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-/// A lock loom can see (the link error a NIC thread hands over, `crate::link`).
+/// A lock loom can see (the link error a NIC thread hands over, `crate::transport::net::link`).
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 
@@ -27,7 +27,7 @@ pub(crate) use loom::sync::Mutex;
 pub(crate) use core::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-/// A lock loom can see (the link error a NIC thread hands over, `crate::link`).
+/// A lock loom can see (the link error a NIC thread hands over, `crate::transport::net::link`).
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 

@@ -142,6 +142,37 @@ impl Drop for Watchdog {
     }
 }
 
+/// Raises the alarm every [`TICK_EVERY`]: the engine then makes the
+/// transports' own checks (a corrupt receive queue, a silent peer), so a
+/// program that only polls with `extract`, or waits in short slices,
+/// learns of them as soon as a blocking wait would.
+#[derive(Debug)]
+pub(crate) struct Tick {
+    next: std::time::Instant,
+}
+
+/// How often [`Tick`] raises the alarm.
+pub(crate) const TICK_EVERY: Duration = Duration::from_millis(500);
+
+impl Tick {
+    pub(crate) fn new() -> Tick {
+        Tick {
+            next: std::time::Instant::now() + TICK_EVERY,
+        }
+    }
+}
+
+impl Probe for Tick {
+    fn look(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next = now + TICK_EVERY;
+        true
+    }
+}
+
 /// Watches the supervisor's abort flag (threads launched by
 /// [`crate::threads`]).
 #[derive(Debug)]

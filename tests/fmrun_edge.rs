@@ -1,4 +1,4 @@
-//! fmrun at its edges (issue 11 class 8): ranks die with fmrun (parent-
+//! fmrun at its edges: ranks die with fmrun (parent-
 //! death signal), output is forwarded line by line (never interleaved
 //! mid-line; `--tag-output`), every file of the job is removed whatever the
 //! job id, a user's FASTMSG_SHM_DIR is respected, and a job killed in its
@@ -400,4 +400,38 @@ fn cleaning_up_a_job_leaves_a_longer_job_id_of_the_same_user_alone() {
         [true, true],
         "job {longer}'s files removed by job {job}'s clean-up"
     );
+}
+
+/// More ranks on one host than the engine serves (4,096) are refused by
+/// fmrun itself, naming the range, before any rank starts: no 5,000
+/// processes started only for rank 0 to refuse them.
+#[test]
+fn more_local_ranks_than_the_engine_serves_are_refused_before_any_starts() {
+    let dir = std::env::temp_dir().join(format!("fastmsg-too-many-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let out = common::fmrun::run(
+        {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_fmrun"));
+            c.args([
+                "-n",
+                "5000",
+                "sh",
+                "-c",
+                "touch \"$EDGE_DIR/$FASTMSG_RANK\"",
+            ])
+            .env("EDGE_DIR", &dir);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("5000 ranks on one host") && err.contains("1 ..= 4096"),
+        "{err}"
+    );
+    let started = std::fs::read_dir(&dir).unwrap().count();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(started, 0, "{started} ranks were started");
 }

@@ -14,7 +14,7 @@ use fastmsg::{Config, ConnectMode, NetMode, Rank};
 use std::time::{Duration, Instant};
 
 fn tcp(c: &mut Config) {
-    c.net.mode = NetMode::Tcp;
+    c.net.mode = NetMode::named("tcp").expect("a provider of every build");
     c.net.secret = Some("lazy-test-secret".into());
     c.timeout = Duration::from_secs(60);
 }

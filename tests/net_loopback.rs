@@ -15,7 +15,7 @@ use std::time::Duration;
 type Net = fn(&mut Config);
 
 fn tcp(c: &mut Config) {
-    c.net.mode = NetMode::Tcp;
+    c.net.mode = NetMode::named("tcp").expect("a provider of every build");
     c.net.secret = Some("loopback-test-secret".into());
     c.timeout = Duration::from_secs(60);
 }
@@ -23,7 +23,7 @@ fn tcp(c: &mut Config) {
 #[cfg(feature = "ofi")]
 fn ofi(c: &mut Config) {
     tcp(c);
-    c.net.mode = NetMode::Ofi;
+    c.net.mode = NetMode::named("ofi").expect("a provider of every build");
 }
 
 /// Each scenario over TCP, and over libfabric where it is built.

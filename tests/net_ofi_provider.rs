@@ -18,7 +18,7 @@ fn a_provider_that_does_not_exist_is_a_typed_start_error() {
     let r = threads::run(
         2,
         |c| {
-            c.net.mode = NetMode::Ofi;
+            c.net.mode = NetMode::named("ofi").expect("a provider of every build");
             c.net.secret = Some("s".into());
             c.timeout = Duration::from_secs(20);
         },

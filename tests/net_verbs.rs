@@ -15,7 +15,7 @@ fn verbs_without_a_device_is_a_typed_start_error() {
     let r = threads::run(
         2,
         |c| {
-            c.net.mode = NetMode::Verbs;
+            c.net.mode = NetMode::named("verbs").expect("a provider of every build");
             c.net.secret = Some("s".into());
             c.timeout = Duration::from_secs(20);
         },

@@ -1,4 +1,4 @@
-//! The job secret is on no command line (issue 11 class 4): fmrun takes it
+//! The job secret is on no command line: fmrun takes it
 //! from a private file (`--secret-file`) or the environment and hands it to
 //! its ranks by environment; `--secret` is refused; a file others can read
 //! is refused naming its mode.

@@ -1,5 +1,5 @@
 //! The shared segment against other users and leftovers, end to end under
-//! fmrun (issue 11 class 5): a file another user made at the job's segment
+//! fmrun: a file another user made at the job's segment
 //! name is refused naming its owner (never used: no hijack); a garbage
 //! file of our own at the name is replaced, and no rank fails on it (the
 //! old race gave `BadMagic` in 5 of 6 runs).
@@ -162,4 +162,89 @@ fn a_rank_that_never_starts_is_named_by_the_ranks_that_did() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tmpfs of 64 KiB mounted for the test, unmounted (and its mount point
+/// removed) when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    fn mount(tag: &str) -> Option<SmallTmpfs> {
+        let dir = std::env::temp_dir().join(format!("fastmsg-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"])
+            .arg(&dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(SmallTmpfs(dir))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A segment directory without one free page: every rank's start fails
+/// with the typed `NoSpace` (the creator reserves the header page before
+/// it writes the robust mutex there: a SIGBUS before), and no segment file
+/// is left behind — ranks started by hand, no launcher to clean up.
+#[test]
+fn a_full_directory_is_no_space_and_leaves_no_file() {
+    if !common::netns::is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs");
+        return;
+    }
+    let Some(fs) = SmallTmpfs::mount("full") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    // Fill it: write until the file system refuses.
+    let filler = fs.0.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let page = [0x5au8; 4096];
+        while f.write_all(&page).is_ok() {}
+    }
+    let sp = common::procs::Spawner {
+        rank_test: "trust_rank",
+        size: 2,
+        job: format!("full-{}", std::process::id()),
+        // The creator fails; the other rank waits for its segment until
+        // the time-out (a start-up failure is not announced to it).
+        env: vec![
+            ("FASTMSG_SHM_DIR".into(), fs.0.display().to_string()),
+            ("FASTMSG_TIMEOUT".into(), "3".into()),
+        ],
+    };
+    let mut ranks: Vec<_> = (0..2)
+        .map(|r| {
+            let mut c = sp.spawn(r, &[], &[]);
+            // The rank's stderr is inherited: a failure is visible in the
+            // test's output.
+            let _ = c.stdin.take();
+            c
+        })
+        .collect();
+    let st = common::procs::wait_all(&mut ranks, std::time::Duration::from_secs(60), "full dir");
+    for (r, s) in st.iter().enumerate() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(s.signal(), None, "rank {r} died of a signal: {s:?}");
+        assert_eq!(s.code(), Some(2), "rank {r} must fail to start: {s:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&fs.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "filler")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

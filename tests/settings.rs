@@ -1,6 +1,6 @@
 //! Every setting, at its edges and beyond, gives a typed error naming it
 //! (or works): never a panic, an abort allocating a terabyte, an overflow,
-//! or a SIGBUS (issue 11 class 6). Each row runs a 2-rank job under fmrun
+//! or a SIGBUS. Each row runs a 2-rank job under fmrun
 //! with the setting in the environment and checks the exit status and the
 //! message.
 
@@ -118,6 +118,22 @@ fn every_setting_is_validated_with_a_typed_error() {
             &[("FASTMSG_NET_DEAD_AFTER_MS", "0")],
             2,
             "invalid setting FASTMSG_NET_DEAD_AFTER_MS",
+        ),
+        (
+            &[("FASTMSG_NET_DEAD_AFTER_MS", "999")],
+            2,
+            "invalid setting FASTMSG_NET_DEAD_AFTER_MS: 999 ms; must be 1000 ..=",
+        ),
+        (
+            &[("FASTMSG_SHM_INLINE", "2")],
+            2,
+            "FASTMSG_SHM_INLINE=\"2\"",
+        ),
+        (&[("FASTMSG_SHM_INLINE", "1")], 0, ""),
+        (
+            &[("FASTMSG_VERBOSE_ENV", "7")],
+            2,
+            "FASTMSG_VERBOSE_ENV=\"7\"",
         ),
         (
             &[("FASTMSG_NET_DEAD_AFTER_MS", "2147483648")],

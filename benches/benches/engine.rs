@@ -154,7 +154,7 @@ fn queue(c: &mut Criterion) {
     // of the body follow the narrow stores at once and cannot be forwarded
     // from the store buffer. A consumer on another core reads the line
     // after the stores have drained and pays nothing of the kind (the
-    // two-process figures: BENCHMARKS.md, stop 26).
+    // two-process figures: BENCHMARKS.md, engine overheads).
     {
         let slots: Vec<Slot> = (0..64).map(Slot::new).collect();
         let tail = AtomicU64::new(0);

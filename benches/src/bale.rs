@@ -1,14 +1,18 @@
 //! `fmbench bale`: the Bale kernels written the natural way — the
 //! `histo` and `ig` examples, one aggregated active message per update or
-//! request — beside the aggregated MPI programs of `../shared/anchors/`
-//! (`run.sh histo N`, `run.sh ig N`), interleaved run by run for each rank
-//! count, with medians and ratios; and `agglat`, one item through
-//! aggregation against a direct 8-byte send.
+//! request — beside the aggregated MPI programs of `benches/c/`
+//! (`histo_mpi.c`, `ig_mpi.c`: per-destination buffers exchanged with
+//! `MPI_Alltoallv`), interleaved run by run for each rank count, with
+//! medians and ratios; and `agglat`, one item through aggregation against
+//! a direct 8-byte send.
 //!
 //! Each run is one process group: `fmrun -n N examples/histo --json` then
-//! `run.sh histo N`, then the same for `ig`, for N = 2, 4, 8, repeated
-//! `runs` times, so machine noise falls on both sides alike.
+//! `mpirun -np N histo_mpi`, then the same for `ig`, for N = 2, 4, 8,
+//! repeated `runs` times, so machine noise falls on both sides alike. Up
+//! to 2 ranks both sides are bound to cores; above, the MPI ranks run
+//! oversubscribed ([`MpiLaunch::for_ranks`]).
 
+use crate::anchor::{bale_program, mpirun, Anchors, MpiLaunch};
 use crate::child;
 use crate::stats::median;
 use std::fmt::Write as _;
@@ -21,8 +25,8 @@ use std::time::Duration;
 pub struct BaleOptions {
     /// The cargo target directory with the release `fmrun` and examples.
     pub target: PathBuf,
-    /// `../shared/anchors/run.sh` (`None`: fastmsg alone).
-    pub anchors: Option<PathBuf>,
+    /// The built MPI programs (`None`: fastmsg alone).
+    pub anchors: Option<Anchors>,
     /// Rank counts.
     pub ranks: Vec<u32>,
     /// Runs per (kernel, ranks, side).
@@ -72,7 +76,7 @@ fn fastmsg_rate(out: &str, field: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("no {field} in {line}"))
 }
 
-/// The rate in an MPI anchor's line (`… updates_per_s=4.4e+08 … OK`).
+/// The rate in an MPI program's line (`… updates_per_s=4.4e+08 … OK`).
 fn mpi_rate(out: &str, field: &str) -> Result<f64, String> {
     let line = out
         .lines()
@@ -125,8 +129,8 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
                 let f = fastmsg_rate(&run_child(cmd, &log)?, field)?;
                 let m = match &o.anchors {
                     Some(anchors) => {
-                        let mut cmd = Command::new(anchors);
-                        cmd.arg(kernel).arg(n.to_string());
+                        let prog = anchors.mpi_program(&bale_program(kernel))?;
+                        let cmd = mpirun(n, MpiLaunch::for_ranks(n), &prog);
                         let log = o.out.join(format!("{kernel}-mpi-{n}-{run}.log"));
                         let m = mpi_rate(&run_child(cmd, &log)?, field)?;
                         eprintln!(

@@ -64,7 +64,7 @@ pub struct PingpongRun<'a> {
     pub scale: f64,
     /// Skip latency, measure bandwidth and rate only.
     pub bandwidth_only: bool,
-    /// Pin rank i to CPU i (`taskset`), like the MPI anchor's
+    /// Pin rank i to CPU i (`taskset`), like Open MPI's
     /// `--bind-to core`.
     pub pin: bool,
 }

@@ -53,7 +53,7 @@ impl Row {
         }
     }
 
-    /// A row from `mpi_bench`.
+    /// A row from `bench_mpi`.
     pub fn from_mpi(round: u32, p: &MpiPoint) -> Row {
         Row {
             series: MPI.to_owned(),
@@ -417,7 +417,7 @@ impl Results {
             m,
             "Suite wall time {:.0} s. Medians over rounds; every round runs every measurement once, interleaved. \
              fastmsg: `fmrun -n 2 pingpong` (plain-function handlers, one-way = RTT/2, rank i pinned to CPU i with `taskset`); \
-             Open MPI: `mpi_bench` from `../shared/anchors` (`mpirun --bind-to core`). \
+             Open MPI: `bench_mpi` from `benches/c` (`mpirun --bind-to core`). \
              Collectives: `fmrun -n N collectives` with the `auto` algorithm (allreduce of one f64), the slowest rank's mean over the iterations after 100 warm-up, median of runs; \
              Open MPI's with more than 2 ranks run `--bind-to none --mca mpi_yield_when_idle 1`. MB/s = 1e6 B/s.\n",
             self.elapsed_s
@@ -595,7 +595,7 @@ impl Results {
         );
         let _ = writeln!(
             m,
-            "UCX: `ucx_perftest` over shared memory (`UCX_TLS=posix,self`, server `taskset -c 0`, client `taskset -c 1`, as `../shared/anchors/run.sh ucx`); one-way latency = its average (p50 in brackets), message rate = `ucp_am_bw`'s average. UCX's smallest size is 8 B: fastmsg's 0 B figures are compared with UCX's 8 B.\n"
+            "UCX: `ucx_perftest` over shared memory (`UCX_TLS=posix,self`, server `taskset -c 0`, client `taskset -c 1`, as `fmbench ucx`); one-way latency = its average (p50 in brackets), message rate = `ucp_am_bw`'s average. UCX's smallest size is 8 B: fastmsg's 0 B figures are compared with UCX's 8 B.\n"
         );
         let _ = writeln!(
             m,

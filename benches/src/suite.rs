@@ -15,7 +15,7 @@
 //!   OPTIONS`, the example prints one line with `"latency_us":X` (µs per
 //!   operation, median over runs of the slowest rank's mean).
 
-use crate::anchor::Anchors;
+use crate::anchor::{Anchors, MpiLaunch};
 use crate::child::{self, ChildRunError};
 use crate::copy;
 use crate::fastmsg_run::{self, ExtractSetup, PingpongRun, Programs};
@@ -36,7 +36,7 @@ pub struct Pt2ptSetup {
     pub fmrun_args: &'static [&'static str],
     /// Extra environment.
     pub env: &'static [(&'static str, &'static str)],
-    /// Pin rank i to CPU i (as the MPI anchor's `--bind-to core`).
+    /// Pin rank i to CPU i (as Open MPI's `--bind-to core`).
     pub pin: bool,
 }
 
@@ -58,7 +58,7 @@ pub const EXTRACT: &[ExtractSetup] = &[ExtractSetup {
 /// A collective measured against Open MPI's.
 #[derive(Debug, Clone, Copy)]
 pub struct CollEntry {
-    /// `barrier` or `allreduce` (the names `mpi_bench coll` prints).
+    /// `barrier` or `allreduce` (the names `bench_mpi coll` prints).
     pub op: &'static str,
     /// Options of the `collectives` example that measure just this one
     /// with the default (`auto`) algorithm, like Open MPI's own choice.
@@ -105,7 +105,7 @@ pub struct Profile {
     pub runs: u32,
     /// `pingpong --scale`.
     pub scale: f64,
-    /// `mpi_bench` runs.
+    /// `bench_mpi` runs.
     pub mpi_runs: u32,
     /// Raw ping-pong iterations and runs.
     pub phys: (u32, u32),
@@ -376,7 +376,7 @@ pub fn run(profile: &Profile, o: &Options) -> Result<Results, SuiteRunError> {
         path: raw.clone(),
         source,
     })?;
-    let anchors = Anchors::locate();
+    let anchors = Anchors::build(&o.target);
     let mut res = Results::new(Machine::detect(&o.repo), profile.name);
     let steps = plan_steps(profile, o, &anchors, &mut res.notes);
     let total: u64 = steps.iter().map(|s| s.weight(profile)).sum();
@@ -568,7 +568,7 @@ fn run_step(
             } else {
                 "bw"
             };
-            for pt in anchors.mpi_pt2pt(mode, p.mpi_runs, log)? {
+            for pt in anchors.mpi_pt2pt(mode, p.mpi_runs, MpiLaunch::Pinned, log)? {
                 res.rows.push(Row::from_mpi(round, &pt));
             }
         }

@@ -1,9 +1,8 @@
-//! UCX beside Open MPI: `ucx_perftest` over UCX's shared-memory transport,
-//! started the way `../shared/anchors/run.sh ucx` starts it (a server on
-//! CPU 0 and a client on CPU 1 with `taskset`, `UCX_TLS=posix,self`), for
-//! the cases of [`CASES`]: `run.sh`'s three (active-message and tag
-//! latency and active-message rate, 8 B) and the active-message latency
-//! at 64 B and 1 KiB, which `run.sh` does not measure.
+//! UCX beside Open MPI: `ucx_perftest` (package `ucx-utils`) over UCX's
+//! shared-memory transport, a server on CPU 0 and a client on CPU 1 with
+//! `taskset`, `UCX_TLS=posix,self`, for the cases of [`CASES`]:
+//! active-message and tag latency and active-message rate at 8 B (UCX's
+//! smallest size), and the active-message latency at 64 B and 1 KiB.
 //!
 //! `ucx_perftest`'s latency is already one-way (half the round trip), in
 //! µs; its summary is the line starting `Final:` (iterations, p50, average
@@ -22,7 +21,7 @@ pub struct UcxCase {
     pub test: &'static str,
     /// `-s`, bytes.
     pub size: usize,
-    /// `-n` at scale 1 (`run.sh`'s counts).
+    /// `-n` at scale 1.
     pub iters: u64,
 }
 
@@ -110,10 +109,10 @@ fn on_path(prog: &str) -> bool {
 /// Whether `ucx_perftest` and `taskset` are installed, or why UCX is not
 /// measured.
 pub fn ready() -> Result<(), String> {
-    for prog in ["ucx_perftest", "taskset"] {
+    for (prog, package) in [("ucx_perftest", "ucx-utils"), ("taskset", "util-linux")] {
         if !on_path(prog) {
             return Err(format!(
-                "{prog} is not installed: UCX was not measured (install ucx-utils; ../shared/anchors/run.sh ucx does)"
+                "{prog} is not installed: UCX was not measured (apt install {package})"
             ));
         }
     }
@@ -185,7 +184,7 @@ pub fn run(case: &UcxCase, scale: f64, log: &Path) -> Result<UcxResult, ChildRun
     let iters = ((case.iters as f64 * scale) as u64).max(10_000);
     let size = case.size.to_string();
     let iters = iters.to_string();
-    // As run.sh: give the server half a second to listen; the client is
+    // Give the server half a second to listen; the client is
     // retried twice in case it was not yet listening.
     let mut last = None;
     for _ in 0..3 {
@@ -239,7 +238,7 @@ Final:                100000      0.458     1.455     1.455       41.95      41.
     }
 
     #[test]
-    fn cases_cover_run_sh_and_the_larger_latency_points() {
+    fn cases_cover_the_8_byte_figures_and_the_larger_latency_points() {
         let lat = |t: &str, s: usize| CASES.iter().any(|c| c.test == t && c.size == s);
         assert!(lat("ucp_am_lat", 8) && lat("tag_lat", 8) && lat("ucp_am_bw", 8));
         assert!(lat("ucp_am_lat", 64) && lat("ucp_am_lat", 1024));

@@ -77,7 +77,7 @@ fn attack_bytes(a: &Attack) -> Vec<u8> {
             kind,
             payload,
         } => {
-            let kind = KINDS.get(usize::from(*kind % 8)).copied().unwrap_or(*kind);
+            let kind = KINDS.get(usize::from(*kind % 16)).copied().unwrap_or(*kind);
             let mut b = emit((
                 group.unwrap_or(0),
                 u32::from(seq % 6),
@@ -95,7 +95,7 @@ fn attack_bytes(a: &Attack) -> Vec<u8> {
             kind,
             len,
         } => {
-            let kind = KINDS.get(usize::from(*kind % 8)).copied().unwrap_or(*kind);
+            let kind = KINDS.get(usize::from(*kind % 16)).copied().unwrap_or(*kind);
             let mut b = emit((0, u32::from(seq % 6), u16::from(*step % 8), kind, 0)).to_vec();
             b.extend((0..usize::from(*len % 2048)).map(|i| i as u8));
             b

@@ -1,5 +1,11 @@
 //! [`Collectives`]: the user's entry point. Register before `start`, then
-//! call collectives on the world or on a sub-group.
+//! call collectives on the world or on a sub-group. The personalized
+//! exchanges (alltoall, gather, scatter) and the prefix reductions (scan,
+//! exscan) live in the child modules.
+
+mod alltoall;
+mod rooted;
+mod scan;
 
 use crate::config::{AllreduceAlgo, BarrierAlgo, CollConfig};
 use crate::element::Element;
@@ -11,12 +17,13 @@ use crate::machine::allreduce::{RecursiveDoubling, ReduceBcast};
 use crate::machine::barrier::{Dissemination, Pairwise};
 use crate::machine::bcast::Bcast;
 use crate::machine::reduce::ReduceMachine;
+use crate::machine::setup::OnBehalf;
 use crate::machine::{Machine, Output};
 use crate::op::Reduce;
 use crate::request::Request;
-use crate::sig::{op_code, type_code, Sig};
+use crate::sig::{op_code, type_code, Sig, SETUP};
 use crate::window::{window_bytes, Layout, ALL_TO_ALL_MAX_RANKS};
-use crate::wire::HEADER;
+use crate::wire::{Kind, HEADER};
 use fastmsg::{Endpoint, EndpointBuilder, Rank};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -32,12 +39,12 @@ use std::rc::Rc;
 /// let out = threads::run(4, |_| {}, |mut b| {
 ///     let coll = Collectives::register(&mut b, CollConfig::default()); // before start
 ///     let mut ep = b.start()?;
-///     coll.barrier(&mut ep).unwrap();
+///     coll.barrier(&mut ep)?;
 ///     let mut x = [f64::from(ep.rank().0)];
-///     coll.allreduce(&mut ep, &mut x, Op::Sum).unwrap();          // same bits everywhere
-///     let req = coll.ireduce(&ep, vec![1u64], Op::Sum, Rank(0)).unwrap(); // returns at once
+///     coll.allreduce(&mut ep, &mut x, Op::Sum)?;                  // same bits everywhere
+///     let req = coll.ireduce(&ep, vec![1u64], Op::Sum, Rank(0))?; // returns at once
 ///     // … compute; any extract (or another collective) progresses it …
-///     let total = req.wait(&mut ep).unwrap();                     // 4 at rank 0
+///     let total = req.wait(&mut ep)?;                             // 4 at rank 0
 ///     ep.close()?;
 ///     Ok((x[0], total[0]))
 /// }).unwrap();
@@ -167,8 +174,10 @@ impl Collectives {
     /// How many times ranks outnumber cores on the most crowded host
     /// (1: a core per rank): each rank looks at its own host, then all
     /// agree by a message allreduce (once), so that every rank makes the
-    /// same choice of algorithm.
-    fn crowding(&self, ep: &mut Endpoint) -> Result<u64, CollError> {
+    /// same choice of algorithm. The allreduce runs as part of the
+    /// collective `called` (its messages, errors and warnings name that
+    /// one: [`OnBehalf`]).
+    fn crowding(&self, ep: &mut Endpoint, called: Kind) -> Result<u64, CollError> {
         if let Some(c) = self.crowded.get() {
             return Ok(c);
         }
@@ -176,8 +185,9 @@ impl Collectives {
         let mine = ep.local_ranks().len().div_ceil(cores).max(1) as u64;
         let world = self.eng.world();
         let op = crate::op::Op::Max;
-        let sig = Sig::new(0, type_code::<u64>(), op_code::<u64, _>(&op), None);
+        let sig = Sig::new(SETUP, type_code::<u64>(), op_code::<u64, _>(&op), None);
         let m = RecursiveDoubling::new(world.n(), world.me, vec![mine], op);
+        let m = OnBehalf::new(called, Box::new(m));
         let seq = self.eng.start(&ep.ctx(), &world, Box::new(m), sig)?;
         let out = self.eng.wait(ep, 0, seq)?;
         let c = downcast::<Vec<u64>>(out)[0];
@@ -223,7 +233,7 @@ impl Collectives {
             // master per step instead of one per rank, and the network
             // steps are ⌈log2 hosts⌉ instead of ⌈log2 N⌉ mixed ones.
             BarrierAlgo::Hierarchical
-        } else if self.crowding(ep)? < 2 {
+        } else if self.crowding(ep, Kind::Barrier)? < 2 {
             BarrierAlgo::OneSided
         } else if self.eng.size <= ALL_TO_ALL_MAX_RANKS {
             // Ranks share cores: one step, and each rank is released the
@@ -457,7 +467,7 @@ impl Collectives {
         if !self.group.is_world() || !self.eng.smp_allreduce_fits(ep, bytes) {
             return Ok(AllreduceAlgo::RecursiveDoubling);
         }
-        Ok(if self.crowding(ep)? >= 2 {
+        Ok(if self.crowding(ep, Kind::Allreduce)? >= 2 {
             AllreduceAlgo::AllToAll
         } else {
             AllreduceAlgo::OneSided
@@ -576,15 +586,19 @@ impl Collectives {
 }
 
 impl Engine {
-    /// A blocking allgather over the world (set-up exchanges).
+    /// A blocking allgather over the world, the set-up of collective
+    /// `called` at its first call (it runs under that one's name:
+    /// [`OnBehalf`]).
     pub(crate) fn allgather_world(
         self: &Rc<Self>,
         ep: &mut Endpoint,
         mine: &[u32],
+        called: Kind,
     ) -> Result<Vec<u32>, CollError> {
         let world = self.world();
         let m = Allgather::new(world.n(), world.me, mine);
-        let sig = Sig::new(0, type_code::<u32>(), 0, None);
+        let m = OnBehalf::new(called, Box::new(m));
+        let sig = Sig::new(SETUP, type_code::<u32>(), 0, None);
         let seq = self.start(&ep.ctx(), &world, Box::new(m), sig)?;
         Ok(downcast::<Vec<u32>>(self.wait(ep, 0, seq)?))
     }

@@ -52,13 +52,13 @@ pub enum BarrierAlgo {
     /// ranks span more than one host (only the hosts' masters cross the
     /// network, ⌈log2 hosts⌉ network steps; every rank knows this from
     /// its own `local_ranks`, without talking; faster than one-sided
-    /// across two network namespaces: BENCHMARKS.md, *Cross-host
-    /// collectives*). On one host: [`OneSided`](Self::OneSided) with a
+    /// across two network namespaces: BENCHMARKS.md, collectives).
+    /// On one host: [`OneSided`](Self::OneSided) with a
     /// core per rank; when ranks outnumber cores (twice or more, rounded
     /// up), [`AllToAll`](Self::AllToAll) up to 64 ranks and
     /// [`Hierarchical`](Self::Hierarchical) (flat SMP on one host) past
     /// that. Measured at 4, 8, 16 and 32 ranks on 2 cores: all-to-all is
-    /// the fastest (BENCHMARKS.md, *Oversubscribed collectives*), since
+    /// the fastest (BENCHMARKS.md, collectives), since
     /// one-sided's ⌈log2 N⌉ dependent steps each wait for a descheduled
     /// partner and the flat SMP barrier's release waits for its master
     /// to be scheduled. How crowded the host is is agreed by all ranks at
@@ -151,12 +151,12 @@ pub enum AllreduceAlgo {
     /// [`OneSided`](Self::OneSided) with a core per rank,
     /// [`AllToAll`](Self::AllToAll) when ranks outnumber cores twice or
     /// more (faster than `Smp` and `OneSided` at 4 to 32 ranks on 2
-    /// cores: BENCHMARKS.md, *Oversubscribed collectives*);
+    /// cores: BENCHMARKS.md, collectives);
     /// otherwise — sub-groups, more than 1 KiB, ranks on several hosts —
     /// [`RecursiveDoubling`](Self::RecursiveDoubling) (faster than the
     /// one-sided form for 1 f64 across two network namespaces over TCP,
-    /// which pays two write records per step: BENCHMARKS.md, *Cross-host
-    /// collectives*).
+    /// which pays two write records per step: BENCHMARKS.md,
+    /// collectives).
     #[default]
     Auto,
 }

@@ -92,3 +92,10 @@ pub(crate) fn read_at<T: Element>(bytes: &[u8], i: usize) -> T {
     let s = std::mem::size_of::<T>();
     bytemuck::pod_read_unaligned(&bytes[i * s..(i + 1) * s])
 }
+
+/// Elements from native bytes (a whole number of them), unaligned.
+pub(crate) fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
+    let mut v = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
+    as_bytes_mut(&mut v).copy_from_slice(bytes);
+    v
+}

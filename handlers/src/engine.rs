@@ -367,8 +367,8 @@ impl Engine {
                         t.note_failed(h.group, h.seq);
                         let poison = one_sided(sig.0)
                             || one_sided(h.sig)
-                            || Kind::is_rooted(kind as u8)
-                            || Kind::is_rooted(h.kind);
+                            || Kind::ends_early(kind as u8)
+                            || Kind::ends_early(h.kind);
                         let step = if poison { ABORT_POISONED } else { ABORT_FAILED };
                         self.abort_peers(ctx, &group, h.seq, sig, &e, step);
                         if poison {
@@ -459,7 +459,7 @@ impl Engine {
             poison = true;
             call.failed.get_or_insert_with(|| Box::new(err.duplicate()));
         } else if let Some(live) = gs.live.iter_mut().find(|l| l.seq == h.seq) {
-            poison |= one_sided(live.sig.0) || Kind::is_rooted(live.machine.kind() as u8);
+            poison |= one_sided(live.sig.0) || Kind::ends_early(live.machine.kind() as u8);
             // Running, or ended with a result nobody collected yet (a
             // request): its wait reports the abort.
             if !matches!(live.state, State::Failed(_)) {
@@ -637,13 +637,15 @@ impl Engine {
         if let Err(e) = live.machine.start(&io) {
             let group = Rc::clone(&gs.group);
             self.abort_peers(ctx, &group, seq, sig, &e, ABORT_FAILED);
+            // Its late messages are dropped quietly: reported already.
+            tables.note_failed(group.tag, seq);
             return Err(e);
         }
         // Feed the messages that arrived before this call, in order. A bad
         // one fails the instance (its `wait` reports it), not the start;
         // it poisons the engine as in `dispatch` and `on_abort`.
         let mut result = Ok(());
-        let mut poison = one_sided(sig.0) || Kind::is_rooted(kind as u8);
+        let mut poison = one_sided(sig.0) || Kind::ends_early(kind as u8);
         if !tables.early.is_empty() {
             let mut kept = VecDeque::with_capacity(tables.early.len());
             for e in tables.early.drain(..) {
@@ -662,7 +664,7 @@ impl Engine {
                     kind: e.kind,
                     sig: e.sig,
                 };
-                poison |= one_sided(e.sig) || Kind::is_rooted(e.kind);
+                poison |= one_sided(e.sig) || Kind::ends_early(e.kind);
                 result = if e.kind == Kind::Abort as u8 {
                     poison |= e.step != ABORT_FAILED;
                     Err(aborted(group.tag, seq, e.src, e.step, &e.data))

@@ -276,3 +276,38 @@ impl CollError {
         }
     }
 }
+
+/// `?` on a collective in code that returns [`fastmsg::Error`]. A failed
+/// send, put or progress becomes fastmsg's own variant (so
+/// [`fastmsg::Error::is_peer_failure`] and
+/// [`fastmsg::Error::is_abort`] see a peer's failure through a collective
+/// too); every other error is carried whole in [`fastmsg::Error::Other`],
+/// its text and source chain unchanged, and can be recovered with
+/// `downcast_ref::<CollError>()`.
+///
+/// ```
+/// use fastmsg::threads;
+/// use fastmsg_handlers::{CollConfig, CollError, Collectives};
+///
+/// let out = threads::run(2, |_| {}, |mut b| {
+///     let coll = Collectives::register(&mut b, CollConfig::default());
+///     let mut ep = b.start()?;
+///     coll.barrier(&mut ep)?; // CollError → fastmsg::Error
+///     // 3 elements are not one block per member: a typed error.
+///     let e = fastmsg::Error::from(coll.alltoall(&mut ep, &[1u32, 2, 3]).unwrap_err());
+///     ep.close()?;
+///     Ok(matches!(e, fastmsg::Error::Other(ref b)
+///         if matches!(b.downcast_ref::<CollError>(), Some(CollError::BadArgument(_)))))
+/// }).unwrap();
+/// assert_eq!(out, vec![true, true]);
+/// ```
+impl From<CollError> for fastmsg::Error {
+    fn from(e: CollError) -> Self {
+        match e {
+            CollError::Send(e) => fastmsg::Error::Send(e),
+            CollError::Put(e) => fastmsg::Error::Put(e),
+            CollError::Extract(e) => fastmsg::Error::Extract(e),
+            e => fastmsg::Error::other(e),
+        }
+    }
+}

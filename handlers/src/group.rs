@@ -141,6 +141,17 @@ pub(crate) fn binomial(rel: u32, n: u32) -> (Option<u32>, Vec<u32>) {
     (None, children)
 }
 
+/// How many relative indices the subtree of `rel` covers in the binomial
+/// tree of [`binomial`] (`rel .. rel + subtree(rel, n)`): all `n` at the
+/// root, else the lowest set bit of `rel`, cut at `n`.
+pub(crate) fn subtree(rel: u32, n: u32) -> u32 {
+    if rel == 0 {
+        n
+    } else {
+        (1 << rel.trailing_zeros()).min(n - rel)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +164,14 @@ mod tests {
             for r in 0..n {
                 let (p, ch) = binomial(r, n);
                 assert_eq!(p.is_none(), r == 0);
+                // A subtree is the rank and its children's subtrees, in
+                // order, back to back.
+                let mut next = r + 1;
+                for &c in &ch {
+                    assert_eq!(c, next, "n={n} r={r}");
+                    next += subtree(c, n);
+                }
+                assert_eq!(next, r + subtree(r, n), "n={n} r={r}");
                 for c in ch {
                     assert_eq!(binomial(c, n).0, Some(r), "n={n} r={r} c={c}");
                     seen[c as usize] += 1;

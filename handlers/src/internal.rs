@@ -12,12 +12,20 @@ pub mod wire {
     pub const HEADER: usize = crate::wire::HEADER;
 
     /// The raw kind byte of each collective, in wire order.
-    pub const KINDS: [u8; 5] = [
+    pub const KINDS: [u8; 13] = [
         crate::wire::Kind::Barrier as u8,
         crate::wire::Kind::Bcast as u8,
         crate::wire::Kind::Reduce as u8,
         crate::wire::Kind::Allreduce as u8,
         crate::wire::Kind::Allgather as u8,
+        crate::wire::Kind::Alltoall as u8,
+        crate::wire::Kind::Alltoallv as u8,
+        crate::wire::Kind::Gather as u8,
+        crate::wire::Kind::Gatherv as u8,
+        crate::wire::Kind::Scatter as u8,
+        crate::wire::Kind::Scatterv as u8,
+        crate::wire::Kind::Scan as u8,
+        crate::wire::Kind::Exscan as u8,
     ];
 
     /// A parsed header: (group tag, instance, step, kind byte, call signature).

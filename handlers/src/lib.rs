@@ -1,7 +1,8 @@
 //! # fastmsg-handlers: collectives as registered handlers
 //!
-//! Barrier, broadcast, reduce, allreduce and allgather — blocking and
-//! non-blocking — written only against fastmsg's public API, as a user's
+//! Barrier, broadcast, reduce, allreduce, allgather, alltoall(v),
+//! gather(v), scatter(v), scan and exscan — blocking and non-blocking —
+//! written only against fastmsg's public API, as a user's
 //! library would be: one plain-function handler receives every collective
 //! message, and one one-sided window carries the flag-based algorithms.
 //!
@@ -9,11 +10,13 @@
 //!  Collectives::register(&mut builder, CollConfig)   before start
 //!     │
 //!  Collectives ── barrier / bcast / reduce / allreduce / allgather   (blocking)
-//!     │       └── ibarrier / ibcast / ireduce / iallreduce / iallgather → Request
+//!     │       ├── alltoall(v) / gather(v) / scatter(v) / scan / exscan
+//!     │       └── the same with an `i` → Request
 //!     ├── engine   groups · live instances · early-message buffer · the handler
 //!     ├── machine  one state machine per collective instance, driven by
 //!     │            messages inside any extract (NIC-BARRIER barriers, NIC-REDUCE
-//!     │            binomial reduce, broadcast, recursive doubling, Bruck)
+//!     │            binomial reduce, broadcast, recursive doubling, Bruck,
+//!     │            pairwise alltoall, binomial gather/scatter, prefix scan)
 //!     └── window   one-sided: SMP flat and hierarchical barriers (VIA-BARRIER),
 //!                  pairwise exchange by put_u64, flat allreduce
 //! ```
@@ -42,16 +45,17 @@
 //! the same root, operator, element type, length and algorithm. Where they
 //! do not, what each member gets (details: the engine's docs):
 //!
-//! - barrier, allreduce, allgather (message algorithms): a typed error
-//!   ([`CollError::Mismatch`], [`CollError::ArgsMismatch`],
-//!   [`CollError::LengthMismatch`], or [`CollError::Aborted`] where another
-//!   member found it first) on every member, within the call; later calls
-//!   work.
-//! - bcast, reduce: the members that meet the mismatch get such an error;
-//!   a member whose part ended before (the root of a broadcast, which only
-//!   sends; a member whose own subtree agreed) returns `Ok` with a right
-//!   result — the root's data, or its own buffer unchanged — never a wrong
-//!   one. It cannot learn of the mismatch within the call without a
+//! - barrier, allreduce, allgather, alltoall(v) (message algorithms): a
+//!   typed error ([`CollError::Mismatch`], [`CollError::ArgsMismatch`],
+//!   [`CollError::LengthMismatch`], or [`CollError::Aborted`] where
+//!   another member found it first) on every member, within the call;
+//!   later calls work.
+//! - bcast, reduce, gather(v), scatter(v), scan, exscan: the members that
+//!   meet the mismatch get such an error; a member whose part ended
+//!   before (the root of a broadcast or scatter, which only sends; a
+//!   member whose own subtree agreed; the first member of a scan) returns
+//!   `Ok` with a right result — the root's data, its own block or prefix,
+//!   or its own buffer unchanged — never a wrong one. It cannot learn of the mismatch within the call without a
 //!   confirming round, which would double the latency of every rooted
 //!   call. Instead the collectives are then *poisoned* on every member:
 //!   the next call fails with [`CollError::Poisoned`] naming the mismatch
@@ -72,9 +76,17 @@
 //!   member that is late or called something else — logs a warning naming
 //!   the collective, its instance, group and root (`tests/stall.rs`).
 //! - Custom operators: told apart only by [`Reduce::id`] (see there).
+//!
+//! Errors and stall warnings name the collective the member called, also
+//! where it runs another inside: an `Auto` barrier's or allreduce's first
+//! call agrees by an allreduce how crowded the hosts are, and the
+//! hierarchical barrier's first call across hosts learns the hosts'
+//! masters by an allgather; these run under the name of the call
+//! (`barrier`, `allreduce`) and say that they are its set-up.
 
 mod abort;
 pub mod aggregate;
+mod blocks;
 mod collectives;
 mod config;
 mod element;
@@ -96,6 +108,7 @@ mod stall;
 mod window;
 mod wire;
 
+pub use crate::blocks::Blocks;
 pub use crate::collectives::Collectives;
 pub use crate::config::{AllreduceAlgo, BarrierAlgo, CollConfig, SmpDomain};
 pub use crate::element::Element;
@@ -122,5 +135,5 @@ pub use crate::window::SMP_ALLREDUCE_MAX_BYTES;
 /// ```
 pub use bytemuck;
 /// The traits (and derives) of plain-old-data item types; see
-/// [`bytemuck`](crate::bytemuck).
+/// [`bytemuck`].
 pub use bytemuck::{Pod, Zeroable};

@@ -14,8 +14,9 @@
 //! ```text
 //!  bit 15..14  algorithm variant   (barrier: dissemination 0, pairwise 1;
 //!                                   allreduce: recursive doubling 0,
-//!                                   reduce-broadcast 1; a one-sided
-//!                                   algorithm 3; else 0)
+//!                                   reduce-broadcast 1; the set-up an
+//!                                   algorithm runs at its first call 2;
+//!                                   a one-sided algorithm 3; else 0)
 //!  bit 13..10  element type        (0 none, i64 1, u64 2, f64 3, i32 4,
 //!                                   u32 5, f32 6, others 7..15 by name)
 //!  bit  9..7   operator            (0 none, Reduce::id: built-ins 1..6,
@@ -42,6 +43,11 @@ use fastmsg::Rank;
 
 /// The algorithm bits of a one-sided collective's placeholder instance.
 pub(crate) const ONE_SIDED: u8 = 3;
+
+/// The algorithm bits of the set-up a collective runs at its first call
+/// ([`crate::machine::setup`]): a collective the engine runs on the
+/// user's call's behalf, under its kind.
+pub(crate) const SETUP: u8 = 2;
 
 /// A collective call's signature (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -217,7 +223,8 @@ impl Sig {
             (k, 1) if k == Kind::Barrier as u8 => "pairwise exchange",
             (k, 0) if k == Kind::Allreduce as u8 => "recursive doubling",
             (k, 1) if k == Kind::Allreduce as u8 => "reduce-broadcast",
-            (_, 3) => "a one-sided algorithm",
+            (_, SETUP) => "the set-up of its algorithm at its first call",
+            (_, ONE_SIDED) => "a one-sided algorithm",
             _ => "the default algorithm",
         };
         let mut s = format!("{} by {algo}", Kind::name_of(kind));
@@ -226,7 +233,7 @@ impl Sig {
             (_, 0) => s += &format!(", {}", type_name(ty)),
             _ => s += &format!(", {} on {}", op_name(op), type_name(ty)),
         }
-        if kind == Kind::Bcast as u8 || kind == Kind::Reduce as u8 {
+        if Kind::is_rooted(kind) {
             match full_root {
                 Some(r) => s += &format!(", root member {r}"),
                 None => s += &format!(", root member {root} (mod 128)"),

@@ -421,7 +421,7 @@ impl Engine {
                     vec![local[0]]
                 } else {
                     // Several hosts: learn every rank's master.
-                    let ms = self.allgather_world(ep, &[local[0].0])?;
+                    let ms = self.allgather_world(ep, &[local[0].0], Kind::Barrier)?;
                     let mut ms: Vec<Rank> = ms.into_iter().map(Rank).collect();
                     ms.sort_unstable();
                     ms.dedup();

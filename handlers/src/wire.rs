@@ -4,7 +4,7 @@
 //!  0..4   group tag   (u32 LE; 0 = world)
 //!  4..8   instance    (u32 LE; per group, in call order)
 //!  8      step        (the algorithm's round; every algorithm has < 256)
-//!  9      kind        (which collective, or an abort)
+//!  9      kind        (which collective, or an abort: `Kind`)
 //!  10..12 signature   (u16 LE: algorithm, element type, operator, root;
 //!                      see `crate::sig`)
 //! ```
@@ -34,24 +34,33 @@ pub(crate) enum Kind {
     Allgather = 5,
     /// The instance failed on the sender (payload: why, UTF-8).
     Abort = 6,
+    Alltoall = 7,
+    Alltoallv = 8,
+    Gather = 9,
+    Gatherv = 10,
+    Scatter = 11,
+    Scatterv = 12,
+    Scan = 13,
+    Exscan = 14,
 }
 
 impl Kind {
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Barrier => "barrier",
-            Kind::Bcast => "broadcast",
-            Kind::Reduce => "reduce",
-            Kind::Allreduce => "allreduce",
-            Kind::Allgather => "allgather",
-            Kind::Abort => "an abort",
-        }
+        Kind::name_of(self as u8)
     }
 
-    /// Whether collective `raw` has a root (a member may then finish its
-    /// part before another finds a mismatch: see `crate::engine`).
+    /// Whether collective `raw` has a root (its messages carry it, see
+    /// `crate::sig`).
     pub(crate) fn is_rooted(raw: u8) -> bool {
-        raw == Kind::Bcast as u8 || raw == Kind::Reduce as u8
+        matches!(raw, 2 | 3 | 9..=12)
+    }
+
+    /// Whether a member may finish its part of collective `raw` before
+    /// another member finds a mismatch (a rooted collective, or a scan,
+    /// whose first member only sends): the engine then poisons itself
+    /// (see `crate::engine`).
+    pub(crate) fn ends_early(raw: u8) -> bool {
+        Kind::is_rooted(raw) || raw == Kind::Scan as u8 || raw == Kind::Exscan as u8
     }
 
     pub(crate) fn name_of(raw: u8) -> &'static str {
@@ -62,6 +71,14 @@ impl Kind {
             4 => "allreduce",
             5 => "allgather",
             6 => "an abort",
+            7 => "alltoall",
+            8 => "alltoallv",
+            9 => "gather",
+            10 => "gatherv",
+            11 => "scatter",
+            12 => "scatterv",
+            13 => "scan",
+            14 => "exscan",
             _ => "an unknown collective",
         }
     }

@@ -150,6 +150,69 @@ fn call(coll: &Collectives, ep: &mut fastmsg::Endpoint, case: &str) -> Result<bo
             sub.bcast(ep, &mut x, Rank(0))?;
             Ok(x == [0.0; 3])
         }
+        // Alltoall blocks of another length on the odd rank.
+        "alltoall" => {
+            let k = if odd { 1 } else { 2 };
+            coll.alltoall(ep, &vec![me; k * ep.size() as usize])?;
+            Ok(false)
+        }
+        // Alltoallv on the odd rank, alltoall elsewhere.
+        "alltoallv" => {
+            let n = ep.size() as usize;
+            if odd {
+                coll.alltoallv(ep, &vec![me; n], &vec![1; n])?;
+            } else {
+                coll.alltoall(ep, &vec![me; n])?;
+            }
+            Ok(false)
+        }
+        // Rooted at member 0: the odd rank's block is shorter.
+        "gather" => {
+            let mine = vec![me; if odd { 1 } else { 2 }];
+            let all = coll.gather(ep, &mine, Rank(0))?;
+            Ok(me != 0 && all.is_empty())
+        }
+        "scatter" => {
+            let n = ep.size() as usize;
+            let send: Vec<u32> = (0..2 * n as u32).collect();
+            let mut mine = vec![0u32; if odd { 1 } else { 2 }];
+            coll.scatter(ep, &send, &mut mine, Rank(0))?;
+            Ok(mine == [2 * me, 2 * me + 1])
+        }
+        // The odd rank names itself the root, the others member 0.
+        "scatter-root" => {
+            let n = ep.size() as usize;
+            let send: Vec<u32> = (0..2 * n as u32).collect();
+            let mut mine = [0u32; 2];
+            let root = if odd { me } else { 0 };
+            coll.scatter(ep, &send, &mut mine, Rank(root))?;
+            Ok(mine == [2 * me, 2 * me + 1])
+        }
+        // MAX on the odd (last) rank, SUM elsewhere: the members below it
+        // hear only from members that agree, and may finish right.
+        "scan" => {
+            let mut x = [u64::from(me) + 1];
+            let op = if odd { Op::Max } else { Op::Sum };
+            coll.scan(ep, &mut x, op)?;
+            Ok(x[0] == u64::from(me + 1) * u64::from(me + 2) / 2)
+        }
+        "exscan" => {
+            let x = vec![u64::from(me) + 1; if odd { 1 } else { 2 }];
+            let got = coll.exscan(ep, &x, Op::Sum)?;
+            let want = u64::from(me) * u64::from(me + 1) / 2;
+            Ok(got.map_or(me == 0, |g| g == [want; 2]))
+        }
+        // An `Auto` barrier (whose first call agrees, by an allreduce, how
+        // crowded the host is) on the odd rank, an alltoall elsewhere:
+        // every error names the barrier, none the allreduce inside it.
+        "barrier-name" => {
+            if odd {
+                coll.barrier(ep)?;
+            } else {
+                coll.alltoall(ep, &vec![me; ep.size() as usize])?;
+            }
+            Ok(false)
+        }
         c => panic!("unknown case {c}"),
     }
 }
@@ -162,8 +225,17 @@ fn mismatch_case() {
         return;
     };
     let n: u32 = std::env::var("MISMATCH_RANKS").unwrap().parse().unwrap();
-    let rooted =
-        case.starts_with("bcast") || case.starts_with("reduce") || case.starts_with("sub-bcast");
+    let rooted = [
+        "bcast",
+        "reduce",
+        "sub-bcast",
+        "gather",
+        "scatter",
+        "scan",
+        "exscan",
+    ]
+    .iter()
+    .any(|c| case.starts_with(c));
     // "<case>+next": a barrier follows, and a rank whose call returned Ok
     // (rightly) must learn of the mismatch there.
     let (case, next) = match case.strip_suffix("+next") {
@@ -210,13 +282,24 @@ fn mismatch_case() {
     // Who must fail: the odd rank (its arguments differ), except in a
     // reduce, where it only hands its data over (and keeps it): there the
     // root, which combines, must.
+    if case == "barrier-name" {
+        for (r, o) in out.iter().enumerate() {
+            let Outcome::Mismatch(text) = o else {
+                unreachable!("checked above")
+            };
+            assert!(
+                text.contains("barrier") && !text.contains("allreduce"),
+                "rank {r}'s error does not name the barrier the odd rank called: {text}"
+            );
+        }
+    }
     let must = match case.as_str() {
-        "reduce" => 0,
+        "reduce" | "gather" => 0,
         "reduce-root" => 1,
         // The odd rank named itself root: as a root it finishes Ok without
         // hearing from anyone (then it is poisoned by the late message of
-        // member 1's broadcast). Someone must still be told: at least one
-        // rank gets the mismatch.
+        // member 1's broadcast). Someone must still be told: at
+        // least one rank gets the mismatch.
         "bcast-root" => {
             assert!(
                 out.iter().any(|o| matches!(o, Outcome::Mismatch(_))),
@@ -365,4 +448,12 @@ fn roots_that_differ_by_128_are_a_mismatch() {
 fn a_rooted_mismatch_in_a_subgroup_fails_the_next_world_call_everywhere() {
     let _serial = common::serial();
     run_cases(&["sub-bcast+next"]);
+}
+
+#[test]
+fn the_personalized_collectives_and_scans_mismatch_on_every_rank() {
+    let _serial = common::serial();
+    run_cases_on(&[2, 3, 5], &["alltoall", "alltoallv", "barrier-name"]);
+    run_cases_on(&[2, 3, 5], &["gather", "scatter", "scan", "exscan"]);
+    run_cases_on(&[3], &["gather+next", "scan+next"]);
 }

@@ -23,6 +23,10 @@
 //!   bit; f64 SUM of inputs spanning 16 orders of magnitude within the
 //!   rounding bound, bit-identical on every rank and when repeated with
 //!   other arrival orders;
+//! - alltoall(v), gather(v), scatter(v) from every root, scan and exscan
+//!   against what each member must get (counts that differ per pair, zero
+//!   and past one frame included; scans of dyadic f64s bit for bit, of
+//!   wide-range f64s the same bits on repetition);
 //! - the non-blocking forms, five outstanding at once, waited in reverse
 //!   order, with one rank late by up to half a millisecond.
 //!
@@ -186,6 +190,7 @@ fn net_coll_rank() {
     );
     barriers(&mut ep, &coll, &mut traffic);
     reductions(&mut ep, &coll, &mut traffic);
+    personalized(&mut ep, &coll, &mut traffic);
     nonblocking(&mut ep, &coll, &mut traffic);
     traffic.finish(&mut ep, &coll);
     ep.close().expect("close");
@@ -388,6 +393,124 @@ fn reductions(ep: &mut Endpoint, coll: &Collectives, traffic: &mut Traffic) {
             us.concat(),
             "allgather"
         );
+    }
+}
+
+// ---- alltoall(v), gather(v), scatter(v), scan, exscan ----
+
+/// What member `from` sends member `to` at element `e` of iteration `it`.
+fn val(it: u64, from: u32, to: u32, e: usize) -> u64 {
+    (it << 48) ^ (u64::from(from) << 32) ^ (u64::from(to) << 16) ^ e as u64
+}
+
+/// The personalized collectives and the scans against what each member
+/// must get, every root, counts per pair that differ (zero and past one
+/// frame included), blocking and non-blocking.
+fn personalized(ep: &mut Endpoint, coll: &Collectives, traffic: &mut Traffic) {
+    let (me, n) = (ep.rank().0, ep.size());
+    let bits_of = |v: &[f64]| bits(v);
+    for it in 0..ITERS / 3 {
+        traffic.send_some(ep, it);
+        let vc = |from: u32, to: u32| count(SEED, it * 977 + u64::from(from * 31 + to));
+        let k = count(SEED, it + 500).min(600);
+        let blocks = |from: u32, cnt: &dyn Fn(u32) -> usize| -> Vec<u64> {
+            (0..n)
+                .flat_map(|to| (0..cnt(to)).map(move |e| val(it, from, to, e)))
+                .collect()
+        };
+        let send = blocks(me, &|_| k);
+        let want: Vec<u64> = (0..n)
+            .flat_map(|f| (0..k).map(move |e| val(it, f, me, e)))
+            .collect();
+        assert_eq!(coll.alltoall(ep, &send).expect("alltoall"), want);
+        let counts: Vec<usize> = (0..n).map(|to| vc(me, to)).collect();
+        let req = coll
+            .ialltoallv(ep, &blocks(me, &|to| vc(me, to)), &counts)
+            .expect("ialltoallv");
+        let got = req.wait(ep).expect("ialltoallv");
+        for f in 0..n {
+            let want: Vec<u64> = (0..vc(f, me)).map(|e| val(it, f, me, e)).collect();
+            assert_eq!(got.block(f as usize), &want[..], "alltoallv from {f}");
+        }
+        for root in 0..n {
+            let r = Rank(root);
+            let all = coll
+                .gatherv(
+                    ep,
+                    &blocks(me, &|to| if to == root { vc(me, to) } else { 0 }),
+                    r,
+                )
+                .expect("gatherv");
+            if me == root {
+                for f in 0..n {
+                    let want: Vec<u64> = (0..vc(f, root)).map(|e| val(it, f, root, e)).collect();
+                    assert_eq!(all.block(f as usize), &want[..], "gatherv to {root}");
+                }
+            }
+            let mine: Vec<u64> = (0..k).map(|e| val(it, me, root, e)).collect();
+            let all = coll.gather(ep, &mine, r).expect("gather");
+            if me == root {
+                let want: Vec<u64> = (0..n)
+                    .flat_map(|f| (0..k).map(move |e| val(it, f, root, e)))
+                    .collect();
+                assert_eq!(all, want, "gather to {root}");
+            }
+            let send = if me == root {
+                blocks(root, &|_| k)
+            } else {
+                Vec::new()
+            };
+            let mut mine = vec![0u64; k];
+            coll.scatter(ep, &send, &mut mine, r).expect("scatter");
+            assert_eq!(
+                mine,
+                (0..k).map(|e| val(it, root, me, e)).collect::<Vec<_>>()
+            );
+            let (send, counts) = if me == root {
+                (
+                    blocks(root, &|to| vc(root, to)),
+                    (0..n).map(|to| vc(root, to)).collect(),
+                )
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            let mine = coll.scatterv(ep, &send, &counts, r).expect("scatterv");
+            let want: Vec<u64> = (0..vc(root, me)).map(|e| val(it, root, me, e)).collect();
+            assert_eq!(mine, want, "scatterv from {root}");
+        }
+        // Scans: integers exactly, dyadic f64s bit for bit, wide-range
+        // f64s the same bits on repetition.
+        let cnt = count(SEED, it + 900);
+        let is: Vec<Vec<i64>> = (0..n).map(|r| i64s(SEED, it, r, cnt)).collect();
+        let prefix = |upto: usize, op: Op| reference(&is[..upto], &op);
+        for op in [Op::Sum, Op::Min, Op::Max] {
+            let mut x = is[me as usize].clone();
+            coll.scan(ep, &mut x, op).expect("scan");
+            assert_eq!(x, prefix(me as usize + 1, op), "scan {op:?}");
+            let ex = coll.exscan(ep, &is[me as usize], op).expect("exscan");
+            assert_eq!(
+                ex,
+                (me > 0).then(|| prefix(me as usize, op)),
+                "exscan {op:?}"
+            );
+        }
+        let ds: Vec<Vec<f64>> = (0..n).map(|r| dyadic(it, r, cnt)).collect();
+        let got = coll
+            .iscan(ep, ds[me as usize].clone(), Op::Sum)
+            .expect("iscan")
+            .wait(ep)
+            .expect("iscan");
+        assert_eq!(
+            bits_of(&got),
+            bits_of(&reference(&ds[..=me as usize], &Op::Sum))
+        );
+        let fs = f64s(SEED, it, me, cnt);
+        let mut a = fs.clone();
+        coll.scan(ep, &mut a, Op::Sum).expect("scan f64");
+        std::thread::sleep(Duration::from_micros(u64::from(me) * 100));
+        let mut b = fs;
+        coll.scan(ep, &mut b, Op::Sum).expect("scan f64");
+        assert_eq!(bits_of(&a), bits_of(&b), "repeated scan differs");
     }
 }
 

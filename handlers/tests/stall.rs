@@ -1,6 +1,6 @@
 //! A collective that waits long says so: a member that reaches the call
 //! late (here: a broadcast's root, 3 s late; a one-sided barrier's
-//! member, the same) makes the others print, after `close_warn` (1 s here),
+//! member, the same; an `Auto` barrier's member, in the barrier's set-up) makes the others print, after `close_warn` (1 s here),
 //! a warning naming the collective, its instance, group and root — what a
 //! hang from mismatched calls would otherwise look like: nothing. The
 //! ranks run as threads of a child process of this test, whose stderr
@@ -25,8 +25,13 @@ fn stall_case() {
         2,
         |c| c.close_warn = Duration::from_secs(1),
         move |mut b| {
+            let barrier = if case == "auto-barrier" {
+                BarrierAlgo::Auto
+            } else {
+                BarrierAlgo::OneSided
+            };
             let cfg = CollConfig {
-                barrier: BarrierAlgo::OneSided,
+                barrier,
                 ..CollConfig::default()
             };
             let coll = Collectives::register(&mut b, cfg);
@@ -41,7 +46,7 @@ fn stall_case() {
                         .unwrap_or_else(|e| panic!("broadcast: {e}"));
                     assert_eq!(x, [1.0; 2]);
                 }
-                "one-sided-barrier" => coll
+                "one-sided-barrier" | "auto-barrier" => coll
                     .barrier(&mut ep)
                     .unwrap_or_else(|e| panic!("barrier: {e}")),
                 c => panic!("unknown case {c}"),
@@ -92,5 +97,17 @@ fn a_one_sided_barrier_with_a_late_member_says_whose_flag_it_waits_for() {
         err.contains("rank 0 has waited in one-sided collective #")
             && err.contains("(the flag it looks for now: rank 1's) for "),
         "no stall warning: {err}"
+    );
+}
+
+/// An `Auto` barrier's first call agrees by an allreduce how crowded the
+/// host is: its warning still names the barrier the member called.
+#[test]
+fn an_auto_barrier_waiting_in_its_set_up_names_the_barrier() {
+    let err = run("auto-barrier");
+    assert!(
+        err.contains("rank 0 has waited in barrier #0 of the world group (2 members) for ")
+            && !err.contains("allreduce"),
+        "no stall warning naming the barrier: {err}"
     );
 }

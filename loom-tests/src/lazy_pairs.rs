@@ -1,7 +1,7 @@
 //! Model 8: the lazy connector's words ([`fastmsg::internal::lazy_pairs`]):
 //! who connects a pair, and how an accepted link reaches the rank's poll.
 //! The sockets are left out: a dial is a handshake thread at the peer
-//! (as `transport::rma::connect` starts one per connection) that decides
+//! (as `transport::net::connect` starts one per connection) that decides
 //! on the peer's state word and answers; the channel that carries a link
 //! to the rank is [`Mailbox`], one slot per peer written with Release and
 //! read with Acquire, the least a channel promises (a receive sees every

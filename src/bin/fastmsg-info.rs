@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     match fastmsg::Config::from_env() {
         Ok(cfg) => {
             if cfg.job.rank.0 == args.rank {
-                print!("{}", fastmsg::endpoint::report::report(&cfg));
+                print!("{}", fastmsg::internal::launcher::report(&cfg));
             }
             ExitCode::SUCCESS
         }

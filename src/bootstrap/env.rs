@@ -15,7 +15,7 @@ pub enum Launcher {
     /// A PMI-1 launcher (MPICH's hydra and friends).
     Pmi,
     /// A PMIx server (`mpirun`, `srun --mpi=pmix`, `prterun`), spoken to
-    /// through the PMIx library (feature `pmix`).
+    /// through the PMIx library (loaded at run time).
     Pmix,
     /// [`crate::threads`]: ranks are threads of one process.
     Threads,
@@ -123,15 +123,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The job from the PMIx server, if one started us and the `pmix` feature
-/// is built.
-fn pmix_job() -> Result<Option<JobInfo>, ConfigError> {
-    #[cfg(feature = "pmix")]
-    return super::pmix::job_from_env();
-    #[cfg(not(feature = "pmix"))]
-    Ok(None)
-}
-
 impl JobInfo {
     /// A single-host job of `size` ranks (all local).
     pub fn single_host(rank: u32, size: u32, job: &str, launcher: Launcher) -> JobInfo {
@@ -170,7 +161,7 @@ impl JobInfo {
                 host: host_identity(),
                 launcher: Launcher::Fmrun,
             }
-        } else if let Some(info) = pmix_job()? {
+        } else if let Some(info) = super::pmix::job_from_env()? {
             info
         } else if let Some(rank) = num("OMPI_COMM_WORLD_RANK")? {
             let job = var("OMPI_MCA_orte_ess_jobid")

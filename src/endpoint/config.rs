@@ -8,8 +8,8 @@ use super::wait::WaitPolicy;
 use crate::bootstrap::JobInfo;
 use crate::error::ConfigError;
 use crate::sync::AtomicBool;
+use crate::transport::net::NetRingConfig;
 use crate::transport::shm::ShmConfig;
-use crate::transport::tcp::NetRingConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,25 +43,70 @@ pub struct Config {
     /// parking more (`FASTMSG_MAX_PARKED`, bytes; 4 MiB by default). Sends
     /// from handlers and idle hooks never block: they park beyond it.
     pub max_parked: usize,
+    /// The longest message [`Message::receive_vec`](crate::Message::receive_vec)
+    /// allocates for: the length a message declares comes from its
+    /// sender, so a longer one is refused with
+    /// [`ReceiveError::TooLong`](crate::error::ReceiveError::TooLong)
+    /// before anything is allocated (`FASTMSG_MAX_RECEIVE`, bytes; 1 GiB
+    /// by default).
+    pub max_receive: usize,
 }
 
 /// The default of [`Config::max_parked`]: 4 MiB.
 pub const DEFAULT_MAX_PARKED: usize = 4 << 20;
 
-/// Which transport carries traffic between ranks (`FASTMSG_NET`).
+/// The default of [`Config::max_receive`]: 1 GiB.
+pub const DEFAULT_MAX_RECEIVE: usize = 1 << 30;
+
+/// Which transport carries traffic between ranks (`FASTMSG_NET`): `auto`,
+/// or the name of a network provider (`tcp`, `verbs`, `ofi`; the
+/// configuration report lists them with what each finds on this host).
+///
+/// ```
+/// use fastmsg::NetMode;
+/// let tcp: NetMode = "tcp".parse()?;
+/// assert_eq!(tcp, NetMode::named("tcp")?);
+/// assert_eq!(tcp.to_string(), "tcp");
+/// assert!("carrier-pigeon".parse::<NetMode>().is_err());
+/// # Ok::<(), fastmsg::error::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum NetMode {
-    /// Shared memory between ranks of a host, the network (TCP) between
-    /// hosts.
+    /// Shared memory between ranks of a host; between hosts the first
+    /// provider that may be chosen unnamed and probes usable (TCP).
     #[default]
     Auto,
-    /// Every peer over TCP, also on the same host (like `UCX_TLS=tcp`).
-    Tcp,
-    /// Every peer over RDMA verbs (feature `verbs`).
-    Verbs,
-    /// Every peer over libfabric (feature `ofi`; the provider from
-    /// `FI_PROVIDER`, default `tcp;ofi_rxm`).
-    Ofi,
+    /// Every peer over the named provider, also on the same host (like
+    /// `UCX_TLS=tcp`). Build it with [`NetMode::named`] or `parse`.
+    Provider(&'static str),
+}
+
+impl NetMode {
+    /// Every peer over the provider called `name`.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadEnv`] listing the providers, if none is called
+    /// `name`.
+    pub fn named(name: &str) -> Result<NetMode, ConfigError> {
+        crate::transport::provider(name)
+            .map(|p| NetMode::Provider(p.name()))
+            .ok_or_else(|| crate::transport::unknown_provider(name))
+    }
+
+    /// The provider named, if any (`None` for `auto`).
+    pub(crate) fn provider_name(&self) -> Option<&'static str> {
+        match self {
+            NetMode::Auto => None,
+            NetMode::Provider(name) => Some(name),
+        }
+    }
+}
+
+impl std::fmt::Display for NetMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.provider_name().unwrap_or("auto"))
+    }
 }
 
 impl std::str::FromStr for NetMode {
@@ -69,14 +114,7 @@ impl std::str::FromStr for NetMode {
     fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "auto" => Ok(NetMode::Auto),
-            "tcp" => Ok(NetMode::Tcp),
-            "verbs" => Ok(NetMode::Verbs),
-            "ofi" => Ok(NetMode::Ofi),
-            _ => Err(ConfigError::BadEnv {
-                var: "FASTMSG_NET",
-                value: s.to_owned(),
-                why: "expected auto, tcp, verbs or ofi".into(),
-            }),
+            name => NetMode::named(name),
         }
     }
 }
@@ -86,8 +124,8 @@ impl std::str::FromStr for NetMode {
 pub enum ConnectMode {
     /// Each pair on first use (a send, put or the peer's first contact):
     /// start-up costs one listener per rank, a rank holds connections only
-    /// to the peers it talks to. The TCP transport; libfabric and verbs
-    /// connect the full mesh whatever this says.
+    /// to the peers it talks to. Providers that cannot connect late
+    /// (libfabric, verbs) connect the full mesh whatever this says.
     #[default]
     Lazy,
     /// Every pair at start (the full mesh).
@@ -189,6 +227,25 @@ fn physical_memory() -> u64 {
     }
 }
 
+/// A switch: 0 or 1, nothing else (a 2 is a typo, not "on").
+fn flag(var: &'static str, v: u64) -> Result<bool, ConfigError> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(ConfigError::BadEnv {
+            var,
+            value: v.to_string(),
+            why: "expected 0 or 1".into(),
+        }),
+    }
+}
+
+/// The shortest `FASTMSG_NET_DEAD_AFTER_MS` that can work: keepalive
+/// probes go out at most once a second (`TCP_KEEPIDLE` counts whole
+/// seconds), so a live but idle host is silent for up to a second between
+/// its answers; a shorter bound declares live peers dead.
+pub(crate) const MIN_DEAD_AFTER_MS: u128 = 1000;
+
 fn fits(var: &'static str, v: u64) -> Result<u32, ConfigError> {
     u32::try_from(v).map_err(|_| ConfigError::BadEnv {
         var,
@@ -210,6 +267,7 @@ impl Config {
             abort: None,
             close_warn: Duration::from_secs(10),
             max_parked: DEFAULT_MAX_PARKED,
+            max_receive: DEFAULT_MAX_RECEIVE,
         }
     }
 
@@ -231,7 +289,7 @@ impl Config {
     /// Check `FASTMSG_COPY` and apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`,
-    /// `FASTMSG_MAX_PARKED`, and the
+    /// `FASTMSG_MAX_PARKED`, `FASTMSG_MAX_RECEIVE`, and the
     /// network's
     /// `FASTMSG_NET`, `FASTMSG_ROOT`, `FASTMSG_SECRET` or
     /// `FASTMSG_SECRET_FILE` (see [`crate::bootstrap::secret`]),
@@ -260,7 +318,10 @@ impl Config {
             self.shm.frame_size = fits("FASTMSG_FRAME_SIZE", f)?;
         }
         if let Some(i) = env_num("FASTMSG_SHM_INLINE")? {
-            self.shm.inline = i != 0;
+            self.shm.inline = flag("FASTMSG_SHM_INLINE", i)?;
+        }
+        if let Some(v) = env_num(crate::settings::VERBOSE_VAR)? {
+            flag(crate::settings::VERBOSE_VAR, v)?;
         }
         if let Ok(w) = crate::settings::var("FASTMSG_WAIT") {
             if !w.is_empty() {
@@ -299,6 +360,9 @@ impl Config {
         }
         if let Some(b) = env_num("FASTMSG_MAX_PARKED")? {
             self.max_parked = usize::try_from(b).unwrap_or(usize::MAX);
+        }
+        if let Some(b) = env_num("FASTMSG_MAX_RECEIVE")? {
+            self.max_receive = usize::try_from(b).unwrap_or(usize::MAX);
         }
         if let Some(t) = env_num("FASTMSG_CLOSE_WARN")? {
             self.close_warn = Duration::from_secs(t.max(1));
@@ -356,6 +420,16 @@ impl Config {
     /// [`ConfigError::Invalid`] naming the setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.job.validate()?;
+        let most = crate::transport::shm::layout::MAX_LOCAL_RANKS;
+        if self.job.local_size > most {
+            return Err(ConfigError::Invalid {
+                what: "FASTMSG_LOCAL_SIZE",
+                why: format!(
+                    "{} ranks on one host; the engine takes 1 ..= {most} per host",
+                    self.job.local_size
+                ),
+            });
+        }
         if let Some(q) = self.shm.queues {
             if q == 0 || q > self.job.local_size {
                 return Err(ConfigError::Invalid {
@@ -384,10 +458,13 @@ impl Config {
         }
         // TCP_USER_TIMEOUT takes a positive C int of milliseconds.
         let ms = self.net.dead_after.as_millis();
-        if ms == 0 || ms > i32::MAX as u128 {
+        if !(MIN_DEAD_AFTER_MS..=i32::MAX as u128).contains(&ms) {
             return Err(ConfigError::Invalid {
                 what: "FASTMSG_NET_DEAD_AFTER_MS",
-                why: format!("{ms} ms; must be 1 ..= {}", i32::MAX),
+                why: format!(
+                    "{ms} ms; must be {MIN_DEAD_AFTER_MS} ..= {} (keepalive probes go out at most once a second: a shorter bound declares live idle hosts dead)",
+                    i32::MAX
+                ),
             });
         }
         if self.timeout.is_zero() {

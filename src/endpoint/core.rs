@@ -118,6 +118,8 @@ pub(crate) struct Core {
     /// Parked bytes past which a send from outside handlers makes
     /// progress instead (see `super::backpressure`).
     pub(crate) max_parked: usize,
+    /// The longest message `Message::receive_vec` allocates for.
+    pub(crate) max_receive: usize,
     /// Termination rounds this rank has entered (`quiesce` and `close`).
     pub(crate) rounds: Cell<u32>,
 }
@@ -133,6 +135,7 @@ pub(crate) struct CoreSetup {
     pub(crate) close_warn: std::time::Duration,
     pub(crate) hooks: Vec<super::hook::Hook>,
     pub(crate) max_parked: usize,
+    pub(crate) max_receive: usize,
 }
 
 impl std::fmt::Debug for Core {
@@ -179,6 +182,7 @@ impl Core {
             hooks: super::hook::Hooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
+            max_receive: setup.max_receive,
             rounds: Cell::new(0),
         }
     }
@@ -443,6 +447,12 @@ impl Core {
                 Err(e) => self.note_error(e),
             }
         }
+        // The transports' own checks (a corrupt queue, a silent peer): the
+        // watchdog's tick raises the alarm for them twice a second, so a
+        // program that only polls learns of them too.
+        if let Err(e) = self.check_transports() {
+            self.defer(e);
+        }
     }
 
     /// An error from a transport check: a peer's failure is recorded (and
@@ -471,6 +481,17 @@ impl Core {
             if let Err(e) = self.abort_stream(rank) {
                 self.defer(e);
             }
+        }
+    }
+
+    /// The watchdog raised the alarm: outside handlers and idle hooks,
+    /// record what it found now (a send then sees its destination gone);
+    /// inside them the pass of `progress` running them reads it next.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn learn_failures(self: &Rc<Self>) {
+        if self.depth.get() == 0 && !self.hooks.running() {
+            self.absorb_alarm();
         }
     }
 

@@ -69,6 +69,8 @@ pub(crate) struct Health {
     any_gone: Cell<bool>,
     /// The first peer that failed (not closed): what waits report.
     first: Cell<Option<Rank>>,
+    /// This rank's own `close` has returned: no send goes out any more.
+    closed: Cell<bool>,
 }
 
 impl Health {
@@ -77,7 +79,19 @@ impl Health {
             peers: RefCell::new(vec![None; size as usize]),
             any_gone: Cell::new(false),
             first: Cell::new(None),
+            closed: Cell::new(false),
         }
+    }
+
+    /// This rank's `close` returned: every later send fails at once.
+    pub(crate) fn set_self_closed(&self) {
+        self.closed.set(true);
+        self.any_gone.set(true);
+    }
+
+    /// Whether this rank's `close` returned.
+    pub(crate) fn self_closed(&self) -> bool {
+        self.closed.get()
     }
 
     /// Record how `rank` went; false if it was already known (a failure
@@ -98,16 +112,17 @@ impl Health {
         true
     }
 
-    /// Whether `dest` is closed or failed (one cached load when no peer
-    /// is).
+    /// Whether `dest` is closed or failed, or this rank closed (one cached
+    /// load when no peer is).
     #[inline(always)]
     pub(crate) fn is_gone(&self, dest: Rank) -> bool {
         self.any_gone.get()
-            && self
-                .peers
-                .borrow()
-                .get(dest.index())
-                .is_some_and(Option::is_some)
+            && (self.closed.get()
+                || self
+                    .peers
+                    .borrow()
+                    .get(dest.index())
+                    .is_some_and(Option::is_some))
     }
 
     /// The error a wait in `scope` must stop with, if any.

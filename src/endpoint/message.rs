@@ -125,11 +125,36 @@ impl Message {
         }
     }
 
-    /// Receive the rest of the message into a new vector.
+    /// Receive the rest of the message into a new vector, if the message
+    /// is at most [`Config::max_receive`](crate::Config::max_receive)
+    /// bytes long (`FASTMSG_MAX_RECEIVE`, 1 GiB by default).
     ///
     /// # Errors
-    /// As [`receive`](Self::receive).
+    /// [`ReceiveError::TooLong`] if the length the sender declared is
+    /// longer (nothing is allocated or received; the message stays
+    /// readable with [`receive`](Self::receive)); otherwise as
+    /// [`receive`](Self::receive).
     pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
+        let max = self.core.max_receive;
+        self.receive_vec_max(max).await
+    }
+
+    /// Receive the rest of the message into a new vector, if the message
+    /// is at most `max` bytes long (a handler's own bound on what it
+    /// accepts).
+    ///
+    /// # Errors
+    /// [`ReceiveError::TooLong`] if the length the sender declared is
+    /// longer than `max` (nothing is allocated or received); otherwise as
+    /// [`receive`](Self::receive).
+    pub async fn receive_vec_max(&mut self, max: usize) -> Result<Vec<u8>, ReceiveError> {
+        if self.total > max as u64 {
+            return Err(ReceiveError::TooLong {
+                src: self.src,
+                len: self.total,
+                max: max as u64,
+            });
+        }
         let mut v = vec![0u8; self.remaining()];
         let n = self.receive(&mut v).await?;
         v.truncate(n);
@@ -387,10 +412,18 @@ impl Ctx {
     ///
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
-    /// [`SendError::PeerGone`]; [`SendError::Aborted`] if the job is
-    /// aborted while this send makes progress for the parked-send bound.
+    /// [`SendError::PeerGone`]; [`SendError::Closed`] through a `Ctx`
+    /// kept past [`Endpoint::close`](crate::Endpoint::close);
+    /// [`SendError::Aborted`] if the job is aborted while this send makes
+    /// progress for the parked-send bound.
     #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
+        if self.core.watchdog.alarm().raised() {
+            // A peer failed (one relaxed load while none did): learn which
+            // before sending, so that sends to a dead peer fail now instead
+            // of parking until the parked-send bound makes progress.
+            self.core.learn_failures();
+        }
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
         let mut net = self.core.net.borrow_mut();

@@ -1,88 +1,7 @@
 //! The endpoint: handler registry, streamed sends and receives, `extract`,
 //! credits and waiting — the FM 2.x API over every transport at once.
-//!
-//! ```text
-//!   EndpointBuilder::register(name, async handler) … start()
-//!        │  (rank 0 checks every rank's handler table)
-//!        ▼
-//!   Endpoint ── begin_message → MessageWriter::send_piece … end   (gather)
-//!     │      ── extract(max_bytes): poll each transport in turn
-//!     │             └─ fragments → per-source streams → handlers
-//!     │                 (start on the first fragment; `Message::receive`
-//!     │                  suspends until more arrive — scatter)
-//!     └──── Net: transports, routes, pending sends (from handlers)
-//! ```
-//!
-//! Progress happens only inside calls into the library: `extract`,
-//! `wait_until`, `quiesce`, and sends that wait for credit. A sender out of
-//! credit extracts until credit returns, so head-to-head floods and sends
-//! from handlers never deadlock. Delivery is reliable and in order per pair.
-//!
-//! Beyond single messages: [`quiesce`](Endpoint::quiesce) is a reusable
-//! termination round (everything sent before it, and everything handlers
-//! sent in response, has been handled — `close` is the last such round);
-//! idle hooks ([`EndpointBuilder::on_idle`]) let a library run work when
-//! the rank waits (an aggregation library flushes its buffers there); and
-//! sends parked for credit are bounded ([`Config::max_parked`]): a main
-//! loop that sends faster than its peers drain makes progress instead of
-//! growing memory.
-//!
-//! # When a peer fails
-//!
-//! A peer has *failed* once it died (killed, crashed, or ended without
-//! releasing its endpoint — `exit` without `close`, an `exec`), left
-//! without `close` (dropped its endpoint), or lost its network connection,
-//! or once a send found the shared queue it writes on that peer corrupt
-//! (`ProtocolError::PeerQueueCorrupt`, `PeerFramesCorrupt`: reported like
-//! a failure, the first time by the send's next `extract`);
-//! it has *closed* once the close barrier released it. Both are for good.
-//! Each endpoint has a watchdog thread that looks every 100 ms — at the
-//! local peers' lifelines in the shared segment (a robust mutex each rank
-//! holds for its endpoint's life: the kernel marks it owner-dead when the
-//! holder goes, in any PID namespace; see
-//! `transport::shm::liveness`) and at the network links — and
-//! raises a word that the empty `extract` reads beside its queues (the
-//! watchdog only looks; it makes no progress). Then:
-//!
-//! - [`extract`](Endpoint::extract) reports each failure **once**
-//!   ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a network
-//!   error), within about 100 ms of its being seen, plus the next call —
-//!   also in a program that only polls — and goes on serving the live
-//!   peers after that;
-//! - every blocking call that would wait — [`wait_until`](Endpoint::wait_until)
-//!   (hence every collective), [`close`](Endpoint::close), start-up —
-//!   fails with the first failure's error **every time** once a peer has
-//!   failed, since what it waits for may depend on that peer: nothing
-//!   spins for ever;
-//! - a send, `begin_message` or put to a failed or closed peer fails at
-//!   once with `PeerGone`, every time (to a peer whose network connection
-//!   could not be made on first use: `Unreachable`, naming why — the peer
-//!   may well be alive); sends parked for it are dropped
-//!   (their memory freed); a send waiting for credit from a peer fails
-//!   when that peer fails, and other sends go on;
-//! - a message the failed peer was still sending is delivered as
-//!   *aborted* (`ReceiveError::Aborted` from [`Message::receive`], a last
-//!   piece flagged [`Piece::is_aborted`]), never padded; its complete
-//!   messages are delivered;
-//! - [`failed_peers`](Endpoint::failed_peers) lists the failed ranks;
-//! - a closed peer is no failure: only sends to it fail.
-//!
-//! When a failure is *seen*: a local peer's death at once (its
-//! lifeline); a network peer's process that dies, is killed or leaves on
-//! a live host at once too (its kernel ends the connection:
-//! [`NetError::Disconnected`](crate::error::NetError::Disconnected)); a
-//! network peer whose *host* crashes, loses power or is cut off once it
-//! has been silent for `FASTMSG_NET_DEAD_AFTER_MS` ([`NetConfig::dead_after`],
-//! 3 s by default: TCP keepalive probes on every connection between ranks
-//! and a watch over what the kernel knows of each, so idle links and links
-//! with data in flight alike, while a peer process merely stopped with a
-//! full window is waited for;
-//! [`NetError::HostSilent`](crate::error::NetError::HostSilent)).
-//! So a lost host is reported about 3.1 s after it went, a dead process
-//! within about 100 ms.
-//!
-//! A peer that is alive but never calls `close` keeps the others in
-//! `close`; they say whom they wait for (see [`Endpoint::close`]).
+//! What it promises a program (progress, failures, close) is written on
+//! [`Endpoint`], which the crate root re-exports.
 
 mod backpressure;
 mod builder;
@@ -109,14 +28,16 @@ mod wait;
 mod writer;
 
 pub use self::builder::EndpointBuilder;
-pub use self::config::{Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED};
+pub use self::config::{
+    Config, ConnectMode, NetConfig, NetMode, DEFAULT_MAX_PARKED, DEFAULT_MAX_RECEIVE,
+};
 // The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::core::Extracted;
 pub use self::message::{Ctx, Message, Piece, Receive};
 pub use self::wait::WaitPolicy;
 pub use self::writer::MessageWriter;
+pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;
-pub use crate::transport::tcp::NetRingConfig;
 
 use self::core::Core;
 use self::net::OutStream;
@@ -127,6 +48,92 @@ use std::rc::Rc;
 
 /// A rank's endpoint in a started job. Not `Send`: it belongs to the thread
 /// that started it.
+///
+/// The endpoint: handler registry, streamed sends and receives, `extract`,
+/// credits and waiting — the FM 2.x API over every transport at once.
+///
+/// ```text
+///   EndpointBuilder::register(name, async handler) … start()
+///        │  (rank 0 checks every rank's handler table)
+///        ▼
+///   Endpoint ── begin_message → MessageWriter::send_piece … end   (gather)
+///     │      ── extract(max_bytes): poll each transport in turn
+///     │             └─ fragments → per-source streams → handlers
+///     │                 (start on the first fragment; `Message::receive`
+///     │                  suspends until more arrive — scatter)
+///     └──── Net: transports, routes, pending sends (from handlers)
+/// ```
+///
+/// Progress happens only inside calls into the library: `extract`,
+/// `wait_until`, `quiesce`, and sends that wait for credit. A sender out of
+/// credit extracts until credit returns, so head-to-head floods and sends
+/// from handlers never deadlock. Delivery is reliable and in order per pair.
+///
+/// Beyond single messages: [`quiesce`](Endpoint::quiesce) is a reusable
+/// termination round (everything sent before it, and everything handlers
+/// sent in response, has been handled — `close` is the last such round);
+/// idle hooks ([`EndpointBuilder::on_idle`]) let a library run work when
+/// the rank waits (an aggregation library flushes its buffers there); and
+/// sends parked for credit are bounded ([`Config::max_parked`]): a main
+/// loop that sends faster than its peers drain makes progress instead of
+/// growing memory.
+///
+/// # When a peer fails
+///
+/// A peer has *failed* once it died (killed, crashed, or ended without
+/// releasing its endpoint — `exit` without `close`, an `exec`), left
+/// without `close` (dropped its endpoint), or lost its network connection,
+/// or once a send found the shared queue it writes on that peer corrupt
+/// (`ProtocolError::PeerQueueCorrupt`, `PeerFramesCorrupt`: reported like
+/// a failure, the first time by the send's next `extract`);
+/// it has *closed* once the close barrier released it. Both are for good.
+/// Each endpoint has a watchdog thread that looks every 100 ms — at the
+/// local peers' lifelines in the shared segment (a robust mutex each rank
+/// holds for its endpoint's life: the kernel marks it owner-dead when the
+/// holder goes, in any PID namespace; see
+/// `transport::shm::liveness`) and at the network links — and
+/// raises a word that the empty `extract` reads beside its queues (the
+/// watchdog only looks; it makes no progress). Then:
+///
+/// - [`extract`](Endpoint::extract) reports each failure **once**
+///   ([`ExtractError::PeerDied`], [`ExtractError::PeerLeft`], a network
+///   error), within about 100 ms of its being seen, plus the next call —
+///   also in a program that only polls — and goes on serving the live
+///   peers after that;
+/// - every blocking call that would wait — [`wait_until`](Endpoint::wait_until)
+///   (hence every collective), [`close`](Endpoint::close), start-up —
+///   fails with the first failure's error **every time** once a peer has
+///   failed, since what it waits for may depend on that peer: nothing
+///   spins for ever;
+/// - a send, `begin_message` or put to a failed or closed peer fails at
+///   once with `PeerGone`, every time (to a peer whose network connection
+///   could not be made on first use: `Unreachable`, naming why — the peer
+///   may well be alive); sends parked for it are dropped
+///   (their memory freed); a send waiting for credit from a peer fails
+///   when that peer fails, and other sends go on;
+/// - a message the failed peer was still sending is delivered as
+///   *aborted* (`ReceiveError::Aborted` from [`Message::receive`], a last
+///   piece flagged [`Piece::is_aborted`]), never padded; its complete
+///   messages are delivered;
+/// - [`failed_peers`](Endpoint::failed_peers) lists the failed ranks;
+/// - a closed peer is no failure: only sends to it fail.
+///
+/// When a failure is *seen*: a local peer's death at once (its
+/// lifeline); a network peer's process that dies, is killed or leaves on
+/// a live host at once too (its kernel ends the connection:
+/// [`NetError::Disconnected`](crate::error::NetError::Disconnected)); a
+/// network peer whose *host* crashes, loses power or is cut off once it
+/// has been silent for `FASTMSG_NET_DEAD_AFTER_MS` ([`NetConfig::dead_after`],
+/// 3 s by default: TCP keepalive probes on every connection between ranks
+/// and a watch over what the kernel knows of each, so idle links and links
+/// with data in flight alike, while a peer process merely stopped with a
+/// full window is waited for;
+/// [`NetError::HostSilent`](crate::error::NetError::HostSilent)).
+/// So a lost host is reported about 3.1 s after it went, a dead process
+/// within about 100 ms.
+///
+/// A peer that is alive but never calls `close` keeps the others in
+/// `close`; they say whom they wait for (see [`Endpoint::close`]).
 ///
 /// What a handler's [`Ctx`] offers — [`rank`](Ctx::rank),
 /// [`size`](Ctx::size), [`local_ranks`](Ctx::local_ranks), the one-sided
@@ -226,7 +233,7 @@ impl Endpoint {
     /// network error — each failure reported once, within about 100 ms
     /// of its being seen (a dead process at once, a lost host after
     /// `FASTMSG_NET_DEAD_AFTER_MS`, 3 s; see the failure semantics in the
-    /// [module docs](self)). The
+    /// [`Endpoint`] docs). The
     /// endpoint stays usable: call again to continue with the live peers.
     #[inline(always)]
     pub fn extract(&mut self, max_bytes: usize) -> Result<Extracted, ExtractError> {
@@ -308,6 +315,8 @@ impl Endpoint {
         core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
+        // A `Ctx` kept past `close` sends nothing any more, and says so.
+        core.health.set_self_closed();
         self.print_stats_if_asked();
         match core.take_deferred() {
             Some(e) => Err(e),
@@ -352,6 +361,9 @@ impl Core {
         pieces: &[&[u8]],
     ) -> Result<(), SendError> {
         let len = pieces.iter().map(|p| p.len()).sum();
+        if self.watchdog.alarm().raised() {
+            self.learn_failures();
+        }
         self.check_send(dest, handler)?;
         let inline = self
             .net
@@ -385,6 +397,9 @@ impl Core {
         // A failed or closed destination (one cached load while every
         // peer lives).
         if self.health.is_gone(dest) {
+            if self.health.self_closed() {
+                return Err(SendError::Closed { rank: self.rank });
+            }
             return Err(SendError::PeerGone { rank: dest });
         }
         Ok(())
@@ -396,13 +411,7 @@ impl Core {
         let mut net = self.net.borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
-            match t {
-                crate::transport::AnyTransport::Tcp(t) => t.set_closed(),
-                #[cfg(feature = "ofi")]
-                crate::transport::AnyTransport::Ofi(t) => t.set_closed(),
-                #[cfg(feature = "verbs")]
-                crate::transport::AnyTransport::Verbs(t) => t.set_closed(),
-            }
+            crate::transport::NetTransport::set_closed(t);
         }
     }
 
@@ -468,5 +477,7 @@ impl Core {
     }
 }
 
+#[cfg(test)]
+mod stuck_tests;
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use super::control_op::ControlOp;
 use crate::error::PutError;
 use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
-use crate::transport::{AnyTransport, ShmTransport, Transport, TxFrame};
+use crate::transport::{AnyTransport, NetTransport, ShmTransport, Transport, TxFrame};
 use std::collections::VecDeque;
 
 /// Whom a message is for at its destination.
@@ -229,10 +229,10 @@ pub(crate) const SHM: u8 = 0;
 
 /// Run `$e` with `$t` bound to transport index `$i` of `$net` (`&mut`):
 /// the shared-memory transport called directly, a network one through
-/// `AnyTransport`. The engine keeps shm out of the enum so that its hot
-/// paths inline with no dispatch: as one more `AnyTransport` variant, the
-/// polled fragment went through memory and the 0-byte self-send round
-/// slowed down (BENCHMARKS.md, *The engine fix, and what remains*).
+/// `AnyTransport`. The engine keeps shm apart so that its hot paths
+/// inline with no dispatch: behind a dispatch, the polled fragment went
+/// through memory and the 0-byte self-send round slowed down
+/// (BENCHMARKS.md, message rate).
 macro_rules! on_transport {
     ($net:expr, $i:expr, $t:ident => $e:expr) => {{
         let i = $i as usize;
@@ -601,7 +601,7 @@ impl Net {
     ) -> Result<(), crate::error::ExtractError> {
         f(&mut self.shm)?;
         for t in &mut self.wide {
-            f(t)?;
+            f(t.transport())?;
         }
         Ok(())
     }

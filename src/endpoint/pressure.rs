@@ -18,6 +18,24 @@
 //! the evidence is `getrusage(RUSAGE_THREAD).ru_nivcsw`: the thread was
 //! preempted in the window.
 //!
+//! The run queue is the other witness: `/proc/loadavg`'s count of
+//! runnable threads, machine-wide, at the moment of the look
+//! ([`crowded`]). More runnable threads than CPUs online means some thread
+//! waits for a core — perhaps the very rank this one waits for — so the
+//! rank counts as contended as above. It costs one read, made at most
+//! every [`RUN_QUEUE_EVERY`] per thread, and only by a wait that outlived
+//! its short spin.
+//!
+//! A contended wait backs off in one of two ways ([`Backoff`]): yield the
+//! core each round, or sleep on the doorbell at once. Which is faster
+//! depends on what shares the core — the rank waited for (a yield hands
+//! it the core at once, without the wake-up's system calls) or a CPU-bound
+//! process (a yield leaves the core to it for a time slice, while a
+//! woken sleeper preempts it) — which the kernel does not tell. So the
+//! rank measures: each backed-off wait's length is averaged per way, the
+//! faster way is taken, and the other is tried again now and then, rarely
+//! enough that trying costs at most about [`EXPLORE_COST`] of the time.
+//!
 //! The state is per thread (an endpoint never leaves its thread), so ranks
 //! run as threads of one process each keep their own.
 
@@ -42,6 +60,14 @@ pub const SHORT_MIN: u32 = 64;
 /// Most rounds a wait spins before backing off.
 pub const SHORT_MAX: u32 = 4096;
 
+/// Least time between two reads of the run queue by one thread.
+pub const RUN_QUEUE_EVERY: Duration = Duration::from_micros(200);
+
+/// Share of the time a backed-off rank spends trying the way it judges
+/// slower, at most (one try every `1 / EXPLORE_COST × slower / faster`
+/// waits).
+pub const EXPLORE_COST: f64 = 0.05;
+
 thread_local! {
     /// Until when this thread counts as contended.
     static CONTENDED_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
@@ -51,6 +77,175 @@ thread_local! {
     /// This thread's schedstat file, opened on first use (None inside:
     /// unreadable, use the context switches).
     static SCHEDSTAT: RefCell<Option<Option<File>>> = const { RefCell::new(None) };
+    /// `/proc/loadavg`, opened on first use (None inside: unreadable).
+    static LOADAVG: RefCell<Option<Option<File>>> = const { RefCell::new(None) };
+    /// When the run queue was last read, and what it said.
+    static RUN_QUEUE_SEEN: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+    /// The measured ways of backing off.
+    static BACKOFF: Cell<Backoff> = const { Cell::new(Backoff::new()) };
+}
+
+/// CPUs online, read once.
+fn online_cpus() -> u32 {
+    static ONLINE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ONLINE.get_or_init(|| crate::topology::Cpus::probe().online)
+}
+
+/// Whether `running` runnable threads (the run queue's length, this
+/// thread included) crowd `cpus` CPUs: some thread waits for a core.
+pub(crate) fn crowded(running: u32, cpus: u32) -> bool {
+    running > cpus
+}
+
+/// The fourth field of `/proc/loadavg` (`runnable/threads`): the
+/// runnable count.
+fn parse_running(s: &str) -> Option<u32> {
+    s.split_whitespace().nth(3)?.split_once('/')?.0.parse().ok()
+}
+
+fn running_now() -> Option<u32> {
+    LOADAVG.with(|s| {
+        let mut s = s.borrow_mut();
+        let f = s.get_or_insert_with(|| File::open("/proc/loadavg").ok());
+        let f = f.as_ref()?;
+        let mut buf = [0u8; 128];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        parse_running(std::str::from_utf8(&buf[..n]).ok()?)
+    })
+}
+
+/// Whether the run queue holds more runnable threads than there are
+/// CPUs; when it does, the rank is marked contended. Reads the kernel's
+/// count at most every [`RUN_QUEUE_EVERY`] (the last answer in between).
+pub(crate) fn run_queue_crowded() -> bool {
+    let now = Instant::now();
+    if let Some((t, v)) = RUN_QUEUE_SEEN.with(Cell::get) {
+        if now.saturating_duration_since(t) < RUN_QUEUE_EVERY {
+            return v;
+        }
+    }
+    let v = running_now().is_some_and(|r| crowded(r, online_cpus()));
+    RUN_QUEUE_SEEN.with(|c| c.set(Some((now, v))));
+    if v {
+        mark_contended(now);
+    }
+    v
+}
+
+/// A way of backing off, once a contended wait has spun its short spin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// Yield the core each round (sleep only after a long idle spell).
+    Yield,
+    /// Sleep on the doorbell at once.
+    Sleep,
+}
+
+/// The measured lengths of backed-off waits, per [`Way`], and which to
+/// take next (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Backoff {
+    /// Running averages (ns) of the waits that yielded and that slept;
+    /// negative: none measured yet.
+    mean_ns: [f64; 2],
+    /// Waits measured per way (up to [`Backoff::SETTLED`]).
+    seen: [u32; 2],
+    /// Waits backed off so far.
+    waits: u64,
+}
+
+impl Backoff {
+    /// Nothing measured.
+    pub(crate) const fn new() -> Backoff {
+        Backoff {
+            mean_ns: [-1.0; 2],
+            seen: [0; 2],
+            waits: 0,
+        }
+    }
+
+    /// Waits after which a way's average moves by an eighth of each new
+    /// one (before: the plain mean of those measured).
+    const SETTLED: u32 = 8;
+
+    /// Consecutive waits a try of the slower way lasts (one wait's length
+    /// is too noisy to judge by).
+    const TRY: u64 = 4;
+
+    fn index(way: Way) -> usize {
+        match way {
+            Way::Yield => 0,
+            Way::Sleep => 1,
+        }
+    }
+
+    /// The way the next backed-off wait takes (`can_sleep`: doorbells
+    /// are on): each unmeasured way first, then the faster, trying the
+    /// slower for [`Self::TRY`] waits every
+    /// `TRY × slower / faster / EXPLORE_COST` waits.
+    pub(crate) fn choose(&mut self, can_sleep: bool) -> Way {
+        if !can_sleep {
+            return Way::Yield;
+        }
+        self.waits += 1;
+        let [y, s] = self.mean_ns;
+        if y < 0.0 {
+            return Way::Yield;
+        }
+        if s < 0.0 {
+            return Way::Sleep;
+        }
+        let (fast, slow, fast_way, slow_way) = if y <= s {
+            (y, s, Way::Yield, Way::Sleep)
+        } else {
+            (s, y, Way::Sleep, Way::Yield)
+        };
+        let every =
+            (Self::TRY as f64 * slow / fast.max(1.0) / EXPLORE_COST).clamp(64.0, 16384.0) as u64;
+        if self.waits % every < Self::TRY {
+            slow_way
+        } else {
+            fast_way
+        }
+    }
+
+    /// A wait that backed off by `way` lasted `ns` from the back-off on.
+    pub(crate) fn record(&mut self, way: Way, ns: f64) {
+        let i = Self::index(way);
+        self.seen[i] = (self.seen[i] + 1).min(Self::SETTLED);
+        let m = &mut self.mean_ns[i];
+        *m = if *m < 0.0 {
+            ns
+        } else {
+            *m + (ns - *m) / f64::from(self.seen[i])
+        };
+    }
+
+    /// The running average of `way`'s waits (None: not measured).
+    #[cfg(test)]
+    pub(crate) fn mean(&self, way: Way) -> Option<f64> {
+        let m = self.mean_ns[Self::index(way)];
+        (m >= 0.0).then_some(m)
+    }
+}
+
+/// The way this thread's next backed-off wait takes.
+pub(crate) fn choose_backoff(can_sleep: bool) -> Way {
+    BACKOFF.with(|b| {
+        let mut v = b.get();
+        let w = v.choose(can_sleep);
+        b.set(v);
+        w
+    })
+}
+
+/// A backed-off wait of this thread ended, `took` after it backed off.
+pub(crate) fn backed_off(way: Way, took: Duration) {
+    BACKOFF.with(|b| {
+        let mut v = b.get();
+        v.record(way, took.as_nanos() as f64);
+        b.set(v);
+    });
 }
 
 /// What the kernel says about this thread at one moment.
@@ -62,12 +257,22 @@ pub(crate) enum Evidence {
     Preempted(u64),
 }
 
+/// Most rounds a wait spins before backing off while the rank counts as
+/// contended: spinning then takes time from whoever wants the core.
+pub const CONTENDED_SHORT_MAX: u32 = 256;
+
 /// Rounds a wait spins before it asks whether the core is wanted, and
-/// while contended before it backs off: twice the usual wait.
+/// while contended before it backs off: twice the usual wait (at most
+/// [`CONTENDED_SHORT_MAX`] while contended).
 #[inline]
 pub(crate) fn short_spin() -> u32 {
     let typical = TYPICAL_X8.with(Cell::get) / 8;
-    typical.saturating_mul(2).clamp(SHORT_MIN, SHORT_MAX)
+    let max = if contended() {
+        CONTENDED_SHORT_MAX
+    } else {
+        SHORT_MAX
+    };
+    typical.saturating_mul(2).clamp(SHORT_MIN, max)
 }
 
 /// A wait ended after `rounds` idle rounds; `backed_off`: it ended after
@@ -217,6 +422,71 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_run_queue_longer_than_the_cpus_is_crowded() {
+        assert_eq!(parse_running("0.50 0.40 0.30 3/345 12345\n"), Some(3));
+        assert_eq!(parse_running("0.50 0.40 0.30 x/345 1"), None);
+        assert_eq!(parse_running("0.50 0.40"), None);
+        // Two spinning ranks on two CPUs: not crowded; a CPU-bound
+        // process beside them: crowded.
+        assert!(!crowded(2, 2));
+        assert!(crowded(3, 2));
+        assert!(!crowded(1, 64));
+        std::thread::spawn(|| {
+            // The kernel answers here, and a crowded answer marks the
+            // thread contended.
+            assert!(running_now().is_some_and(|r| r >= 1));
+            let v = run_queue_crowded();
+            assert_eq!(contended(), v);
+            // Within RUN_QUEUE_EVERY the answer is the one read.
+            assert_eq!(run_queue_crowded(), v);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn backing_off_takes_the_way_whose_waits_end_sooner() {
+        // Without doorbells there is only yielding.
+        let mut b = Backoff::new();
+        assert_eq!(b.choose(false), Way::Yield);
+        // Each way is measured first.
+        assert_eq!(b.choose(true), Way::Yield);
+        b.record(Way::Yield, 20_000.0);
+        assert_eq!(b.choose(true), Way::Sleep);
+        b.record(Way::Sleep, 400_000.0);
+        // Yielding's waits end 20 times sooner: it is taken, and sleeping
+        // tried for 4 waits in 4 × 20 / 0.05 = 1600 (the 1600th to the
+        // 1603rd here; the 3rd, the first pick, ends the first try).
+        let picks: Vec<Way> = (0..1601).map(|_| b.choose(true)).collect();
+        assert_eq!(picks[0], Way::Sleep);
+        let slept = picks[1..].iter().filter(|&&w| w == Way::Sleep).count();
+        assert_eq!(slept, 4, "{b:?}");
+        // The first waits of a way are averaged plainly: one unlucky
+        // first measurement does not condemn it.
+        let mut c = Backoff::new();
+        for ns in [8_000.0, 1_000.0, 1_000.0, 2_000.0] {
+            c.record(Way::Sleep, ns);
+        }
+        assert_eq!(c.mean(Way::Sleep), Some(3_000.0));
+        // A CPU-bound process beside the rank: yielding's waits grow to
+        // a time slice, and the rank changes to sleeping.
+        for _ in 0..32 {
+            b.record(Way::Yield, 3_000_000.0);
+        }
+        assert!(b.mean(Way::Yield).unwrap() > b.mean(Way::Sleep).unwrap());
+        let picks: Vec<Way> = (0..64).map(|_| b.choose(true)).collect();
+        assert!(picks.iter().filter(|&&w| w == Way::Sleep).count() >= 60);
+        // Ways close in cost are both tried often: 4 waits in
+        // 4 × 1.1 / 0.05 = 88 (the 1st to 3rd, then the 88th to 91st).
+        let mut b = Backoff::new();
+        b.record(Way::Yield, 1_000.0);
+        b.record(Way::Sleep, 1_100.0);
+        let picks: Vec<Way> = (0..175).map(|_| b.choose(true)).collect();
+        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 7);
+        assert!(picks[87..91].iter().all(|&w| w == Way::Sleep));
     }
 
     #[test]

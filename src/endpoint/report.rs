@@ -83,7 +83,8 @@ fn effective_of(name: &str, c: &Config) -> Option<String> {
         "FASTMSG_SHM_DIR" => c.shm_dir.display().to_string(),
         "FASTMSG_CLOSE_WARN" => c.close_warn.as_secs().to_string(),
         "FASTMSG_MAX_PARKED" => c.max_parked.to_string(),
-        "FASTMSG_NET" => format!("{:?}", c.net.mode).to_lowercase(),
+        "FASTMSG_MAX_RECEIVE" => c.max_receive.to_string(),
+        "FASTMSG_NET" => c.net.mode.to_string(),
         "FASTMSG_ROOT" => c.net.root.clone().unwrap_or_else(|| "-".into()),
         "FASTMSG_NET_IF" => settings::env_or("FASTMSG_NET_IF", "-"),
         "FASTMSG_SECRET" => match &c.net.secret {
@@ -149,6 +150,11 @@ pub fn report(cfg: &Config) -> String {
         j.host,
         launcher_name(j.launcher)
     );
+    let _ = writeln!(
+        out,
+        "wire-up between hosts: {}",
+        crate::bootstrap::wire_up_source(j, cfg.net.root.as_deref())
+    );
     let _ = writeln!(out, "\nsettings");
     // The name column as wide as the longest name.
     let w = SETTINGS.iter().map(|s| s.name.len()).max().unwrap_or(24);
@@ -164,12 +170,9 @@ pub fn report(cfg: &Config) -> String {
     }
     let _ = writeln!(out, "\ntransports");
     let _ = writeln!(out, "  shm    {}", shm_line(cfg));
-    let _ = writeln!(
-        out,
-        "  tcp    available (rendezvous, mesh, NIC thread per rank)"
-    );
-    let _ = writeln!(out, "  verbs  {}", verbs_line());
-    let _ = writeln!(out, "  ofi    {}", ofi_line());
+    for p in crate::transport::PROVIDERS {
+        let _ = writeln!(out, "  {:<6} {}", p.name(), p.describe());
+    }
     let _ = writeln!(out, "\ncopy plan\n  {}", copy_line());
     let _ = writeln!(out, "\ntopology (what the `auto` wait policy decides by)");
     out.push_str(&topology_lines(cfg, &Cpus::probe()));
@@ -193,28 +196,6 @@ fn shm_line(cfg: &Config) -> String {
         }
         Ok(_) => format!("unusable: {} is not a writable directory", dir.display()),
         Err(e) => format!("unusable: {}: {e}", dir.display()),
-    }
-}
-
-fn verbs_line() -> String {
-    match crate::transport::verbs::devices() {
-        Ok(d) if d.is_empty() => "built; no RDMA device found".into(),
-        Ok(d) => format!("built; devices: {}", d.join(", ")),
-        Err(crate::error::VerbsError::NotBuilt) => {
-            "not built (cargo feature `verbs`, needs rdma-core)".into()
-        }
-        Err(e) => e.to_string(),
-    }
-}
-
-fn ofi_line() -> String {
-    let provider = crate::transport::ofi::provider();
-    match crate::transport::ofi::probe() {
-        Ok(()) => format!("built; provider {provider} opens"),
-        Err(crate::error::OfiError::NotBuilt) => {
-            "not built (cargo feature `ofi`, needs libfabric-dev)".into()
-        }
-        Err(e) => e.to_string(),
     }
 }
 

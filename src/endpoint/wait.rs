@@ -2,22 +2,25 @@
 //!
 //! Spinning is right when each rank has a core to itself and wrong when
 //! anything else wants the core. [`WaitPolicy::Auto`] (the default) decides
-//! twice. At start: a host with fewer CPUs than busy ranks is
-//! oversubscribed, and there a rank spins only briefly, yields the core
-//! each round, and after 20 µs idle sleeps on its doorbell. Then, while running, it watches whether the core is
-//! wanted (see [`super::pressure`]): a rank that, while a wait spun (or,
-//! past its spinning, yielded) for a millisecond or more, lost more than a
-//! fifth of it waiting for a CPU
-//! (the scheduler's run delay) counts as
-//! contended for the next [`pressure::CONTENDED_FOR`]; a contended rank spins only
-//! about as long as its waits usually last (and [`CONTENDED_SPIN`]) and then sleeps on its doorbell
-//! until a sender rings it, so the process that wants the core gets it and
-//! the rank is woken the moment its message lands. A rank nobody competes
-//! with spins, as fast as [`WaitPolicy::Spin`]; after a long idle spell it
-//! yields, and sleeps after [`AUTO_SLEEP_AFTER`]. Auto keeps doorbells on
-//! only where the kernel offers the asymmetric barrier (`membarrier`, see
-//! [`crate::wake`]), which makes a ring one load on a quiet machine;
-//! elsewhere a contended rank yields instead of sleeping.
+//! from what the kernel reports, not from what it assumes (see
+//! [`super::pressure`]). Every wait first spins about as long as this
+//! rank's waits usually last (twice the running average, in rounds); a
+//! wait that outlives that looks at whether the core is wanted: the run
+//! queue holds more runnable threads than the machine has CPUs, or — over
+//! a millisecond or more of the wait's spinning — the rank itself lost
+//! more than a fifth of its time waiting for a CPU (the scheduler's run
+//! delay). Either marks the rank contended for
+//! [`pressure::CONTENDED_FOR`]. A contended wait, and every wait where the
+//! host has fewer CPUs than busy ranks, backs off after its short spin in
+//! the way this rank has measured to end its waits sooner: yielding the
+//! core each round, or sleeping on its doorbell at once (the doorbell that
+//! both a local sender and the TCP transport's NIC thread ring), trying
+//! the other way now and then ([`pressure::Backoff`]). A rank nobody
+//! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
+//! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`] ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
+//! doorbells on only where the kernel offers the asymmetric barrier
+//! (`membarrier`, see [`crate::wake`]), which makes a ring one load on a
+//! quiet machine; elsewhere a contended rank yields instead of sleeping.
 //! [`WaitPolicy::Sleep`] sleeps after a short spin whether or not the core
 //! is wanted.
 //!
@@ -28,7 +31,7 @@
 
 use super::core::Core;
 use super::health::Scope;
-use super::pressure;
+use super::pressure::{self, Way};
 use crate::error::{ConfigError, ExtractError};
 use crate::id::Rank;
 use std::time::{Duration, Instant};
@@ -78,12 +81,6 @@ pub const DRAIN_SPIN_ROUNDS: u32 = 1024;
 /// Longest single sleep: bounds the cost of a wake-up lost to a dead peer.
 pub const SLEEP_TIMEOUT: Duration = Duration::from_millis(10);
 
-/// Idle time a contended `auto` rank spins before it sleeps (after its
-/// usual wait's rounds): about what going to sleep and being woken cost
-/// (a futex wait, a wake, two context switches and the sleeper's
-/// `membarrier`), so that spinning never costs more than twice the best.
-pub const CONTENDED_SPIN: Duration = Duration::from_micros(50);
-
 /// Idle µs after which a rank sleeps when ranks outnumber cores (`sleep`,
 /// and `auto` with doorbells on): measured at 4 and 8 ranks on 2 cores,
 /// sleeping made the collectives both faster and steadier than yielding
@@ -92,6 +89,14 @@ const OVERSUBSCRIBED_SLEEP_AFTER_US: u64 = 20;
 
 /// Idle time after which an uncontended `auto` rank sleeps (doorbells on).
 pub const AUTO_SLEEP_AFTER: Duration = Duration::from_millis(2);
+
+/// Idle time after which a contended `auto` rank that backs off by
+/// yielding sleeps all the same (doorbells on): long, because a rank that
+/// yields where its peers yield too keeps the ring of them fast (a
+/// sleeper's TCP sockets go to its NIC thread, and its wake-up is a
+/// context switch away), and falling asleep after 2 ms made the ranks of
+/// a crowded ring all sleep.
+pub const YIELDING_SLEEP_AFTER: Duration = Duration::from_millis(20);
 
 /// Idle rounds between two looks at the scheduler's verdict while an
 /// `auto` rank spins (each look is a system call: a read of the thread's
@@ -107,9 +112,12 @@ pub(crate) struct WaitConfig {
     yield_: bool,
     /// Sleep once idle this long (None: never).
     sleep_after: Option<Duration>,
-    /// `auto` on a host not oversubscribed: watch whether the core is
-    /// wanted, and back off while it is.
+    /// `auto`: watch whether the core is wanted, and back off while it
+    /// is.
     adaptive: bool,
+    /// `auto` where ranks outnumber cores: every wait backs off after its
+    /// short spin.
+    always_back_off: bool,
     /// Whether senders ring doorbells, so this rank may sleep.
     bells: bool,
 }
@@ -124,6 +132,7 @@ impl WaitConfig {
             yield_,
             sleep_after,
             adaptive: false,
+            always_back_off: false,
             bells,
         };
         match policy {
@@ -139,18 +148,22 @@ impl WaitConfig {
                 })),
             ),
             // Ranks outnumber cores: the rank waited for may need this
-            // very core, so yield at once and sleep soon (as `sleep`
-            // does), where doorbells are on.
-            WaitPolicy::Auto if oversubscribed => plain(
-                16,
-                true,
-                bells.then_some(Duration::from_micros(OVERSUBSCRIBED_SLEEP_AFTER_US)),
-            ),
+            // very core, so every wait backs off after a brief spin, in
+            // the way measured to be faster here.
+            WaitPolicy::Auto if oversubscribed => WaitConfig {
+                spin_rounds: 16,
+                yield_: true,
+                sleep_after: bells.then_some(AUTO_SLEEP_AFTER),
+                adaptive: true,
+                always_back_off: true,
+                bells,
+            },
             WaitPolicy::Auto => WaitConfig {
                 spin_rounds: 1 << 16,
                 yield_: true,
                 sleep_after: bells.then_some(AUTO_SLEEP_AFTER),
                 adaptive: true,
+                always_back_off: false,
                 bells,
             },
         }
@@ -185,6 +198,8 @@ pub(crate) struct Waiter {
     short: u32,
     /// `auto`: the span of this wait's spinning being judged.
     window: pressure::Window,
+    /// `auto`: how this wait backs off, and since when.
+    way: Option<(Way, Instant)>,
 
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
@@ -206,6 +221,7 @@ impl Waiter {
             backing_off: false,
             short: 0,
             window: None,
+            way: None,
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
@@ -239,6 +255,9 @@ impl Waiter {
                 self.idle_rounds,
                 self.backing_off && self.idle_rounds > self.short,
             );
+        }
+        if let Some((way, since)) = self.way.take() {
+            pressure::backed_off(way, since.elapsed());
         }
         self.idle_rounds = 0;
         self.idle_since = None;
@@ -276,15 +295,20 @@ impl Waiter {
         }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         if cfg.adaptive && !self.backing_off {
-            self.watch_pressure(cfg.spin_rounds);
+            self.watch_pressure(&cfg);
         }
         if self.backing_off {
-            // The core is wanted: spin as long as waits usually last, and
-            // at most about what a sleep and a wake-up cost, then sleep
-            // (yield without doorbells).
+            // The core is wanted: past the short spin, yield each round or
+            // sleep at once, whichever this rank measured to be faster.
+            let (way, _) = *self
+                .way
+                .get_or_insert_with(|| (pressure::choose_backoff(cfg.bells), Instant::now()));
             cfg.spin_rounds = self.short;
-            cfg.yield_ = !cfg.bells;
-            cfg.sleep_after = cfg.bells.then_some(CONTENDED_SPIN);
+            cfg.yield_ = true;
+            cfg.sleep_after = match way {
+                Way::Sleep => Some(Duration::ZERO),
+                Way::Yield => cfg.bells.then_some(YIELDING_SLEEP_AFTER),
+            };
         }
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();
@@ -334,23 +358,50 @@ impl Waiter {
 
 impl Waiter {
     /// `auto`: decide whether this wait backs off. Costs nothing in the
-    /// first rounds (most waits end there on a quiet machine); then one
-    /// look at the rank's contended flag, then a look at the scheduler's
-    /// evidence every [`PRESSURE_EVERY`] rounds while it spins, and every
-    /// round once past its `spin_rounds`: then it yields each round, and a
-    /// yield beside a CPU hog hands the core over for a whole time slice,
-    /// so 1024 rounds would be seconds (a look inside a window is a clock
-    /// read).
+    /// first rounds (most waits end there on a quiet machine); at the end
+    /// of the short spin, one look at the rank's contended flag and at
+    /// the run queue (read at most every [`pressure::RUN_QUEUE_EVERY`]);
+    /// then a look at the scheduler's evidence every [`PRESSURE_EVERY`]
+    /// rounds while it spins, and every round once past its
+    /// `spin_rounds`: then it yields each round, and a yield beside a CPU
+    /// hog hands the core over for a whole time slice, so 1024 rounds
+    /// would be seconds (a look inside a window is a clock read).
     #[inline]
-    fn watch_pressure(&mut self, spin_rounds: u32) {
+    fn watch_pressure(&mut self, cfg: &WaitConfig) {
         let r = self.idle_rounds;
         if r == 1 {
-            self.short = pressure::short_spin();
+            self.short = pressure::short_spin().min(cfg.spin_rounds.max(1));
         }
         if r == self.short {
-            self.backing_off = pressure::contended();
-        } else if r > self.short && (r % PRESSURE_EVERY == 0 || r > spin_rounds) {
-            self.backing_off = pressure::look(&mut self.window);
+            self.backing_off =
+                cfg.always_back_off || pressure::contended() || pressure::run_queue_crowded();
+        } else if r > self.short && (r % PRESSURE_EVERY == 0 || r > cfg.spin_rounds) {
+            self.backing_off = pressure::look(&mut self.window) || pressure::run_queue_crowded();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_watches_the_machine_and_backs_off_at_once_where_ranks_outnumber_cores() {
+        let quiet = WaitConfig::resolve(WaitPolicy::Auto, false, true);
+        assert!(quiet.adaptive && !quiet.always_back_off);
+        assert_eq!(quiet.sleep_after, Some(AUTO_SLEEP_AFTER));
+        let crowded = WaitConfig::resolve(WaitPolicy::Auto, true, true);
+        assert!(crowded.adaptive && crowded.always_back_off);
+        assert!(crowded.spin_rounds <= 16 && crowded.yield_);
+        // The fixed policies do not watch.
+        for p in [WaitPolicy::Spin, WaitPolicy::Yield, WaitPolicy::Sleep] {
+            let c = WaitConfig::resolve(p, true, true);
+            assert!(!c.adaptive && !c.always_back_off, "{p:?}");
+        }
+        // Without doorbells nothing sleeps.
+        assert_eq!(
+            WaitConfig::resolve(WaitPolicy::Auto, true, false).sleep_after,
+            None
+        );
     }
 }

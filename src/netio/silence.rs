@@ -44,7 +44,7 @@ pub(crate) const GRACE: Duration = Duration::from_millis(200);
 /// How often a wait on a peer looks at its connection: the software NIC
 /// (every connection), a dial waiting for a live peer's answer
 /// ([`super::patience`]), a network write waiting for its completion
-/// (`transport::rma::wire::Lateness`).
+/// (`transport::net::wire::Lateness`).
 pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// What the kernel knows of one connection's peer host.

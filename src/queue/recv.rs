@@ -308,6 +308,13 @@ impl<'a> RecvQueue<'a> {
         }
     }
 
+    /// The stamp of the slot of position `pos` now. Relaxed: only the
+    /// value is judged (how long a waiting producer has seen it), nothing
+    /// is read through it.
+    pub fn stamp(&self, pos: u64) -> u64 {
+        self.slot(pos).seq.load(Ordering::Relaxed)
+    }
+
     /// How many positions producers have claimed so far (shared mode; in
     /// dedicated mode the tail is not used and this stays 0). Relaxed: a
     /// hint for the consumer's hole watch, nothing is read through it.

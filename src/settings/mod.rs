@@ -6,7 +6,7 @@
 //! ([`unknown`], [`warn_unknown_env`]) read the table, so a setting added
 //! here is reported and recognised at once. Values are parsed where they
 //! are used (`Config::tuned_from_env`, the job environment, the copy plan,
-//! the verbs device); the README's table documents them.
+//! the verbs device); docs/settings.md's table documents them.
 
 /// The variable `fmrun` sets to the settings it was given as options.
 pub const FLAGS_VAR: &str = "FASTMSG_FLAGS";
@@ -71,7 +71,7 @@ macro_rules! setting {
     };
 }
 
-/// Every setting fastmsg reads, in the README's order.
+/// Every setting fastmsg reads, in the order of docs/settings.md.
 pub static SETTINGS: &[Setting] = &[
     setting!("FASTMSG_RANK", "set by the launcher", None, "this rank"),
     setting!(
@@ -157,6 +157,12 @@ pub static SETTINGS: &[Setting] = &[
         "4194304 (4 MiB)",
         None,
         "bytes of parked sends past which a send outside handlers makes progress instead"
+    ),
+    setting!(
+        "FASTMSG_MAX_RECEIVE",
+        "1073741824 (1 GiB)",
+        None,
+        "longest message Message::receive_vec allocates for (longer: ReceiveError::TooLong)"
     ),
     setting!(
         "FASTMSG_NET",
@@ -352,16 +358,16 @@ mod tests {
     }
 
     #[test]
-    fn every_setting_is_in_the_readme_in_the_tables_order() {
-        let readme = include_str!("../../README.md");
+    fn every_setting_is_in_the_settings_page_in_the_tables_order() {
+        let readme = include_str!("../../docs/settings.md");
         for s in SETTINGS {
             assert!(
                 readme.contains(s.name),
-                "{} is not documented in README.md",
+                "{} is not documented in docs/settings.md",
                 s.name
             );
         }
-        // The README's table: one row per setting (or per group of
+        // The page's table: one row per setting (or per group of
         // settings named in its first cell), in this table's order.
         let rows: Vec<&str> = readme
             .lines()
@@ -375,7 +381,7 @@ mod tests {
             .collect();
         assert_eq!(
             rows, firsts,
-            "README.md's table and SETTINGS disagree on order"
+            "docs/settings.md's table and SETTINGS disagree on order"
         );
     }
 }

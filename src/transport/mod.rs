@@ -28,28 +28,50 @@
 //!
 //! The engine (`crate::endpoint`) knows transports only through this trait:
 //! it calls [`ShmTransport`] directly (every endpoint has one, and its hot
-//! paths must inline) and the network transports through [`AnyTransport`]
-//! (static dispatch, polled out of line).
+//! paths must inline) and the network transports through
+//! [`AnyTransport`] (static dispatch, polled out of line and only when the
+//! job has one).
+//!
+//! # Network wires are providers
+//!
+//! `net` owns the ring transport every network wire shares (rings,
+//! credit, failures, the close flush), the set-up connections (the full
+//! mesh, or lazily per pair) and the per-pair lock-free words; `tcp`,
+//! `ofi` and `verbs` hold only their wire and its [`Provider`]: a name, a
+//! probe, capabilities and `open`. Start-up picks a provider from
+//! [`PROVIDERS`] and reads behaviour from its capabilities. A new wire is
+//! a folder beside them (its wire, its provider) and a row in
+//! [`PROVIDERS`]'s table, `wires!` (with `pub mod` and its name in the
+//! layers table below, here, and, if it links a library, a cargo
+//! feature); its start-up errors travel as `StartError::Wire`.
+//!
+//! Its sub-modules import only down this table (`scripts/layers.py
+//! check`); everything may use what this file defines (the contract):
+//!
+//! ```text
+//! layers:begin
+//! tcp ofi verbs | the network wires, each with its provider
+//! net           | the ring transport every wire shares: rings, set-up,
+//!               | per-pair words, the provider trait
+//! shm           | the shared-memory transport (SMT)
+//! layers:end
+//! ```
 
 #![allow(unsafe_code)]
 
+pub mod net;
 pub mod ofi;
-pub mod rma;
 pub mod shm;
 pub mod tcp;
 pub mod verbs;
 
-use crate::error::{ExtractError, ProtocolError, PutError};
+pub(crate) use self::net::provider::{NetTransport, Provider};
+use crate::error::{ConfigError, ExtractError, ProtocolError, PutError, StartError};
 use crate::frame::FragHeader;
 use crate::id::Rank;
 use crate::queue::INLINE_BYTES;
 
-#[cfg(feature = "ofi")]
-pub use ofi::OfiTransport;
 pub use shm::ShmTransport;
-pub use tcp::TcpTransport;
-#[cfg(feature = "verbs")]
-pub use verbs::VerbsTransport;
 
 /// Identifies a polled fragment to its transport for release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -317,110 +339,206 @@ pub trait Transport {
     }
 }
 
-/// The network transports an endpoint can hold, dispatched statically.
-/// (The engine keeps its shm transport outside this enum: behind a `match`
-/// with network arms, shm's poll stopped inlining and a 0-byte message
-/// cost more: BENCHMARKS.md, *The engine fix, and what remains*.)
-///
-/// Variants differ in size; they are not boxed because an endpoint holds
-/// one or two of them and boxing would add a pointer chase to every poll.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-#[non_exhaustive]
-pub enum AnyTransport {
-    /// Network rings over TCP (a software NIC).
-    Tcp(TcpTransport),
-    /// Network rings over RDMA verbs.
-    #[cfg(feature = "verbs")]
-    Verbs(VerbsTransport),
-    /// Network rings over libfabric.
-    #[cfg(feature = "ofi")]
-    Ofi(OfiTransport),
-}
-
-macro_rules! dispatch {
-    ($self:ident, $t:ident => $e:expr) => {
-        match $self {
-            AnyTransport::Tcp($t) => $e,
-            #[cfg(feature = "verbs")]
-            AnyTransport::Verbs($t) => $e,
-            #[cfg(feature = "ofi")]
-            AnyTransport::Ofi($t) => $e,
+/// The network transports an endpoint can hold, one variant per wire,
+/// dispatched statically (a `match`, not a virtual call: the engine's
+/// inlining of its shared-memory paths is sensitive to what the network
+/// branches cost), and the table of their providers. Both come from the
+/// rows of [`wires!`]'s one invocation below.
+macro_rules! wires {
+    ($( $variant:ident ( $(#[$attr:meta])* $ty:ty ) = $provider:expr ),* $(,)?) => {
+        /// A network transport of one of the wires (see [`PROVIDERS`]).
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant)]
+        pub(crate) enum AnyTransport {
+            $( $(#[$attr])* #[allow(missing_docs)] $variant($ty), )*
         }
-    };
+
+        $(
+            $(#[$attr])*
+            impl From<$ty> for AnyTransport {
+                fn from(t: $ty) -> Self {
+                    AnyTransport::$variant(t)
+                }
+            }
+        )*
+
+        /// The network providers, one row per wire, in order of
+        /// preference: `FASTMSG_NET=auto` opens the first whose
+        /// capabilities let it be chosen unnamed and that probes usable; a
+        /// name selects its row. A wire whose cargo feature is off keeps
+        /// its provider: its probe says it is not built.
+        pub(crate) static PROVIDERS: &[&dyn Provider] = &[ $( &$provider ),* ];
+
+        impl NetTransport for AnyTransport {
+            fn peers(&self) -> Vec<Rank> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.peers(), )*
+                }
+            }
+            fn connected(&self) -> Vec<Rank> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.connected(), )*
+                }
+            }
+            fn set_closed(&mut self) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.set_closed(), )*
+                }
+            }
+            fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.watch_probe(), )*
+                }
+            }
+            fn transport(&mut self) -> &mut dyn Transport {
+                self
+            }
+        }
+
+        impl Transport for AnyTransport {
+            #[inline]
+            fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.poll(), )*
+                }
+            }
+            #[inline(always)]
+            fn has_arrivals(&self) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.has_arrivals(), )*
+                }
+            }
+            #[inline]
+            fn release(&mut self, token: &ReleaseToken) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.release(token), )*
+                }
+            }
+            #[inline]
+            fn flush(&mut self) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.flush(), )*
+                }
+            }
+            fn needs_flush(&self) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.needs_flush(), )*
+                }
+            }
+            #[inline]
+            fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_reserve(dest, remaining), )*
+                }
+            }
+            #[inline]
+            fn commit(&mut self, frame: TxFrame, header: FragHeader) {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.commit(frame, header), )*
+                }
+            }
+            #[inline]
+            fn frame_capacity(&self) -> usize {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.frame_capacity(), )*
+                }
+            }
+            #[inline]
+            fn inline_max(&self) -> usize {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.inline_max(), )*
+                }
+            }
+            #[inline]
+            fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_send_inline(dest, header, pieces), )*
+                }
+            }
+            #[inline]
+            fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.try_send_fragment(dest, header, piece), )*
+                }
+            }
+            fn check_peers(&mut self) -> Result<(), ExtractError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.check_peers(), )*
+                }
+            }
+            fn is_gone(&self, dest: Rank) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.is_gone(dest), )*
+                }
+            }
+            fn unreachable(&self, dest: Rank) -> Option<String> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.unreachable(dest), )*
+                }
+            }
+            fn has_credit(&self, dest: Rank) -> bool {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.has_credit(dest), )*
+                }
+            }
+            fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.put(dest, at, data), )*
+                }
+            }
+            fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.put_u64(dest, at, value), )*
+                }
+            }
+            fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.quiesce(warn), )*
+                }
+            }
+        }
+            };
 }
 
-impl AnyTransport {
-    /// The ranks this transport holds a connection to now (with lazy
-    /// connections, the peers talked to so far).
-    pub fn connected(&self) -> Vec<Rank> {
-        dispatch!(self, t => t.connected())
-    }
+wires! {
+    Tcp(tcp::TcpTransport) = tcp::TcpProvider,
+    Verbs(#[cfg(feature = "verbs")] net::RmaTransport<verbs::VerbsWire>) = verbs::VerbsProvider,
+    Ofi(#[cfg(feature = "ofi")] net::RmaTransport<ofi::OfiWire>) = ofi::OfiProvider,
 }
 
-impl Transport for AnyTransport {
-    #[inline]
-    fn poll(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
-        dispatch!(self, t => t.poll())
+/// The provider called `name`, if there is one.
+pub(crate) fn provider(name: &str) -> Option<&'static dyn Provider> {
+    PROVIDERS.iter().copied().find(|p| p.name() == name)
+}
+
+/// The provider to open: the one named (which must probe usable), else
+/// the best that does.
+///
+/// # Errors
+/// The named provider's probe error, or, with none named, the probe
+/// error of the last provider `auto` may choose.
+pub(crate) fn choose(name: Option<&str>) -> Result<&'static dyn Provider, StartError> {
+    if let Some(name) = name {
+        let p = provider(name).ok_or_else(|| StartError::Config(unknown_provider(name)))?;
+        p.probe()?;
+        return Ok(p);
     }
-    #[inline(always)]
-    fn has_arrivals(&self) -> bool {
-        dispatch!(self, t => t.has_arrivals())
+    let mut why = None;
+    for p in PROVIDERS.iter().copied().filter(|p| p.caps().auto) {
+        match p.probe() {
+            Ok(()) => return Ok(p),
+            Err(e) => why = Some(e),
+        }
     }
-    #[inline]
-    fn release(&mut self, token: &ReleaseToken) {
-        dispatch!(self, t => t.release(token))
-    }
-    #[inline]
-    fn flush(&mut self) {
-        dispatch!(self, t => t.flush())
-    }
-    fn needs_flush(&self) -> bool {
-        dispatch!(self, t => t.needs_flush())
-    }
-    #[inline]
-    fn try_reserve(&mut self, dest: Rank, remaining: u64) -> Option<TxFrame> {
-        dispatch!(self, t => t.try_reserve(dest, remaining))
-    }
-    #[inline]
-    fn commit(&mut self, frame: TxFrame, header: FragHeader) {
-        dispatch!(self, t => t.commit(frame, header))
-    }
-    #[inline]
-    fn frame_capacity(&self) -> usize {
-        dispatch!(self, t => t.frame_capacity())
-    }
-    #[inline]
-    fn inline_max(&self) -> usize {
-        dispatch!(self, t => t.inline_max())
-    }
-    #[inline]
-    fn try_send_inline(&mut self, dest: Rank, header: FragHeader, pieces: &[&[u8]]) -> bool {
-        dispatch!(self, t => t.try_send_inline(dest, header, pieces))
-    }
-    #[inline]
-    fn try_send_fragment(&mut self, dest: Rank, header: FragHeader, piece: &[u8]) -> Option<bool> {
-        dispatch!(self, t => t.try_send_fragment(dest, header, piece))
-    }
-    fn check_peers(&mut self) -> Result<(), ExtractError> {
-        dispatch!(self, t => t.check_peers())
-    }
-    fn is_gone(&self, dest: Rank) -> bool {
-        dispatch!(self, t => t.is_gone(dest))
-    }
-    fn unreachable(&self, dest: Rank) -> Option<String> {
-        dispatch!(self, t => t.unreachable(dest))
-    }
-    fn has_credit(&self, dest: Rank) -> bool {
-        dispatch!(self, t => t.has_credit(dest))
-    }
-    fn put(&mut self, dest: Rank, at: u64, data: &[u8]) -> Result<(), PutError> {
-        dispatch!(self, t => t.put(dest, at, data))
-    }
-    fn put_u64(&mut self, dest: Rank, at: u64, value: u64) -> Result<(), PutError> {
-        dispatch!(self, t => t.put_u64(dest, at, value))
-    }
-    fn quiesce(&mut self, warn: std::time::Duration) -> Result<(), ExtractError> {
-        dispatch!(self, t => t.quiesce(warn))
+    Err(why.unwrap_or_else(|| StartError::Config(unknown_provider("auto"))))
+}
+
+/// The error for a `FASTMSG_NET` that names no provider.
+pub(crate) fn unknown_provider(name: &str) -> ConfigError {
+    let names: Vec<&str> = PROVIDERS.iter().map(|p| p.name()).collect();
+    ConfigError::BadEnv {
+        var: "FASTMSG_NET",
+        value: name.to_owned(),
+        why: format!("expected auto or a provider: {}", names.join(", ")),
     }
 }

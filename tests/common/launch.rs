@@ -1,10 +1,10 @@
 //! Running a rank program under a real launcher: Open MPI's `mpirun`
-//! (its PMIx server is what the `pmix` feature talks to). The ranks are
+//! (its PMIx server is what fastmsg talks to, through the PMIx library
+//! loaded at run time). The ranks are
 //! the calling test binary, re-executed on one named test, split into
 //! "hosts" by `FASTMSG_HOST` (`per_host` consecutive ranks each), with no
 //! `FASTMSG_ROOT` and no `FASTMSG_SECRET`: the wire-up comes from PMIx.
-//! Skips, saying why, when `mpirun` is missing or the build lacks the
-//! `pmix` feature. The whole run is bounded; a hung job is killed.
+//! Skips, saying why, when `mpirun` or the PMIx library is missing. The whole run is bounded; a hung job is killed.
 
 #![allow(dead_code)]
 
@@ -39,10 +39,8 @@ pub fn is_rank() -> bool {
 
 /// Why `mpirun` jobs cannot run here, if they cannot.
 pub fn mpirun_missing() -> Option<String> {
-    if !fastmsg::bootstrap::PMIX {
-        return Some(
-            "fastmsg built without the `pmix` feature (cargo test --features fastmsg/pmix)".into(),
-        );
+    if let Err(e) = fastmsg::bootstrap::pmix_library_version() {
+        return Some(e.to_string());
     }
     match Command::new("mpirun")
         .arg("--version")

@@ -7,17 +7,24 @@
 //! cargo run --release -p fastmsg-benches --bin fmbench -- bale   # Bale kernels beside MPI
 //! cargo run --release -p fastmsg-benches --bin fmbench -- ucx    # just UCX's ucx_perftest cases
 //! cargo run --release -p fastmsg-benches --bin fmbench -- busy   # wait policies beside CPU hogs
+//! cargo run --release -p fastmsg-benches --bin fmbench -- baseline lat  # one C comparison program
 //! ```
+//!
+//! The comparison programs are C sources in `benches/c/`, built into
+//! `<target>/fmbench-c/` when stale (`*_mpi.c` with `mpicc`, only where
+//! Open MPI is installed: `apt install openmpi-bin libopenmpi-dev`; UCX's
+//! `ucx_perftest` comes with `apt install ucx-utils`).
 //!
 //! The suite builds `fmrun` and the `pingpong` example (release), tunes the
 //! frame copy, then runs rounds of: fastmsg ping-pong/bandwidth/message
-//! rate, Open MPI's (when `mpirun` and the anchors are installed), UCX's
+//! rate, Open MPI's (when Open MPI is installed: fmbench builds its C
+//! comparison programs of `benches/c/` with `mpicc`), UCX's
 //! (`ucx_perftest` over shared memory, when installed; else a note), the raw
 //! cache-line ping-pong, the empty `extract`, the copy strategies, and the
 //! collectives; it writes `bench-results/<profile>-<time>/` with CSV, SVG
 //! plots, `report.md`, and `latest` pointing at it.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use fastmsg_benches::{copy, plot, report::human, suite};
 use std::path::PathBuf;
 
@@ -62,8 +69,8 @@ enum Cmd {
     /// fastmsg reads it, and print the measurements.
     TuneCopy,
     /// The Bale kernels written the natural way (examples `histo`, `ig`)
-    /// beside the aggregated MPI programs (`run.sh histo N`, `ig N`),
-    /// interleaved; medians and ratios; and `agglat`.
+    /// beside the aggregated MPI programs (`benches/c/histo_mpi.c`,
+    /// `ig_mpi.c`), interleaved; medians and ratios; and `agglat`.
     Bale {
         /// Rank counts (comma-separated).
         #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
@@ -71,10 +78,6 @@ enum Cmd {
         /// Runs per kernel, rank count and side.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// The anchors' `run.sh` (default `../shared/anchors/run.sh`
-        /// beside the repository, or `$ANCHORS_SH`).
-        #[arg(long)]
-        anchors: Option<PathBuf>,
         /// Wait policy of the fastmsg runs (`fmrun --wait`; default: the
         /// engine's default, `auto`).
         #[arg(long)]
@@ -116,12 +119,60 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         secs: u64,
     },
+    /// One comparison program of `benches/c/` alone (built first when
+    /// stale), its output printed: a figure to set beside a fastmsg one
+    /// measured right before or after.
+    Baseline {
+        /// What to run.
+        #[arg(value_enum)]
+        what: Baseline,
+        /// Ranks for `coll`, `over`, `histo`, `ig` (default: 4 for `over`,
+        /// else 2).
+        #[arg(long)]
+        ranks: Option<u32>,
+        /// Repetitions, the printed figure being their median (`histo`,
+        /// `ig`: `--reps`, one line each; default 5, 3 for `tcp`, `over`,
+        /// 1 for `histo`, `ig`).
+        #[arg(long)]
+        runs: Option<u32>,
+        /// More options for the program, after `--` (e.g. `-- --log-updates
+        /// 20` for `histo`).
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
     /// Measure the empty `extract` for each transport set-up.
     Extract {
         /// Calls per run.
         #[arg(long, default_value_t = 20_000_000)]
         iters: u64,
     },
+}
+
+/// The comparison programs `fmbench baseline` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Baseline {
+    /// Open MPI ping-pong latency, 2 ranks bound to cores.
+    Lat,
+    /// Open MPI windowed bandwidth and (at 0 B) message rate.
+    Bw,
+    /// Open MPI barrier and allreduce (`--ranks`).
+    Coll,
+    /// Latency, bandwidth and collectives.
+    All,
+    /// `all` over TCP loopback (`--mca pml ob1 --mca btl self,tcp`).
+    Tcp,
+    /// Barrier and allreduce with more ranks than cores (`--ranks`,
+    /// default 4; ranks yield when idle).
+    Over,
+    /// The raw cache-line ping-pong between two processes, one and two
+    /// lines (the physical limit).
+    Phys,
+    /// Single-thread memcpy bandwidth, 64 B to 4 MiB.
+    Memcpy,
+    /// Bale histogram, aggregated MPI (`--ranks`).
+    Histo,
+    /// Bale index-gather, aggregated MPI (`--ranks`).
+    Ig,
 }
 
 /// Print an error as a person reads it (`Display`, then each cause not
@@ -186,6 +237,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(Cmd::Ucx { rounds, scale }) = args.cmd {
         return ucx_only(rounds, scale);
     }
+    if let Some(Cmd::Baseline {
+        what,
+        ranks,
+        runs,
+        extra,
+    }) = &args.cmd
+    {
+        return baseline(*what, *ranks, *runs, extra);
+    }
     if let Some(Cmd::Extract { iters }) = args.cmd {
         for setup in suite::EXTRACT {
             let ns = fastmsg_benches::fastmsg_run::empty_extract(setup, iters, 5)?;
@@ -218,17 +278,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             !args.no_build,
         );
     }
-    if let Some(Cmd::Bale {
-        ranks,
-        runs,
-        anchors,
-        wait,
-    }) = &args.cmd
-    {
+    if let Some(Cmd::Bale { ranks, runs, wait }) = &args.cmd {
         let o = BaleArgs {
             ranks,
             runs: *runs,
-            anchors: anchors.clone(),
             wait: wait.clone(),
             build: !args.no_build,
             mpi: !args.no_mpi,
@@ -316,6 +369,91 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// `fmbench baseline`: build the C programs, run the chosen one (or two,
+/// for `phys`) with its output passed through.
+fn baseline(
+    what: Baseline,
+    ranks: Option<u32>,
+    runs: Option<u32>,
+    extra: &[String],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use fastmsg_benches::anchor::{bale_program, mpirun, MpiLaunch, BENCH_MPI, CACHELINE, MEMCPY};
+    use std::process::Command;
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
+    let progs = fastmsg_benches::cbuild::CPrograms::build(&target)?;
+    let mpi = |name: &str| {
+        progs
+            .mpi_program(name)
+            .map_err(|why| format!("fmbench baseline: {why}"))
+    };
+    let runs_or = |d: u32| runs.unwrap_or(d).max(1).to_string();
+    let np = ranks
+        .unwrap_or(if what == Baseline::Over { 4 } else { 2 })
+        .max(1);
+    let mut cmds: Vec<Command> = Vec::new();
+    match what {
+        Baseline::Lat | Baseline::Bw | Baseline::All => {
+            let mode = match what {
+                Baseline::Lat => "lat",
+                Baseline::Bw => "bw",
+                _ => "all",
+            };
+            let mut c = mpirun(2, MpiLaunch::Pinned, &mpi(BENCH_MPI)?);
+            c.args([mode, &runs_or(5)]);
+            cmds.push(c);
+        }
+        Baseline::Tcp => {
+            let mut c = mpirun(2, MpiLaunch::Tcp, &mpi(BENCH_MPI)?);
+            c.args(["all", &runs_or(3)]);
+            cmds.push(c);
+        }
+        Baseline::Coll | Baseline::Over => {
+            let mut c = mpirun(np, MpiLaunch::for_ranks(np), &mpi(BENCH_MPI)?);
+            let default_runs = if what == Baseline::Over { 3 } else { 5 };
+            c.args(["coll", &runs_or(default_runs), "10000"]);
+            cmds.push(c);
+        }
+        Baseline::Histo | Baseline::Ig => {
+            let kernel = if what == Baseline::Histo {
+                "histo"
+            } else {
+                "ig"
+            };
+            let mut c = mpirun(np, MpiLaunch::for_ranks(np), &mpi(&bale_program(kernel))?);
+            c.args(["--reps", &runs_or(1)]);
+            cmds.push(c);
+        }
+        Baseline::Phys => {
+            let prog = progs.program(CACHELINE)?;
+            for lines in ["1", "2"] {
+                let mut c = Command::new(&prog);
+                c.args(["--iters", "1000000", "--runs", &runs_or(5)])
+                    .args(["--lines", lines, "--pause", "1"]);
+                cmds.push(c);
+            }
+        }
+        Baseline::Memcpy => {
+            let mut c = Command::new(progs.program(MEMCPY)?);
+            c.args(["--runs", &runs_or(5), "--ms", "100"]);
+            cmds.push(c);
+        }
+    }
+    for mut c in cmds {
+        c.args(extra);
+        let status = c
+            .status()
+            .map_err(|e| format!("{}: {e}", c.get_program().to_string_lossy()))?;
+        if !status.success() {
+            return Err(
+                format!("{} ended with {status}", c.get_program().to_string_lossy()).into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `fmbench ucx`: each case of the suite's UCX list, `rounds` times.
 fn ucx_only(rounds: u32, scale: f64) -> Result<(), Box<dyn std::error::Error>> {
     use fastmsg_benches::ucx;
@@ -352,7 +490,6 @@ fn ucx_only(rounds: u32, scale: f64) -> Result<(), Box<dyn std::error::Error>> {
 struct BaleArgs<'a> {
     ranks: &'a [u32],
     runs: usize,
-    anchors: Option<PathBuf>,
     wait: Option<String>,
     build: bool,
     /// Measure the MPI side (not with `--no-mpi`).
@@ -369,7 +506,6 @@ fn bale(
     let BaleArgs {
         ranks,
         runs,
-        anchors,
         wait,
         build,
         mpi,
@@ -377,22 +513,25 @@ fn bale(
     if build {
         build_examples(repo, &["histo", "ig", "agglat"])?;
     }
-    let anchors = anchors
-        .or_else(|| std::env::var_os("ANCHORS_SH").map(PathBuf::from))
-        .unwrap_or_else(|| repo.join("../shared/anchors/run.sh"));
-    // Without the anchors (or with --no-mpi) fastmsg is measured alone,
-    // and the table says so with its empty MPI column.
-    let anchors = if !mpi {
+    // Without Open MPI (or with --no-mpi) fastmsg is measured alone, and
+    // the table says so with its empty MPI column.
+    let anchors = if mpi {
+        let anchors = fastmsg_benches::anchor::Anchors::build(target);
+        let ready = ["histo", "ig"].iter().try_for_each(|k| {
+            anchors
+                .mpi_program(&fastmsg_benches::anchor::bale_program(k))
+                .map(drop)
+        });
+        match ready {
+            Ok(()) => Some(anchors),
+            Err(why) => {
+                eprintln!("fmbench bale: the MPI side is not measured: {why}");
+                None
+            }
+        }
+    } else {
         eprintln!("fmbench bale: --no-mpi: the MPI side is not measured");
         None
-    } else if !anchors.exists() {
-        eprintln!(
-            "fmbench bale: {} not found (the comparison programs of ../shared/anchors, beside the checkout; or --anchors, $ANCHORS_SH): the MPI side is not measured",
-            anchors.display()
-        );
-        None
-    } else {
-        Some(anchors)
     };
     let o = bale::BaleOptions {
         target: target.to_owned(),
@@ -438,7 +577,7 @@ fn busy(
     build: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if build {
-        build_examples(repo, &["pingpong", "histo"])?;
+        build_examples(repo, &["pingpong", "histo", "waves", "demo"])?;
     }
     let load = fastmsg_benches::machine::loadavg();
     let out = if out.is_absolute() {

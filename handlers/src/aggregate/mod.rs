@@ -52,7 +52,7 @@ use std::rc::Rc;
 pub struct AggConfig {
     /// Bytes per destination buffer: a buffer leaves as one message when
     /// the next item would not fit. Default 8 KiB, one shared-memory frame
-    /// (measured: BENCHMARKS.md, "fine-grained messages").
+    /// (measured: BENCHMARKS.md, aggregation).
     pub buffer_bytes: usize,
     /// Longest item of a [`ByteChannel`] (default 1 MiB): longer ones are
     /// refused at the sender, and at a receiver (from a misbehaving peer).

@@ -12,9 +12,15 @@
 
 pub(crate) mod allgather;
 pub(crate) mod allreduce;
+pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
+mod counted;
+pub(crate) mod gather;
 pub(crate) mod reduce;
+pub(crate) mod scan;
+pub(crate) mod scatter;
+pub(crate) mod setup;
 
 use crate::error::CollError;
 use crate::group::Group;

@@ -118,6 +118,9 @@ impl From<RpcError> for fastmsg::Error {
 /// A completion callback: `(ctx, owner, token, result)`.
 type Completion<Resp> = Box<dyn FnMut(&Ctx, Rank, u64, Result<Resp, RpcError>)>;
 
+/// A completion held back while the callback runs: owner, token, result.
+type Deferred<Resp> = (Rank, u64, Result<Resp, RpcError>);
+
 /// The state of one call channel on this rank.
 pub(crate) struct Inner<Resp: Pod> {
     name: String,
@@ -130,7 +133,7 @@ pub(crate) struct Inner<Resp: Pod> {
     complete: RefCell<Option<Completion<Resp>>>,
     /// Completions that arrived while the callback was running (a
     /// completion that fails calls of its own): run after it returns.
-    deferred: RefCell<VecDeque<(Rank, u64, Result<Resp, RpcError>)>>,
+    deferred: RefCell<VecDeque<Deferred<Resp>>>,
     /// The futures' results.
     slots: RefCell<Slots<Resp>>,
     /// Set once a completion was given.
@@ -225,7 +228,7 @@ impl<Resp: Pod> Calls for Inner<Resp> {
 /// A typed call channel: requests of type `Req` answered with a `Resp`
 /// by the owner's handler, both plain old data (`#[derive(Pod, Zeroable,
 /// Clone, Copy)]`, `#[repr(C)]`; see the crate's re-exported
-/// [`bytemuck`](crate::bytemuck)). Cheap to clone (clones share the
+/// [`bytemuck`]). Cheap to clone (clones share the
 /// channel; a handler or the completion may hold one to call again).
 ///
 /// ```no_run

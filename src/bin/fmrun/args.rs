@@ -62,8 +62,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub host_id: Option<String>,
     /// Transport between ranks: auto (shm on a host, tcp between hosts),
-    /// tcp, verbs or ofi (every pair over the network, like UCX_TLS).
-    #[arg(long, value_name = "NET", value_parser = ["auto", "tcp", "verbs", "ofi"])]
+    /// or a network provider, tcp, verbs or ofi (every pair over the
+    /// network, like UCX_TLS).
+    #[arg(long, value_name = "NET", value_parser = net_mode)]
     pub net: Option<String>,
     /// Prefix every line a rank prints with `[rank] ` (as mpirun's
     /// --tag-output).
@@ -116,4 +117,11 @@ impl Args {
             Ok(()) => Ok(()),
         }
     }
+}
+
+/// A `--net` value the library accepts (`auto` or a provider's name).
+fn net_mode(s: &str) -> Result<String, String> {
+    s.parse::<fastmsg::NetMode>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }

@@ -1,6 +1,6 @@
 //! Removing every file the job may have left in the segment directory.
 
-use fastmsg::bootstrap::job_file_prefix;
+use fastmsg::internal::launcher::job_file_prefix;
 use std::os::unix::fs::MetadataExt;
 
 /// Remove this user's files of `job` (segments, rendezvous address files)

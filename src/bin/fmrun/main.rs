@@ -185,7 +185,7 @@ fn main() -> ExitCode {
             }
         }
         // For the configuration report: which settings came from options.
-        cmd.env(fastmsg::settings::FLAGS_VAR, given.join(","));
+        cmd.env(fastmsg::internal::launcher::FLAGS_VAR, given.join(","));
         match cmd.spawn() {
             Ok(mut child) => {
                 if let Some(f) = &mut forwarders {

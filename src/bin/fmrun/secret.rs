@@ -1,7 +1,7 @@
 //! The job secret fmrun hands its ranks (by environment only): from
 //! `--secret-file`, `FASTMSG_SECRET`, `FASTMSG_SECRET_FILE`, or fresh.
 
-use fastmsg::bootstrap::secret::{read_secret_file, secret_from_env};
+use fastmsg::internal::launcher::{read_secret_file, secret_from_env};
 use std::path::Path;
 
 /// A fresh job secret: 128 random bits, hex.

@@ -17,7 +17,7 @@ const MAX_REPLY: usize = 999_999;
 
 pub(super) fn err(call: &str, why: impl Into<String>) -> Pmi2Error {
     Pmi2Error {
-        call: call.into(),
+        call: format!("PMI-2 {call}"),
         why: why.into(),
     }
 }

@@ -94,7 +94,7 @@ fn a_refused_fence_is_a_typed_error_with_the_code() {
     let (a, t) = pair(2, 14);
     let mut c = Client::open(a, 1, "7").unwrap();
     let e = c.fence_raw().unwrap_err();
-    assert_eq!(e.call, "kvs-fence");
+    assert_eq!(e.call, "PMI-2 kvs-fence");
     assert!(e.why.contains("rc 14"), "{e}");
     drop(c);
     t.join().unwrap();
@@ -105,7 +105,7 @@ fn a_rank_the_launcher_disowns_is_refused() {
     let (a, t) = pair(2, 0);
     // The server echoes our rank; a size of 2 with rank 5 is wrong.
     let e = Client::open(a, 5, "7").unwrap_err();
-    assert_eq!(e.call, "fullinit");
+    assert_eq!(e.call, "PMI-2 fullinit");
     t.join().unwrap();
 }
 
@@ -128,7 +128,7 @@ fn a_launcher_that_is_not_pmi2_is_named() {
         b.write_all(b"garbage\n").unwrap();
     });
     let e = Client::open(a, 0, "7").unwrap_err();
-    assert_eq!(e.call, "init");
+    assert_eq!(e.call, "PMI-2 init");
     assert!(e.why.contains("garbage"), "{e}");
     t.join().unwrap();
 }
@@ -147,7 +147,7 @@ fn a_fence_that_never_completes_is_a_typed_timeout() {
         .unwrap();
     let mut c = Client::open(a, 0, "7").unwrap();
     let e = c.fence_raw().unwrap_err();
-    assert_eq!(e.call, "kvs-fence");
+    assert_eq!(e.call, "PMI-2 kvs-fence");
     assert!(e.why.contains("start-up timeout"), "{e}");
     drop(c);
     t.join().unwrap();

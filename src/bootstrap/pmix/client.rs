@@ -3,6 +3,8 @@
 //! and per-rank keys, publish strings, and fence. Every failure is a
 //! [`PmixError`] naming the call, the key and PMIx's status.
 //!
+//! The library is loaded at run time (`ffi::lib`), on the first use.
+//!
 //! The session is disconnected (`PMIx_Finalize`) when the process exits:
 //! the server (mpirun, slurmstepd) counts a rank that connected and left
 //! without finalizing as having failed.
@@ -16,9 +18,18 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// This process's connection to the PMIx server.
-#[derive(Debug)]
 pub(crate) struct Session {
     me: ffi::pmix_proc_t,
+    lib: &'static ffi::Lib,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("namespace", &self.namespace())
+            .field("rank", &self.me.rank)
+            .finish()
+    }
 }
 
 /// A value read from PMIx.
@@ -30,10 +41,10 @@ pub(crate) enum Value {
     Num(u64),
 }
 
-fn status_text(status: ffi::pmix_status_t) -> String {
+fn status_text(lib: &ffi::Lib, status: ffi::pmix_status_t) -> String {
     // SAFETY: PMIx_Error_string returns a pointer to a static,
     // NUL-terminated string (or NULL) for any status value.
-    let p = unsafe { ffi::PMIx_Error_string(status) };
+    let p = unsafe { (lib.error_string)(status) };
     if p.is_null() {
         return "no text".into();
     }
@@ -41,14 +52,18 @@ fn status_text(status: ffi::pmix_status_t) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-fn check(call: impl FnOnce() -> String, status: ffi::pmix_status_t) -> Result<(), PmixError> {
-    if status == ffi::PMIX_SUCCESS as ffi::pmix_status_t {
+fn check(
+    lib: &ffi::Lib,
+    call: impl FnOnce() -> String,
+    status: ffi::pmix_status_t,
+) -> Result<(), PmixError> {
+    if status == ffi::PMIX_SUCCESS {
         Ok(())
     } else {
         Err(PmixError::Call {
             call: call(),
             status,
-            text: status_text(status),
+            text: status_text(lib, status),
         })
     }
 }
@@ -58,32 +73,53 @@ fn key_name(key: &CStr) -> String {
 }
 
 extern "C" fn finalize_at_exit() {
+    let Ok(lib) = ffi::lib() else { return };
     // SAFETY: registered only after PMIx_Init succeeded; runs once, at
     // exit, after every caller of the session is done. NULL/0: no info.
-    let _ = unsafe { ffi::PMIx_Finalize(std::ptr::null(), 0) };
+    let _ = unsafe { (lib.finalize)(std::ptr::null(), 0) };
+}
+
+/// The version string of the PMIx library (`PMIx_Get_version`), loading
+/// it if needed.
+///
+/// # Errors
+/// [`PmixError::NoLibrary`] or [`PmixError::Symbol`] if it cannot be
+/// loaded.
+pub(crate) fn version() -> Result<String, PmixError> {
+    let lib = ffi::lib()?;
+    // SAFETY: PMIx_Get_version returns a static NUL-terminated string
+    // (or NULL), callable before PMIx_Init.
+    let p = unsafe { (lib.get_version)() };
+    if p.is_null() {
+        return Ok("unknown".into());
+    }
+    // SAFETY: non-NULL, NUL-terminated and static (above).
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
 /// The process's PMIx session, connected on first use.
 ///
 /// # Errors
+/// [`PmixError::NoLibrary`] if the library cannot be loaded;
 /// [`PmixError::Call`] if `PMIx_Init` fails (no server, or one that
 /// refuses us); the same error on every later call.
 pub(crate) fn session() -> Result<&'static Session, PmixError> {
     static SESSION: OnceLock<Result<Session, PmixError>> = OnceLock::new();
     SESSION
         .get_or_init(|| {
+            let lib = ffi::lib()?;
             let mut me = ffi::pmix_proc_t::default();
             // SAFETY: `me` is a valid pmix_proc_t for PMIx_Init to fill;
             // NULL/0: no info. PMIx_Init is thread-safe and may be called
             // more than once (OnceLock calls it once anyway).
-            let status = unsafe { ffi::PMIx_Init(&mut me, std::ptr::null_mut(), 0) };
-            check(|| "PMIx_Init".into(), status)?;
+            let status = unsafe { (lib.init)(&mut me, std::ptr::null_mut(), 0) };
+            check(lib, || "PMIx_Init".into(), status)?;
             // SAFETY: `finalize_at_exit` is a plain extern "C" fn with no
             // captured state.
             if unsafe { libc::atexit(finalize_at_exit) } != 0 {
                 eprintln!("fastmsg: could not register PMIx_Finalize at exit");
             }
-            Ok(Session { me })
+            Ok(Session { me, lib })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -131,8 +167,8 @@ impl Session {
         // SAFETY: `p` and `key` are valid for the call; NULL/0: no info;
         // on success PMIx stores a malloc'd pmix_value_t in `v`, which we
         // own (released below).
-        let status = unsafe { ffi::PMIx_Get(&p, key.as_ptr(), std::ptr::null(), 0, &mut v) };
-        check(call, status)?;
+        let status = unsafe { (self.lib.get)(&p, key.as_ptr(), std::ptr::null(), 0, &mut v) };
+        check(self.lib, call, status)?;
         if v.is_null() {
             return Err(PmixError::Value {
                 call: call(),
@@ -143,7 +179,7 @@ impl Session {
         // member read is the one its `type_` names.
         let out = unsafe {
             let d = &(*v).data;
-            match u32::from((*v).type_) {
+            match (*v).type_ {
                 ffi::PMIX_STRING if !d.string.is_null() => Ok(Value::Str(
                     CStr::from_ptr(d.string).to_string_lossy().into_owned(),
                 )),
@@ -152,7 +188,7 @@ impl Session {
                 ffi::PMIX_UINT16 => Ok(Value::Num(u64::from(d.uint16))),
                 ffi::PMIX_UINT8 => Ok(Value::Num(u64::from(d.uint8))),
                 ffi::PMIX_UINT => Ok(Value::Num(u64::from(d.uint))),
-                ffi::PMIX_SIZE => Ok(Value::Num(d.size)),
+                ffi::PMIX_SIZE => Ok(Value::Num(d.size as u64)),
                 ffi::PMIX_INT if d.integer >= 0 => Ok(Value::Num(d.integer as u64)),
                 ffi::PMIX_INT32 if d.int32 >= 0 => Ok(Value::Num(d.int32 as u64)),
                 t => Err(PmixError::Value {
@@ -164,7 +200,7 @@ impl Session {
         // SAFETY: `v` came from PMIx_Get (PMIX_VALUE_RELEASE: destruct
         // the contents, then free the malloc'd struct); not used after.
         unsafe {
-            ffi::PMIx_Value_destruct(v);
+            (self.lib.value_destruct)(v);
             libc::free(v.cast());
         }
         out
@@ -215,17 +251,16 @@ impl Session {
             what: "a value with a NUL byte".into(),
         })?;
         let mut v = ffi::pmix_value_t {
-            type_: ffi::PMIX_STRING as ffi::pmix_data_type_t,
-            data: ffi::pmix_value__bindgen_ty_1 {
+            type_: ffi::PMIX_STRING,
+            data: ffi::pmix_value_data {
                 string: s.as_ptr() as *mut c_char,
             },
         };
         // SAFETY: `key` is NUL-terminated; `v` is a valid string value
         // whose string `s` outlives the call; PMIx_Put copies the value
         // (it neither keeps nor frees our pointer).
-        let status =
-            unsafe { ffi::PMIx_Put(ffi::PMIX_GLOBAL as ffi::pmix_scope_t, key.as_ptr(), &mut v) };
-        check(call, status)
+        let status = unsafe { (self.lib.put)(ffi::PMIX_GLOBAL, key.as_ptr(), &mut v) };
+        check(self.lib, call, status)
     }
 
     /// Push the puts so far to the local server.
@@ -234,7 +269,9 @@ impl Session {
     /// [`PmixError::Call`].
     pub(crate) fn commit(&self) -> Result<(), PmixError> {
         // SAFETY: no arguments; requires a connected session (we are one).
-        check(|| "PMIx_Commit".into(), unsafe { ffi::PMIx_Commit() })
+        check(self.lib, || "PMIx_Commit".into(), unsafe {
+            (self.lib.commit)()
+        })
     }
 
     /// Wait until every rank of the job has fenced, collecting everybody's
@@ -254,42 +291,33 @@ impl Session {
         // copies. Scalars allocate nothing, so no destruct is needed.
         unsafe {
             check(
+                self.lib,
                 || "PMIx_Info_load(PMIX_COLLECT_DATA)".into(),
-                ffi::PMIx_Info_load(
+                (self.lib.info_load)(
                     &mut info[0],
-                    ffi::PMIX_COLLECT_DATA.as_ptr().cast(),
+                    ffi::PMIX_COLLECT_DATA.as_ptr(),
                     (&collect as *const bool).cast::<c_void>(),
-                    ffi::PMIX_BOOL as ffi::pmix_data_type_t,
+                    ffi::PMIX_BOOL,
                 ),
             )?;
             check(
+                self.lib,
                 || "PMIx_Info_load(PMIX_TIMEOUT)".into(),
-                ffi::PMIx_Info_load(
+                (self.lib.info_load)(
                     &mut info[1],
-                    ffi::PMIX_TIMEOUT.as_ptr().cast(),
+                    ffi::PMIX_TIMEOUT.as_ptr(),
                     (&secs as *const libc::c_int).cast::<c_void>(),
-                    ffi::PMIX_INT as ffi::pmix_data_type_t,
+                    ffi::PMIX_INT,
                 ),
             )?;
         }
         // SAFETY: NULL/0 procs: every process of our namespace; `info`
         // holds 2 valid entries for the duration of the call.
-        let status = unsafe {
-            ffi::PMIx_Fence(
-                std::ptr::null(),
-                0,
-                info.as_ptr(),
-                info.len() as ffi::size_t,
-            )
-        };
+        let status = unsafe { (self.lib.fence)(std::ptr::null(), 0, info.as_ptr(), info.len()) };
         check(
+            self.lib,
             || format!("PMIx_Fence (collecting data, timeout {secs} s)"),
             status,
         )
     }
-}
-
-/// A PMIx key constant (NUL-terminated bytes) as a `CStr`.
-pub(crate) fn key(bytes: &'static [u8]) -> &'static CStr {
-    CStr::from_bytes_with_nul(bytes).expect("PMIx key constants are NUL-terminated")
 }

@@ -9,8 +9,8 @@
 //!   listens on the loopback at a port the kernel picks and publishes the
 //!   address in a file beside the shared segment (mode 0600); the others
 //!   read it there.
-//! - Started by a PMIx server (feature `pmix`) or with a PMI-2 socket
-//!   (`PMI_FD`: `srun --mpi=pmi2`), without `FASTMSG_ROOT`: the same table,
+//! - Started by a PMIx server or with a PMI socket (`PMI_FD`: `srun
+//!   --mpi=pmi2`, MPICH's `mpiexec`), without `FASTMSG_ROOT`: the same table,
 //!   exchanged through the launcher's key-value store (`bootstrap::kvs`).
 //!   There `FASTMSG_HOST` may split a node into "hosts", so setting it is
 //!   enough to need the exchange.
@@ -46,7 +46,7 @@ pub(crate) fn needs_network(config: &Config) -> bool {
 }
 
 /// Whether the launcher offers a key-value store for the wire-up: a PMIx
-/// server (feature `pmix`) or a PMI-2 socket.
+/// server or a PMI socket.
 pub(crate) fn has_store(job: &JobInfo) -> bool {
     job.launcher == Launcher::Pmix || crate::bootstrap::pmi2::available()
 }
@@ -69,7 +69,6 @@ fn io(op: &'static str, peer: String) -> impl FnOnce(std::io::Error) -> ConnectE
 /// # Errors
 /// A missing secret or root, or any [`ConnectError`].
 pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartError> {
-    #[cfg(feature = "pmix")]
     if job.launcher == Launcher::Pmix && config.net.root.is_none() {
         let geometry = geometry(config)?;
         let mut store = crate::bootstrap::pmix::store()?;
@@ -90,13 +89,16 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
             crate::bootstrap::pmi2::wire_up(config.net.secret.as_deref(), config.timeout, job)?;
         return Ok(plan(config, job, table, listener, secret, geometry));
     }
+    if config.net.root.is_none() && job.local_size != job.size {
+        return Err(crate::bootstrap::layout::no_wire_up(job).into());
+    }
     let secret = config
         .net
         .secret
         .clone()
         .ok_or(ConfigError::Invalid {
             what: "FASTMSG_SECRET",
-            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; under srun --mpi=pmi2, or mpirun and srun --mpi=pmix with feature `pmix`, the launcher carries one; otherwise export FASTMSG_SECRET)".into(),
+            why: "a job using the network needs a secret shared by all its ranks (fmrun sets one; under mpirun, srun --mpi=pmix or --mpi=pmi2 and MPICH's mpiexec the launcher carries one; otherwise export FASTMSG_SECRET)".into(),
         })?
         .into_bytes();
     let geometry = geometry(config)?;
@@ -121,17 +123,6 @@ pub(crate) fn meet(config: &Config, job: &mut JobInfo) -> Result<NetPlan, StartE
             } else {
                 rendezvous::join(addr, job.rank, &job.host, &rjob)?
             }
-        }
-        None if job.local_size != job.size => {
-            return Err(ConfigError::Invalid {
-                what: "FASTMSG_ROOT",
-                why: format!(
-                    "{} of the job's {} ranks are on other hosts: set FASTMSG_ROOT=host:port (where rank 0 serves the rendezvous) on every rank, or start under srun --mpi=pmi2, or build with feature `pmix` and start under mpirun or srun --mpi=pmix",
-                    job.size - job.local_size,
-                    job.size
-                ),
-            }
-            .into())
         }
         None => local_rendezvous(config, job, &rjob)?,
     };

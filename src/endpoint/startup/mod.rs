@@ -21,14 +21,15 @@ use super::handler::{encode_table, Registry};
 use super::hook::Hook;
 use super::net::Net;
 use super::wait::{WaitConfig, WaitPolicy, Waiter};
-use super::{ConnectMode, Endpoint, NetMode};
-use crate::error::StartError;
+use super::{ConnectMode, Endpoint};
+use crate::bootstrap::JobInfo;
+use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
-use crate::transport::rma::connect::LazyJob;
+use crate::transport::net::provider::{Caps, OpenPlan};
+use crate::transport::net::NetTargets;
 use crate::transport::shm::{ShmJob, ShmTransport};
-use crate::transport::tcp::mesh::{self, MeshJob};
-use crate::transport::tcp::NetTargets;
-use crate::transport::AnyTransport;
+use crate::transport::{AnyTransport, NetTransport};
+use crate::watch::Probe;
 use crate::window::WindowTable;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -47,16 +48,10 @@ pub(super) fn start(
     registry.check_unique()?;
     registry.check_table_size()?;
     registry.check_defined()?;
+    // Fail at once, before the rendezvous, where the provider named
+    // cannot run here (no device, no library, not built).
+    let provider = crate::transport::choose(config.net.mode.provider_name())?;
     let mut job = config.job.clone();
-    if config.net.mode == NetMode::Verbs {
-        // Fail at once on a host without RDMA (or a build without it).
-        crate::transport::verbs::probe()?;
-    }
-    if config.net.mode == NetMode::Ofi {
-        // Fail at once where the provider is missing (or the build has no
-        // libfabric transport).
-        crate::transport::ofi::probe()?;
-    }
     // A job that needs the network meets at the rendezvous first: the
     // job table says which ranks share this host.
     let plan = if hosts::needs_network(&config) {
@@ -66,189 +61,35 @@ pub(super) fn start(
         None
     };
     let sleeps = WaitConfig::sleeps(config.wait);
-    let shm = ShmTransport::connect(
-        &ShmJob {
-            dir: &config.shm_dir,
-            job: &job.job,
-            host: &job.host,
-            rank: job.rank,
-            world: job.size,
-            local_rank: job.local_rank,
-            local_size: job.local_size,
-            doorbells: sleeps,
-            timeout: config.timeout,
-            window_bytes: windows.bytes(),
-            abort: config.abort.as_deref(),
-        },
-        &config.shm,
-    )?;
-    let my_window = shm.own_window();
-    let local = shm.local_ranks();
-    // The watchdog's probes: local peers' lifelines, the network's
-    // links (added below), the supervisor's abort flag.
-    let mut probes: Vec<Box<dyn crate::watch::Probe>> = vec![Box::new(shm.life_probe())];
-    if let Some(flag) = &config.abort {
-        probes.push(Box::new(crate::watch::AbortProbe {
-            flag: Arc::clone(flag),
-            seen: false,
-        }));
-    }
-    let mut transports = Vec::new();
-    let mut route = vec![super::net::SHM; job.size as usize];
-    let mut net_peers = Vec::new();
+    // Host identities that contradict the launcher fail the wait at once.
+    let watch = crate::bootstrap::layout::Watch::start(&config.shm_dir, &job, plan.is_none())?;
+    let shm =
+        attach_shm(&config, &job, &windows, sleeps, watch.flag()).map_err(|e| watch.explain(e))?;
+    drop(watch);
+    let mut probes = watch_probes(&config, &shm);
+    let (my_window, local) = (shm.own_window(), shm.local_ranks());
+    let mut wide: Vec<AnyTransport> = Vec::new();
     if let Some(plan) = plan.filter(|p| !p.peers.is_empty()) {
-        let mesh_job = MeshJob {
-            me: job.rank,
-            size: job.size,
-            job: &job.job,
-            secret: &plan.secret,
-            params: [
-                u64::from(plan.geometry.slots),
-                u64::from(plan.geometry.slot_bytes),
-            ],
-            timeout: config.timeout,
-        };
+        let caps = provider.caps();
         let targets = NetTargets {
             window: my_window.clone(),
             bell: sleeps.then(|| shm.doorbell_ref()),
         };
-        // Lazy set-up: the TCP transport connects each pair on first use
-        // (libfabric and verbs keep the full mesh: their set-up is
-        // collective, see docs/scale.md).
-        let lazy = config.net.connect == ConnectMode::Lazy
-            && !matches!(config.net.mode, NetMode::Ofi | NetMode::Verbs);
-        let links = if lazy {
-            Vec::new()
-        } else {
-            mesh::connect(&plan.listener, &mesh_job, &plan.peers)?
-        };
-        if config.net.mode == NetMode::Ofi {
-            #[cfg(feature = "ofi")]
-            {
-                // The endpoint listens where peers reached us.
-                let node = links
-                    .first()
-                    .and_then(|l| l.1.local_addr().ok())
-                    .map(|a| a.ip());
-                let wire = crate::transport::ofi::open(
-                    job.rank.0,
-                    job.size,
-                    node,
-                    links.len(),
-                    plan.geometry.slots,
-                )?;
-                let t = crate::transport::OfiTransport::new(
-                    wire,
-                    job.size,
-                    plan.geometry,
-                    links,
-                    targets,
-                    config.net.dead_after,
-                )?;
-                net_peers = t.peers();
-                transports.push(AnyTransport::Ofi(t));
-            }
-        } else if config.net.mode == NetMode::Verbs {
-            #[cfg(feature = "verbs")]
-            {
-                let wire =
-                    crate::transport::verbs::VerbsWire::open(links.len(), plan.geometry.slots)?;
-                let v = crate::transport::VerbsTransport::new(
-                    wire,
-                    job.size,
-                    plan.geometry,
-                    links,
-                    targets,
-                    config.net.dead_after,
-                )?;
-                net_peers = v.peers();
-                transports.push(AnyTransport::Verbs(v));
-            }
-        } else {
-            let tcp = if lazy {
-                let lazy_job = LazyJob {
-                    me: job.rank,
-                    size: job.size,
-                    job: job.job.clone(),
-                    secret: plan.secret.clone(),
-                    params: mesh_job.params,
-                    timeout: config.timeout,
-                    dead_after: config.net.dead_after,
-                };
-                crate::transport::tcp::start_lazy(
-                    job.rank,
-                    job.size,
-                    plan.geometry,
-                    plan.peers.clone(),
-                    plan.listener,
-                    lazy_job,
-                    targets,
-                )
-            } else {
-                crate::transport::tcp::start(
-                    job.rank,
-                    job.size,
-                    plan.geometry,
-                    links,
-                    targets,
-                    config.net.dead_after,
-                )
-            }
-            .map_err(|source| crate::error::ConnectError::Io {
-                op: if lazy {
-                    "set up the network transport (rings, NIC and accepting threads) of"
-                } else {
-                    "set up the network transport (rings, NIC thread) of"
-                },
-                peer: format!("rank {}", job.rank),
-                source,
-            })?;
-            net_peers = tcp.peers();
-            if let Some(probe) = tcp.link_probe() {
-                probes.push(Box::new(probe));
-            }
-            transports.push(AnyTransport::Tcp(tcp));
-        }
+        let t = provider.open(open_plan(&config, &job, plan, caps, targets))?;
+        probes.extend(t.watch_probe());
+        wide.push(t);
     }
-    let has_network = !transports.is_empty();
-    // Local peers go through shm (route SHM, the default); peers
-    // reached over the network (other hosts; with FASTMSG_NET forced,
-    // this host's too) through the network transport, index 1.
-    for r in &net_peers {
-        route[r.index()] = 1;
-    }
-    let mut net = Net::new(transports, shm, route);
-    let mut names = registry.names().to_vec();
-    names.extend(windows.describe());
-    // An RDMA network transport (verbs, ofi) counts as a second busy
-    // thread per rank, as it did when TCP's NIC thread placed every
-    // record. TCP's NIC thread now sleeps while its rank polls (the rank
-    // reads its own sockets) and works only while the rank sleeps or
-    // stands still, so TCP ranks count one thread each.
-    let nic_busy = has_network && matches!(config.net.mode, NetMode::Verbs | NetMode::Ofi);
-    let threads_per_rank = if nic_busy { 2 } else { 1 };
-    let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
-        job.local_size,
-        threads_per_rank,
-        job.launcher,
-    );
-    // RDMA writes ring no doorbell, and a rank asleep drives no libfabric
-    // progress: under verbs and ofi `auto` never sleeps (a sleeper would
-    // notice arrivals only at its time-out).
-    let rings_no_bell = matches!(config.net.mode, NetMode::Verbs | NetMode::Ofi);
-    let may_sleep = sleeps && !(rings_no_bell && config.wait == WaitPolicy::Auto);
-    let wait = WaitConfig::resolve(config.wait, oversubscribed, may_sleep);
-    tracing::debug!(
-        "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
-        config.wait,
-        job.local_size
-    );
+    let caps = (!wide.is_empty()).then(|| provider.caps());
+    let wait = wait_config(&config, &job, caps, sleeps);
     let watchdog = crate::watch::Watchdog::start(format!("fastmsg-watch-{}", job.rank), probes)
-        .map_err(|source| crate::error::ConnectError::Io {
+        .map_err(|source| ConnectError::Io {
             op: "start the watchdog thread for",
             peer: format!("rank {}", job.rank),
             source,
         })?;
+    let mut names = registry.names().to_vec();
+    names.extend(windows.describe());
+    let mut net = routed(job.size, wide, shm);
     net.shm.set_alarm(watchdog.alarm_handle());
     let setup = CoreSetup {
         wait,
@@ -260,10 +101,136 @@ pub(super) fn start(
         close_warn: config.close_warn,
         hooks,
         max_parked: config.max_parked,
+        max_receive: config.max_receive,
     };
-    let core = Rc::new(Core::new(job.rank, job.size, net, registry, setup));
-    let ep = Endpoint { core };
-    if job.rank.0 == 0 {
+    let ep = Endpoint {
+        core: Rc::new(Core::new(job.rank, job.size, net, registry, setup)),
+    };
+    check_tables(&ep, names, &config)?;
+    tracing::info!(
+        "rank {} of {} started (job {}, {} on this host, launcher {:?}, network: {})",
+        job.rank,
+        job.size,
+        job.job,
+        job.local_size,
+        job.launcher,
+        caps.is_some()
+    );
+    Ok(ep)
+}
+
+/// Attach to the host's shared segment.
+fn attach_shm(
+    config: &Config,
+    job: &JobInfo,
+    windows: &WindowTable,
+    sleeps: bool,
+    contradiction: Option<&crate::sync::AtomicBool>,
+) -> Result<ShmTransport, StartError> {
+    Ok(ShmTransport::connect(
+        &ShmJob {
+            dir: &config.shm_dir,
+            job: &job.job,
+            host: &job.host,
+            rank: job.rank,
+            world: job.size,
+            local_rank: job.local_rank,
+            local_size: job.local_size,
+            doorbells: sleeps,
+            timeout: config.timeout,
+            window_bytes: windows.bytes(),
+            abort: config.abort.as_deref().or(contradiction),
+        },
+        &config.shm,
+    )?)
+}
+
+/// The watchdog's probes: local peers' lifelines, the supervisor's abort
+/// flag (the network transport adds its own).
+fn watch_probes(config: &Config, shm: &ShmTransport) -> Vec<Box<dyn Probe>> {
+    let mut probes: Vec<Box<dyn Probe>> = vec![
+        Box::new(shm.life_probe()),
+        Box::new(crate::watch::Tick::new()),
+    ];
+    if let Some(flag) = &config.abort {
+        probes.push(Box::new(crate::watch::AbortProbe {
+            flag: Arc::clone(flag),
+            seen: false,
+        }));
+    }
+    probes
+}
+
+/// What the provider opens the network transport from.
+fn open_plan(
+    config: &Config,
+    job: &JobInfo,
+    plan: hosts::NetPlan,
+    caps: Caps,
+    targets: NetTargets,
+) -> OpenPlan {
+    OpenPlan {
+        me: job.rank,
+        size: job.size,
+        job: job.job.clone(),
+        secret: plan.secret,
+        geometry: plan.geometry,
+        listener: plan.listener,
+        peers: plan.peers,
+        timeout: config.timeout,
+        dead_after: config.net.dead_after,
+        // Lazy set-up where the wire connects late (others keep the full
+        // mesh: their set-up is collective, see docs/scale.md).
+        lazy: config.net.connect == ConnectMode::Lazy && caps.lazy_connect,
+        targets,
+    }
+}
+
+/// The wait policy, from the setting and what the network transport (its
+/// capabilities `caps`, `None` without one) does.
+fn wait_config(config: &Config, job: &JobInfo, caps: Option<Caps>, sleeps: bool) -> WaitConfig {
+    // A wire whose placing keeps a thread busy counts two busy threads
+    // per rank.
+    let threads_per_rank = if caps.is_some_and(|c| c.busy_thread) {
+        2
+    } else {
+        1
+    };
+    let oversubscribed = crate::topology::Cpus::probe().oversubscribed(
+        job.local_size,
+        threads_per_rank,
+        job.launcher,
+    );
+    // Arrivals that ring no doorbell (RDMA writes, a provider progressed
+    // only by its poll) would be noticed by a sleeper only at its
+    // time-out: then `auto` never sleeps.
+    let rings_no_bell = caps.is_some_and(|c| !c.rings_doorbell);
+    let may_sleep = sleeps && !(rings_no_bell && config.wait == WaitPolicy::Auto);
+    tracing::debug!(
+        "wait policy {:?}, oversubscribed: {oversubscribed} ({} local ranks, {threads_per_rank} busy thread(s) each)",
+        config.wait,
+        job.local_size
+    );
+    WaitConfig::resolve(config.wait, oversubscribed, may_sleep)
+}
+
+/// The engine's transports and routes: local peers through shm (route
+/// SHM, the default), peers the network transport reaches (other hosts;
+/// with a provider named, this host's too) through it, index 1.
+fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
+    let mut route = vec![super::net::SHM; size as usize];
+    for t in &wide {
+        for r in t.peers() {
+            route[r.index()] = 1;
+        }
+    }
+    Net::new(wide, shm, route)
+}
+
+/// Send this rank's handler table (`names`) to rank 0 and wait for its
+/// verdict on every rank's.
+fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<(), StartError> {
+    if ep.core.rank.0 == 0 {
         ep.core.control.borrow_mut().set_own_table(names.clone());
     }
     ep.core
@@ -273,16 +240,7 @@ pub(super) fn start(
     loop {
         let verdict = ep.core.control.borrow_mut().verdict.take();
         if let Some(v) = verdict {
-            v.into_result()?;
-            tracing::info!(
-                "rank {} of {} started (job {}, {} on this host, launcher {:?}, network: {has_network})",
-                job.rank,
-                job.size,
-                job.job,
-                job.local_size,
-                job.launcher
-            );
-            return Ok(ep);
+            return v.into_result();
         }
         if started.elapsed() > config.timeout {
             return Err(StartError::Timeout {

@@ -1,4 +1,4 @@
-//! Network start-up against hostile clients (issue 11 class 3): a silent
+//! Network start-up against hostile clients: a silent
 //! client, one sending a byte a second, a flood of 200 connections, and
 //! clients with the wrong secret, each against the rendezvous (rank 0's
 //! `FASTMSG_ROOT`) and against a peer's listener; every time the job starts
@@ -10,7 +10,7 @@ use crate::netio::auth::{self, Hello, Purpose};
 use crate::netio::connect::connect_retry;
 use crate::sync::{AtomicBool, Ordering};
 use crate::threads;
-use crate::transport::tcp::mesh::{self, MeshJob};
+use crate::transport::net::mesh::{self, MeshJob};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -117,7 +117,7 @@ fn rendezvous_under(attack: Attack) {
     let out = threads::run(
         3,
         |c| {
-            c.net.mode = NetMode::Tcp;
+            c.net.mode = NetMode::named("tcp").expect("a provider of every build");
             c.net.root = Some(root.clone());
             c.net.secret = Some("the right one".into());
             c.timeout = Duration::from_secs(40);

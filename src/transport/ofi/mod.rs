@@ -1,5 +1,5 @@
 //! The libfabric transport (cargo feature `ofi`, `FASTMSG_NET=ofi`): the
-//! ring protocol of [`crate::transport::rma`] over a libfabric RDM
+//! ring protocol of [`crate::transport::net`] over a libfabric RDM
 //! endpoint — the interface under MPICH, Open MPI's OFI components and
 //! GASNet-EX's ofi conduit, and the portable way onto Slingshot (cxi),
 //! EFA, Omni-Path (psm3) and verbs.
@@ -9,7 +9,7 @@
 //!   writes on a reliable datagram endpoint bound to the address this rank
 //!   is reached on; anything else is [`OfiError::NoProvider`] at start.
 //! - Addresses, keys and ring offsets travel over the authenticated TCP
-//!   connections of [`super::tcp::mesh`], which stay open to tell a dead
+//!   connections of [`super::net::mesh`], which stay open to tell a dead
 //!   peer by its end.
 //! - Placement order is the provider's answer: `FI_ORDER_DATA` in its
 //!   completion order means a write's bytes land in order and the stamp
@@ -21,7 +21,9 @@
 //! Exercised here over `tcp;ofi_rxm` (safe mode, manual progress); the
 //! in-order mode and hardware providers are not.
 
-use crate::error::OfiError;
+use super::net::provider::{Caps, OpenPlan, Provider};
+use super::AnyTransport;
+use crate::error::{OfiError, StartError};
 
 #[cfg(feature = "ofi")]
 mod fabric;
@@ -32,10 +34,6 @@ mod wire;
 
 #[cfg(feature = "ofi")]
 pub use wire::OfiWire;
-
-/// The libfabric transport: the ring transport over an [`OfiWire`].
-#[cfg(feature = "ofi")]
-pub type OfiTransport = super::rma::RmaTransport<OfiWire>;
 
 /// The provider `FASTMSG_NET=ofi` asks for: `FASTMSG_OFI_PROVIDER`, else
 /// `FI_PROVIDER` (libfabric's own variable, which also filters what
@@ -87,4 +85,53 @@ pub(crate) fn open(
         peers
     );
     Ok(wire)
+}
+
+/// The libfabric wire as a provider (`FASTMSG_NET=ofi`, chosen only by
+/// name).
+pub(crate) struct OfiProvider;
+
+impl Provider for OfiProvider {
+    fn name(&self) -> &'static str {
+        "ofi"
+    }
+    fn caps(&self) -> Caps {
+        // Set-up is collective (the full mesh, see docs/scale.md); RDMA
+        // writes ring no doorbell and a sleeping rank drives no manual
+        // progress; the provider's progress counts as a second busy
+        // thread per rank.
+        Caps {
+            lazy_connect: false,
+            busy_thread: true,
+            rings_doorbell: false,
+            auto: false,
+        }
+    }
+    fn probe(&self) -> Result<(), StartError> {
+        Ok(probe()?)
+    }
+    fn describe(&self) -> String {
+        match probe() {
+            Ok(()) => format!("built; provider {} opens", provider()),
+            Err(OfiError::NotBuilt) => {
+                "not built (cargo feature `ofi`, needs libfabric-dev)".into()
+            }
+            Err(e) => e.to_string(),
+        }
+    }
+    #[cfg(feature = "ofi")]
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
+        let links = plan.connect_all()?;
+        // The endpoint listens where peers reached us.
+        let node = links
+            .first()
+            .and_then(|l| l.1.local_addr().ok())
+            .map(|a| a.ip());
+        let wire = open(plan.me.0, plan.size, node, links.len(), plan.geometry.slots)?;
+        plan.open_eager(wire, links)
+    }
+    #[cfg(not(feature = "ofi"))]
+    fn open(&self, _plan: OpenPlan) -> Result<AnyTransport, StartError> {
+        Err(OfiError::NotBuilt.into())
+    }
 }

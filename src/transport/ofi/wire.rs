@@ -1,5 +1,5 @@
 //! [`OfiWire`]: the ring protocol's writes over a libfabric RDM endpoint
-//! (see [`crate::transport::rma::wire::RmaWire`] for what it promises).
+//! (see [`crate::transport::net::wire::RmaWire`] for what it promises).
 //!
 //! - Ring writes are `fi_write`, or `fi_writedata` in the safe mode: the
 //!   remote CQ data names the writer and the ring slot, and its arrival at
@@ -19,7 +19,7 @@ use super::fabric::{strerror, Fabric, Mr};
 use super::sys::{self, CqDataEntry};
 use crate::error::OfiError;
 use crate::ring::{RingGeometry, RingRegion};
-use crate::transport::rma::wire::{link_alive, wait_for_sync, Event, Lateness, PeerArea, RmaWire};
+use crate::transport::net::wire::{link_alive, wait_for_sync, Event, Lateness, PeerArea, RmaWire};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

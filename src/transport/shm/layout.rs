@@ -19,6 +19,9 @@ use crate::error::SegmentError;
 
 /// Bytes reserved for the header.
 pub const HEADER_BYTES: u64 = 4096;
+
+/// The most ranks one host's segment serves.
+pub const MAX_LOCAL_RANKS: u32 = 4096;
 /// A cache line.
 pub const LINE: u64 = 64;
 
@@ -81,8 +84,11 @@ impl Layout {
     /// segment would not fit in 64-bit arithmetic / a sane size.
     pub fn new(params: Params) -> Result<Layout, SegmentError> {
         let too = |what: String| Err(SegmentError::TooLarge { what });
-        if params.local == 0 || params.local > 4096 {
-            return too(format!("{} ranks on one host (1 ..= 4096)", params.local));
+        if params.local == 0 || params.local > MAX_LOCAL_RANKS {
+            return too(format!(
+                "{} ranks on one host (1 ..= {MAX_LOCAL_RANKS})",
+                params.local
+            ));
         }
         if params.queues == 0 || params.queues > params.local {
             return too(format!(

@@ -18,6 +18,7 @@ pub mod liveness;
 pub(crate) mod mapping;
 pub mod segment;
 mod shared_send;
+mod stall;
 #[cfg(test)]
 mod test_hooks;
 
@@ -864,7 +865,7 @@ impl Transport for ShmTransport {
         self.layout.params.frame_size as usize
     }
 
-    /// The whole-message fast path (issue 15 item 1): no [`TxFrame`], no
+    /// The whole-message fast path: no [`TxFrame`], no
     /// stream. A payload of at most [`INLINE_BYTES`] (with inline slots on)
     /// is gathered into the slot, the first and lightest case; a larger one
     /// (at most a frame, as the caller checked against `inline_max`) is

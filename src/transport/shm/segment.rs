@@ -380,8 +380,11 @@ impl Segment {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(io("fchmod"))?;
         // The header page first, to arm the creator line at once: from now
-        // on another creator sees a live job, not an abandoned file.
-        file.set_len(HEADER_BYTES).map_err(io("resize"))?;
+        // on another creator sees a live job, not an abandoned file. Its
+        // space is reserved before anything is written into it: in a full
+        // directory the first store (the robust mutex `arm` initialises)
+        // would otherwise be a SIGBUS instead of `NoSpace`.
+        reserve(&file, path, HEADER_BYTES)?;
         let head = Mapping::new(map_head(&file, path)?);
         // SAFETY: in bounds (const-asserted), 64-byte aligned; a LifeLine
         // is an atomic word and a process-shared mutex, valid as zeros.
@@ -945,7 +948,7 @@ mod tests {
 
     #[test]
     fn a_garbage_file_is_replaced_by_the_creator_while_openers_wait() {
-        // The race of issue 11 class 5: openers that find the garbage first
+        // The creation race: openers that find the garbage first
         // must not fail; they wait for the creator's fresh segment.
         let p = path("race");
         private_garbage(&p);

@@ -8,6 +8,7 @@
 //! queue's error is kept for `check_peers`. A dedicated queue's sender
 //! waits on nothing in the receiver's memory and never comes here.
 
+use super::stall::StallClock;
 use super::*;
 use crate::queue::{ClaimStalled, PublishStalled};
 
@@ -34,9 +35,24 @@ impl TxPeer {
         write: impl FnOnce(&mut SlotBody),
     ) -> Result<(), TxStalled> {
         let pos = self.q.claim();
-        self.q
-            .publish_with(pos, write, || self.receiver_gone())
-            .map_err(TxStalled::Queue)
+        let cap = self.q.capacity();
+        let mut clock = StallClock::default();
+        let r = self.q.publish_with(pos, write, || {
+            if self.receiver_gone() {
+                return true;
+            }
+            // Recycled for an earlier position of this slot: that
+            // position's sender stamps it within moments (see `stall`).
+            let seq = self.q.stamp(pos);
+            clock.stuck_at(seq, seq < pos && (pos - seq) % cap == 0)
+        });
+        r.map_err(|e| match (e, clock.stuck) {
+            (PublishStalled::GaveUp, Some((seq, waited))) => TxStalled::Stuck {
+                at: StuckAt::Slot { pos, seq },
+                waited,
+            },
+            (e, _) => TxStalled::Queue(e),
+        })
     }
 
     /// As [`send_framed`](Self::send_framed), to a shared queue: the frame
@@ -46,9 +62,18 @@ impl TxPeer {
     /// What the claim or the publication stalled on (nothing published).
     #[inline(never)]
     fn send_framed_shared(&self, header: FragHeader, pieces: &[&[u8]]) -> Result<(), TxStalled> {
+        let mut clock = StallClock::default();
+        // Asked after each whole lap without a free frame: with a credit
+        // held, a free frame exists at every instant (see `stall`).
         let frame = FreeList::new(self.free_head, &self.frames)
-            .claim(|| self.receiver_gone())
-            .map_err(TxStalled::Frames)?;
+            .claim(|| self.receiver_gone() || clock.stuck_at(0, true))
+            .map_err(|e| match (e, clock.stuck) {
+                (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
+                    at: StuckAt::Frames,
+                    waited,
+                },
+                (e, _) => TxStalled::Frames(e),
+            })?;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
         self.publish_shared(|b| fill_slot(b, header, frame, &[]))
     }
@@ -61,6 +86,22 @@ pub(super) enum TxStalled {
     Queue(PublishStalled),
     /// The free list (`FreeList::claim`).
     Frames(ClaimStalled),
+    /// A value the protocol leaves only for a moment stayed (`stall`).
+    Stuck {
+        /// Which value.
+        at: StuckAt,
+        /// How long it stayed.
+        waited: std::time::Duration,
+    },
+}
+
+/// The value a stuck wait saw.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum StuckAt {
+    /// The slot of position `pos`, stamped `seq` (an earlier lap's).
+    Slot { pos: u64, seq: u64 },
+    /// Every frame in use, lap after lap.
+    Frames,
 }
 
 impl ShmTransport {
@@ -113,6 +154,16 @@ impl ShmTransport {
             TxStalled::Frames(ClaimStalled::Corrupt { frame, flag }) => {
                 Some(ProtocolError::PeerFramesCorrupt { dest, frame, flag })
             }
+            TxStalled::Stuck { at, waited } => Some(ProtocolError::PeerQueueStuck {
+                dest,
+                what: match at {
+                    StuckAt::Slot { pos, seq } => format!(
+                        "the slot of position {pos} stamped {seq} (recycled for an earlier lap, never published)"
+                    ),
+                    StuckAt::Frames => "every frame flagged in use".to_owned(),
+                },
+                waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+            }),
             TxStalled::Queue(PublishStalled::GaveUp) | TxStalled::Frames(ClaimStalled::GaveUp) => {
                 None
             }

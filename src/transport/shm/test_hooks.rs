@@ -39,6 +39,23 @@ impl ShmTransport {
         }
     }
 
+    /// Set the stamp of the slot the next claim on the queue we write on
+    /// `dest` will take back one lap (`pos - capacity`: "recycled for the
+    /// earlier position", a value the protocol itself writes there), as
+    /// another process of the same user could. Needs a queue past its
+    /// first lap.
+    pub(crate) fn set_back_next_stamp(&mut self, dest: Rank) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        let pos = peer.q.claimed();
+        let cap = peer.q.capacity();
+        assert!(pos >= cap, "the queue is in its first lap");
+        // Relaxed: a scribble, ordered with nothing.
+        peer.q
+            .watch(pos)
+            .stamp_ref()
+            .store(pos - cap, crate::sync::Ordering::Relaxed);
+    }
+
     /// Overwrite the in-use flag of every frame of the queue we write on
     /// `dest` with `value` (as another process scribbling would).
     pub(crate) fn scribble_frames(&mut self, dest: Rank, value: u32) {

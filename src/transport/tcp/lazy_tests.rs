@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::error::{ExtractError, NetError};
-use crate::transport::rma::connect::LazyJob;
+use crate::transport::net::connect::LazyJob;
 use crate::transport::Transport;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};

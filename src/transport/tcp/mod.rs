@@ -1,7 +1,6 @@
 //! The TCP transport: end-of-frame length-flag rings ([`crate::ring`]) over
 //! TCP — the Ethernet path, and the test bed of the ring protocol (HPVM
-//! §4.1, the original design, `../shared/DESIGN.md` "Network transports",
-//! beside the repository; see `docs/references.md`).
+//! §4.1, the original design; see `docs/references.md`).
 //!
 //! It is the one ring transport ([`RmaTransport`]: rings, credits, the
 //! close flush, peers' ends) over the TCP wire ([`TcpWire`]), which
@@ -38,18 +37,17 @@
 
 #![allow(unsafe_code)]
 
-pub mod mesh;
 pub(crate) mod nic;
 mod sockets;
 pub(crate) mod wire;
 
 pub use self::sockets::TcpWire;
-use super::rma::RmaTransport;
+use super::net::provider::{Caps, OpenPlan, Provider};
+use super::net::{NetTargets, RmaTransport};
+use super::AnyTransport;
+use crate::error::{ConnectError, StartError};
 use crate::id::Rank;
 use crate::ring::RingGeometry;
-use crate::transport::shm::mapping::MapRef;
-use crate::wake::Doorbell;
-use crate::window::WindowView;
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,45 +55,70 @@ use std::time::Duration;
 /// The TCP transport: the ring transport over a [`TcpWire`].
 pub type TcpTransport = RmaTransport<TcpWire>;
 
-/// Settings of the network rings (all ranks agree; checked at connection).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NetRingConfig {
-    /// Slots per ring (`FASTMSG_NET_SLOTS`, a power of two ≥ 4).
-    pub slots: u32,
-    /// Bytes per slot including the 40-byte trailer
-    /// (`FASTMSG_NET_SLOT_SIZE`, a multiple of 64).
-    pub slot_bytes: u32,
-}
+/// The TCP wire as a provider (`FASTMSG_NET=tcp`; the one `auto` picks).
+pub(crate) struct TcpProvider;
 
-impl Default for NetRingConfig {
-    fn default() -> Self {
-        NetRingConfig {
-            slots: 16,
-            slot_bytes: 64 << 10,
+impl Provider for TcpProvider {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+    fn caps(&self) -> Caps {
+        // The NIC thread sleeps while its rank polls (the rank reads its
+        // own sockets) and works only while the rank sleeps or stands
+        // still, so a TCP rank counts one busy thread; the NIC rings the
+        // doorbell of a sleeping rank.
+        Caps {
+            lazy_connect: true,
+            busy_thread: false,
+            rings_doorbell: true,
+            auto: true,
         }
     }
-}
-
-impl NetRingConfig {
-    /// The ring geometry, if the settings are usable.
-    pub fn geometry(&self) -> Option<RingGeometry> {
-        RingGeometry::checked(self.slots, self.slot_bytes)
+    fn probe(&self) -> Result<(), StartError> {
+        Ok(())
     }
-}
-
-/// Where remote one-sided writes land and whom to wake: this rank's window
-/// area and doorbell in the host's shared segment, each a view that keeps
-/// the segment mapped.
-#[derive(Debug, Clone)]
-pub(crate) struct NetTargets {
-    /// The window area (`ShmTransport::own_window`).
-    pub(crate) window: WindowView,
-    /// The doorbell to ring when a record lands (a sleeping wait policy).
-    pub(crate) bell: Option<MapRef<Doorbell>>,
+    fn describe(&self) -> String {
+        "available (rendezvous, mesh, NIC thread per rank)".into()
+    }
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
+        let (me, lazy) = (plan.me, plan.lazy);
+        let opened = if lazy {
+            let job = plan.lazy_job();
+            start_lazy(
+                plan.me,
+                plan.size,
+                plan.geometry,
+                plan.peers,
+                plan.listener,
+                job,
+                plan.targets,
+            )
+        } else {
+            let links = plan.connect_all()?;
+            start(
+                plan.me,
+                plan.size,
+                plan.geometry,
+                links,
+                plan.targets,
+                plan.dead_after,
+            )
+        };
+        let t = opened.map_err(|source| ConnectError::Io {
+            op: if lazy {
+                "set up the network transport (rings, NIC and accepting threads) of"
+            } else {
+                "set up the network transport (rings, NIC thread) of"
+            },
+            peer: format!("rank {me}"),
+            source,
+        })?;
+        Ok(t.into())
+    }
 }
 
 /// Start the TCP transport of rank `me` of `world` over authenticated
-/// connections `links` (one per network peer, see [`mesh::connect`]):
+/// connections `links` (one per network peer, see [`crate::transport::net::mesh::connect`]):
 /// exchange ring layouts, then start the NIC thread. A peer whose host
 /// stays silent for `dead_after` fails ([`crate::netio::alive`]).
 ///
@@ -117,7 +140,7 @@ pub(crate) fn start(
 /// Start the TCP transport of rank `me` of `world` with no peer connected
 /// yet (`FASTMSG_CONNECT=lazy`): each of `peers` (ranks and start-up
 /// listeners) is connected on first use, and connections from them are
-/// accepted on `listener` (see [`crate::transport::rma::connect`]); a
+/// accepted on `listener` (see [`crate::transport::net::connect`]); a
 /// peer whose host stays silent for `job.dead_after` fails.
 ///
 /// # Errors
@@ -128,7 +151,7 @@ pub(crate) fn start_lazy(
     geometry: RingGeometry,
     peers: Vec<(Rank, std::net::SocketAddr)>,
     listener: std::net::TcpListener,
-    job: crate::transport::rma::connect::LazyJob,
+    job: crate::transport::net::connect::LazyJob,
     targets: NetTargets,
 ) -> std::io::Result<TcpTransport> {
     let wire = TcpWire::new(me, &targets, job.dead_after);
@@ -136,19 +159,8 @@ pub(crate) fn start_lazy(
         .ok_or_else(|| std::io::Error::other("the TCP wire cannot connect late"))
 }
 
-impl RmaTransport<TcpWire> {
-    /// A probe of the links' states for the endpoint's watchdog: reports
-    /// when a link has left `UP` since it last looked.
-    pub(crate) fn link_probe(&self) -> Option<LinkProbe> {
-        Some(LinkProbe {
-            shared: Arc::clone(self.wire().shared()?),
-            seen: 0,
-        })
-    }
-}
-
-/// The watchdog's view of the NIC's link states (see
-/// [`RmaTransport::link_probe`]).
+/// The watchdog's view of the NIC's link states: reports when a link has
+/// left `UP` since it last looked.
 pub(crate) struct LinkProbe {
     shared: Arc<nic::Shared>,
     seen: u64,

@@ -39,11 +39,11 @@
 use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
-use crate::link::Links;
 use crate::netio::silence::{SilenceWatch, LOOK_EVERY};
 use crate::ring::{publish_trailer, Placements, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
-use crate::transport::rma::wire::PeerArea;
+use crate::transport::net::link::Links;
+use crate::transport::net::wire::PeerArea;
 use crate::transport::shm::mapping::MapRef;
 use crate::wake::Doorbell;
 use crate::window::WindowView;
@@ -78,7 +78,7 @@ pub(crate) struct Shared {
     pub(crate) geometry: RingGeometry,
     /// Per peer: where its ring and words lie in `rings`.
     pub(crate) areas: Vec<PeerArea>,
-    /// Each peer's link state and error (`crate::link`).
+    /// Each peer's link state and error (`crate::transport::net::link`).
     pub(crate) links: Links,
     pub(crate) targets: NicTargets,
     /// Per peer: its connection's parser; the holder owns the socket.
@@ -168,7 +168,7 @@ impl Shared {
     }
 
     /// Start reading peer `k`'s socket `fd` (a connection set up after the
-    /// start, see `crate::transport::rma::connect`).
+    /// start, see `crate::transport::net::connect`).
     pub(crate) fn attach(&self, k: usize, fd: RawFd) {
         {
             let mut c = self.conns[k].lock().unwrap_or_else(|p| p.into_inner());

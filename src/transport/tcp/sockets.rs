@@ -16,17 +16,17 @@
 //!   stands still (see `nic` for who owns a socket when).
 //! - Ends: a `BYE` record (after close or not), a connection that ends or
 //!   a record that breaks the rules are [`Event::Ended`], through
-//!   [`crate::link::Links`] (the NIC thread may be the one that saw it).
+//!   [`crate::transport::net::link::Links`] (the NIC thread may be the one that saw it).
 
 #![allow(unsafe_code)]
 
 use super::nic::{self, NicTargets, Shared, NIC, RANK};
 use super::wire::{self, RecordHeader};
 use crate::id::Rank;
-use crate::link::Departure;
 use crate::ring::{RingGeometry, RingRegion};
 use crate::sync::Ordering;
-use crate::transport::rma::wire::{Area, Event, PeerArea, RmaWire};
+use crate::transport::net::link::Departure;
+use crate::transport::net::wire::{Area, Event, PeerArea, RmaWire};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::TcpStream;
@@ -72,7 +72,7 @@ pub struct TcpWire {
     /// The links' alert count last looked at.
     alerts_seen: Cell<u64>,
     /// Per peer: its end was reported (the `gone` flags of
-    /// [`Links::check`](crate::link::Links::check)).
+    /// [`Links::check`](crate::transport::net::link::Links::check)).
     gone: RefCell<Vec<bool>>,
     /// Progress calls (published as the NIC's `beat`).
     beat: Cell<u64>,
@@ -91,7 +91,7 @@ impl TcpWire {
     /// [`crate::netio::silence::SilenceWatch`] over them).
     pub(crate) fn new(
         me: Rank,
-        targets: &super::NetTargets,
+        targets: &crate::transport::net::NetTargets,
         dead_after: std::time::Duration,
     ) -> TcpWire {
         TcpWire {
@@ -259,6 +259,13 @@ impl RmaWire for TcpWire {
     fn describe(&mut self, k: usize, mine: &PeerArea) -> io::Result<Vec<u8>> {
         set_at(&mut self.mine, k, *mine);
         Ok(Vec::new())
+    }
+
+    fn watch_probe(&self) -> Option<Box<dyn crate::watch::Probe>> {
+        Some(Box::new(super::LinkProbe {
+            shared: Arc::clone(self.shared()?),
+            seen: 0,
+        }))
     }
 
     fn late_peers(&mut self, ranks: &[Rank]) -> bool {

@@ -35,7 +35,7 @@ struct Trio {
 /// The fake rank's side of the set-up exchange and ready handshake on
 /// each of its connections (what `RmaTransport::new` does).
 fn fake_setup(fakes: &mut [&mut TcpStream]) {
-    let mine = crate::transport::rma::wire::PeerArea::default().encode();
+    let mine = crate::transport::net::wire::PeerArea::default().encode();
     for f in fakes.iter_mut() {
         f.write_all(&(mine.len() as u32).to_le_bytes()).unwrap();
         f.write_all(&mine).unwrap();
@@ -346,7 +346,7 @@ fn a_rogue_at_the_rendezvous_is_refused_and_the_job_starts() {
     let out = threads::run(
         2,
         |c| {
-            c.net.mode = NetMode::Tcp;
+            c.net.mode = NetMode::named("tcp").expect("a provider of every build");
             c.net.root = Some(root.clone());
             c.net.secret = Some("right".into());
             c.timeout = Duration::from_secs(30);

@@ -3,11 +3,11 @@
 //! adapter itself — the MVAPICH "RDMA fast path" of IWARP §3.3.
 //!
 //! The ring protocol (rings, mirrors, credit, the safe mode's bookkeeping,
-//! failures, the close flush) is [`crate::transport::rma`]'s, shared with
+//! failures, the close flush) is [`crate::transport::net`]'s, shared with
 //! the libfabric transport; this module is its wire ([`VerbsWire`]):
 //!
 //! - One RC queue pair per network peer, connected by rank order over the
-//!   authenticated TCP connection of [`super::tcp::mesh`] (which carries
+//!   authenticated TCP connection of [`super::net::mesh`] (which carries
 //!   the QP numbers, LID/GID, addresses and rkeys, and afterwards tells a
 //!   dead peer by its end of file).
 //! - Placement order: at queue-pair set-up the backend asks rdma-core
@@ -24,7 +24,9 @@
 //! A rank waiting with the `sleep` policy is not woken by RDMA writes (no
 //! CPU sees them arrive); it notices within the sleep time-out (10 ms).
 
-use crate::error::VerbsError;
+use super::net::provider::{Caps, OpenPlan, Provider};
+use super::AnyTransport;
+use crate::error::{StartError, VerbsError};
 
 mod list;
 #[cfg(feature = "verbs")]
@@ -35,10 +37,6 @@ mod wire;
 pub use list::devices;
 #[cfg(feature = "verbs")]
 pub use wire::VerbsWire;
-
-/// The verbs transport: the ring transport over a [`VerbsWire`].
-#[cfg(feature = "verbs")]
-pub type VerbsTransport = super::rma::RmaTransport<VerbsWire>;
 
 /// Check that an RDMA device can be opened; the first thing a rank asked
 /// for `FASTMSG_NET=verbs` does, so a host without RDMA fails at once with
@@ -61,6 +59,50 @@ pub fn probe() -> Result<(), VerbsError> {
 #[cfg(feature = "verbs")]
 pub fn probe() -> Result<(), VerbsError> {
     qp::Device::open().map(drop)
+}
+
+/// The RDMA verbs wire as a provider (`FASTMSG_NET=verbs`, chosen only
+/// by name).
+pub(crate) struct VerbsProvider;
+
+impl Provider for VerbsProvider {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+    fn caps(&self) -> Caps {
+        // Set-up is collective (the full mesh, see docs/scale.md); RDMA
+        // writes ring no doorbell; the adapter's placing counts as a
+        // second busy thread per rank.
+        Caps {
+            lazy_connect: false,
+            busy_thread: true,
+            rings_doorbell: false,
+            auto: false,
+        }
+    }
+    fn probe(&self) -> Result<(), StartError> {
+        Ok(probe()?)
+    }
+    fn describe(&self) -> String {
+        match devices() {
+            Ok(d) if d.is_empty() => "built; no RDMA device found".into(),
+            Ok(d) => format!("built; devices: {}", d.join(", ")),
+            Err(VerbsError::NotBuilt) => {
+                "not built (cargo feature `verbs`, needs rdma-core)".into()
+            }
+            Err(e) => e.to_string(),
+        }
+    }
+    #[cfg(feature = "verbs")]
+    fn open(&self, plan: OpenPlan) -> Result<AnyTransport, StartError> {
+        let links = plan.connect_all()?;
+        let wire = VerbsWire::open(links.len(), plan.geometry.slots)?;
+        plan.open_eager(wire, links)
+    }
+    #[cfg(not(feature = "verbs"))]
+    fn open(&self, _plan: OpenPlan) -> Result<AnyTransport, StartError> {
+        Err(VerbsError::NotBuilt.into())
+    }
 }
 
 #[cfg(all(test, feature = "verbs"))]

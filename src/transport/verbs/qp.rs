@@ -123,7 +123,7 @@ impl Device {
 impl Drop for Device {
     fn drop(&mut self) {
         // SAFETY: everything allocated from the PD (MRs, QPs, CQs) is owned
-        // by fields dropped before the device (see `VerbsTransport`).
+        // by fields dropped before the device (see the field order of `RmaTransport`).
         unsafe {
             ibv_dealloc_pd(self.pd);
             ibv_close_device(self.ctx);

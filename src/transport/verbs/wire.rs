@@ -1,6 +1,6 @@
 //! [`VerbsWire`]: the ring protocol's writes over RC queue pairs (see
-//! [`crate::transport::rma::wire::RmaWire`] for what it promises; the
-//! rings, credit and failures are [`crate::transport::rma`]'s, shared
+//! [`crate::transport::net::wire::RmaWire`] for what it promises; the
+//! rings, credit and failures are [`crate::transport::net`]'s, shared
 //! with the libfabric wire).
 //!
 //! - One RC queue pair per peer, created when the peer is described and
@@ -18,7 +18,7 @@
 use super::qp::{self, Cq, Device, Mr, Qp, QpInfo};
 use crate::error::VerbsError;
 use crate::ring::{RingGeometry, RingRegion};
-use crate::transport::rma::wire::{wait_for_sync, Event, PeerArea, RmaWire};
+use crate::transport::net::wire::{wait_for_sync, Event, PeerArea, RmaWire};
 use rdma_sys::{ibv_send_flags, ibv_wc, ibv_wc_opcode, ibv_wc_status};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;

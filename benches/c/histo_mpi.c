@@ -1,0 +1,145 @@
+/* Bale histogram over MPI, aggregated in the "exstack" style: each rank
+ * keeps one buffer of `--batch` updates per destination; a round draws
+ * updates into the buffers until one is full or the rank has drawn all of
+ * its updates, then every rank tells every other how many updates it sends
+ * and whether it is done (MPI_Alltoall), the updates travel in one
+ * MPI_Alltoallv, and each rank applies what it received. Rounds go on
+ * until every rank is done.
+ *
+ *   mpirun -np N histo_mpi [--log-table 20] [--log-updates 22] [--batch 2048] [--reps 1]
+ *
+ * The table has 2^log-table counters in blocks over the ranks; each rank
+ * makes 2^log-updates increments drawn from its splitmix64 stream (salt 1,
+ * as fastmsg's `histo` example). After each repetition every counter is
+ * checked against a recount of all ranks' streams; rank 0 prints one line
+ * with the rate (all updates / the slowest rank's time) and OK or FAILED,
+ * and the exit status is 1 when a check failed. */
+#include "common.h"
+#include <mpi.h>
+
+/* Per-destination buffers of local counter indices, and the exchange's
+ * counts and displacements. */
+struct exstack {
+    int ranks, cap;
+    uint32_t *out, *in;
+    int *fill, *out_off, *in_cnt, *in_off, *info_out, *info_in;
+};
+
+static void *checked_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "histo_mpi: out of memory (%zu bytes)\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+static void exstack_init(struct exstack *x, int ranks, int cap) {
+    x->ranks = ranks;
+    x->cap = cap;
+    x->out = checked_alloc((size_t)ranks * cap * sizeof(uint32_t));
+    x->in = checked_alloc((size_t)ranks * cap * sizeof(uint32_t));
+    x->fill = checked_alloc(ranks * sizeof(int));
+    x->out_off = checked_alloc(ranks * sizeof(int));
+    x->in_cnt = checked_alloc(ranks * sizeof(int));
+    x->in_off = checked_alloc(ranks * sizeof(int));
+    x->info_out = checked_alloc(2 * ranks * sizeof(int));
+    x->info_in = checked_alloc(2 * ranks * sizeof(int));
+    for (int d = 0; d < ranks; d++) x->out_off[d] = d * cap;
+}
+
+/* Sends the buffers, receives the others'; returns how many updates came
+ * in (in x->in) and sets *all_done when no rank has more to send. */
+static int exstack_exchange(struct exstack *x, int done, int *all_done) {
+    for (int d = 0; d < x->ranks; d++) {
+        x->info_out[2 * d] = x->fill[d];
+        x->info_out[2 * d + 1] = done;
+    }
+    MPI_Alltoall(x->info_out, 2, MPI_INT, x->info_in, 2, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    *all_done = 1;
+    for (int d = 0; d < x->ranks; d++) {
+        x->in_cnt[d] = x->info_in[2 * d];
+        x->in_off[d] = total;
+        total += x->in_cnt[d];
+        *all_done &= x->info_in[2 * d + 1];
+    }
+    MPI_Alltoallv(x->out, x->fill, x->out_off, MPI_UINT32_T, x->in, x->in_cnt, x->in_off, MPI_UINT32_T,
+                  MPI_COMM_WORLD);
+    memset(x->fill, 0, x->ranks * sizeof(int));
+    return total;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int me, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int log_t = (int)named_arg(argc, argv, "--log-table", 20);
+    int log_u = (int)named_arg(argc, argv, "--log-updates", 22);
+    int cap = (int)named_arg(argc, argv, "--batch", 2048), reps = (int)named_arg(argc, argv, "--reps", 1);
+    if (log_t < 1 || log_t > 32 || log_u < 0 || log_u > 40 || cap < 1 || reps < 1) {
+        if (me == 0) fprintf(stderr, "histo_mpi: --log-table 1..32, --log-updates 0..40, --batch and --reps >= 1\n");
+        MPI_Finalize();
+        return 2;
+    }
+    uint64_t tsize = 1ULL << log_t, updates = 1ULL << log_u, per, lo, hi;
+    bale_block(tsize, n, me, &per, &lo, &hi);
+    uint64_t *counts = checked_alloc((hi - lo + 1) * sizeof(uint64_t));
+    uint64_t *expect = checked_alloc((hi - lo + 1) * sizeof(uint64_t));
+    struct exstack x;
+    exstack_init(&x, n, cap);
+    int failed = 0;
+
+    for (int rep = 0; rep < reps; rep++) {
+        memset(counts, 0, (hi - lo) * sizeof(uint64_t));
+        MPI_Barrier(MPI_COMM_WORLD);
+        double start = MPI_Wtime();
+        uint64_t stream = bale_seed((uint32_t)me, 1), drawn = 0;
+        int all_done = 0;
+        while (!all_done) {
+            while (drawn < updates) {
+                uint64_t keep = stream, g = bale_next(&stream) & (tsize - 1);
+                int d = (int)(g / per);
+                if (x.fill[d] == cap) {
+                    stream = keep; /* this update waits for the next round */
+                    break;
+                }
+                x.out[d * cap + x.fill[d]++] = (uint32_t)(g - per * d);
+                drawn++;
+            }
+            int got = exstack_exchange(&x, drawn == updates, &all_done);
+            for (int k = 0; k < got; k++) counts[x.in[k]]++;
+        }
+        double mine = MPI_Wtime() - start, worst;
+        MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+        /* Recount this rank's block from every rank's stream. */
+        memset(expect, 0, (hi - lo) * sizeof(uint64_t));
+        for (int r = 0; r < n; r++) {
+            uint64_t s = bale_seed((uint32_t)r, 1);
+            for (uint64_t k = 0; k < updates; k++) {
+                uint64_t g = bale_next(&s) & (tsize - 1);
+                if (g >= lo && g < hi) expect[g - lo]++;
+            }
+        }
+        uint64_t mine3[3] = {0, 0, 0}, all3[3]; /* sum, wrong counters, hash */
+        for (uint64_t k = 0; k < hi - lo; k++) {
+            mine3[0] += counts[k];
+            mine3[1] += counts[k] != expect[k];
+            mine3[2] += counts[k] * bale_value(lo + k);
+        }
+        MPI_Allreduce(mine3, all3, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        int ok = all3[0] == (uint64_t)n * updates && all3[1] == 0;
+        failed |= !ok;
+        if (me == 0)
+            printf("histo-mpi ranks=%d table=2^%d updates/rank=2^%d batch=%d rep=%d time_s=%.4f "
+                   "updates_per_s=%.4e sum=%llu bad_counters=%llu hash=%016llx %s\n",
+                   n, log_t, log_u, cap, rep, worst, (double)n * updates / worst,
+                   (unsigned long long)all3[0], (unsigned long long)all3[1], (unsigned long long)all3[2],
+                   ok ? "OK" : "FAILED");
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return failed;
+}

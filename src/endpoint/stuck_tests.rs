@@ -1,0 +1,158 @@
+//! A shared receive queue left holding a value the protocol itself writes,
+//! but only for a moment: senders end their wait with a typed error naming
+//! the queue's owner instead of spinning for ever.
+
+use super::Endpoint;
+use crate::error::{ExtractError, ProtocolError, SendError};
+use crate::id::Rank;
+use crate::sync::{AtomicBool, AtomicU32, Ordering};
+use crate::threads;
+use std::time::{Duration, Instant};
+
+fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
+    f(&mut ep.core.net.borrow_mut().shm)
+}
+
+/// Ranks 1 and 2 share rank 0's one queue (4 slots: 2 credits each). Rank
+/// 1 sends 8 messages (two laps), rank 0 takes them, then rank 1 sets the
+/// stamp of the next slot back one lap — "recycled for the earlier
+/// position", whose sender would stamp it within moments — and sends:
+/// the send ends with the queue reported stuck, naming rank 0; before,
+/// it (and every later sender, `close` included) spun for ever.
+fn set_back_stamp(frames: bool) {
+    let done = AtomicBool::new(false);
+    let got = std::sync::Arc::new(AtomicU32::new(0));
+    threads::run(
+        3,
+        |c| {
+            c.shm.queues = Some(1);
+            c.shm.credits = 2;
+        },
+        |mut b| {
+            let g = std::sync::Arc::clone(&got);
+            let h = b.register_fn("h", move |_c, _p| {
+                g.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            });
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let bounded = || t0.elapsed() < Duration::from_secs(30);
+            match ep.rank().0 {
+                0 => {
+                    // Polls until rank 1 is done; what it finds about its
+                    // own queue is not this test's concern.
+                    // SYNC POINT test-done (acquire side).
+                    while !done.load(Ordering::Acquire) && bounded() {
+                        let _ = ep.extract(usize::MAX);
+                    }
+                    Ok(())
+                }
+                2 => {
+                    // SYNC POINT test-done (acquire side).
+                    while !done.load(Ordering::Acquire) && bounded() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Ok(())
+                }
+                _ => {
+                    let data = vec![3u8; if frames { 64 } else { 0 }];
+                    for _ in 0..8 {
+                        ep.send(Rank(0), h, &[&data])?;
+                    }
+                    while got.load(Ordering::Relaxed) < 8 && bounded() {
+                        ep.extract(usize::MAX)?;
+                    }
+                    assert_eq!(got.load(Ordering::Relaxed), 8);
+                    shm(&ep, |t| t.set_back_next_stamp(Rank(0)));
+                    let r = ep.send(Rank(0), h, &[&data]);
+                    let e = match r {
+                        Err(SendError::PeerGone { rank: Rank(0) }) => ep
+                            .extract(usize::MAX)
+                            .expect_err("the stuck queue is reported"),
+                        other => panic!("the send on a stuck queue gave {other:?}"),
+                    };
+                    assert!(
+                        matches!(
+                            &e,
+                            ExtractError::Protocol(ProtocolError::PeerQueueStuck { dest: 0, .. })
+                        ) && e.failed_peer() == Some(Rank(0)),
+                        "{e:?}"
+                    );
+                    assert!(e.to_string().contains("stamped"), "{e}");
+                    // SYNC POINT test-done (release side).
+                    done.store(true, Ordering::Release);
+                    Ok(())
+                }
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_slot_stamp_set_back_one_lap_ends_the_senders_wait_with_a_typed_error() {
+    set_back_stamp(false);
+}
+
+#[test]
+fn the_same_for_a_send_through_a_frame() {
+    set_back_stamp(true);
+}
+
+/// A receiver that only polls with `extract` learns that its dedicated
+/// queue was scribbled on (the next slot's stamp set to a value of no lap:
+/// the empty poll compares with one value only and would wait for ever),
+/// as a typed error naming the queue and its sender, without any blocking
+/// wait — before, only `close` reported it.
+#[test]
+fn a_receiver_that_only_extracts_learns_of_its_corrupt_dedicated_queue() {
+    let scribbled = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    threads::run(
+        2,
+        |_| {},
+        |mut b| {
+            b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let bounded = || t0.elapsed() < Duration::from_secs(20);
+            if ep.rank() == Rank(1) {
+                shm(&ep, |t| t.corrupt_next_stamp(Rank(0), 0xdead_0000));
+                // SYNC POINT test-scribbled (release side).
+                scribbled.store(true, Ordering::Release);
+                // SYNC POINT test-done (acquire side).
+                while !done.load(Ordering::Acquire) && bounded() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Ok(());
+            }
+            // SYNC POINT test-scribbled (acquire side).
+            while !scribbled.load(Ordering::Acquire) && bounded() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let found = loop {
+                match ep.extract(usize::MAX) {
+                    Err(e) => break Some(e),
+                    Ok(_) if bounded() => {}
+                    Ok(_) => break None,
+                }
+            };
+            // SYNC POINT test-done (release side).
+            done.store(true, Ordering::Release);
+            let e = found.expect("extract alone never reported the corrupt queue");
+            assert!(
+                matches!(
+                    e,
+                    ExtractError::Protocol(ProtocolError::QueueCorrupt {
+                        sender: Some(1),
+                        seq: 0xdead_0000,
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
