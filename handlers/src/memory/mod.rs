@@ -1,8 +1,7 @@
 //! Remote memory: a window of 64-bit words that every rank reads and
 //! updates on every other rank — `get`, fetch-add, add, swap,
 //! compare-and-swap, f64 add — one call per item, aggregated
-//! ([`RemoteWords`]); and a block-distributed array over it
-//! ([`DistVec`]).
+//! ([`RemoteWords`]).
 //!
 //! ```text
 //!  RemoteWords::new(&agg, &mut b, name, words)    before start: a window,
@@ -24,10 +23,6 @@
 //! otherwise — or a future ([`RemoteWords::call`]). Updates sent before an
 //! [`Aggregator::quiesce`] have been applied, and answered, when it
 //! returns on every rank.
-
-mod dist;
-
-pub use self::dist::DistVec;
 
 use crate::aggregate::{AggError, Aggregator, Channel};
 use crate::rpc::{Rpc, RpcError, RpcFuture};
@@ -171,6 +166,9 @@ pub struct RemoteWords {
 
 type Completion = Box<dyn FnMut(&Ctx, Rank, u64, Result<u64, RpcError>)>;
 
+/// A completion that waits its turn: owner, token, result.
+type Deferred = (Rank, u64, Result<u64, RpcError>);
+
 /// The completion callback, run re-entrantly safe: a completion that
 /// makes a call to an owner on this host completes it at once, from
 /// inside the running callback — that result waits in `deferred` and runs
@@ -178,7 +176,7 @@ type Completion = Box<dyn FnMut(&Ctx, Rank, u64, Result<u64, RpcError>)>;
 #[derive(Default)]
 struct Completer {
     f: RefCell<Option<Completion>>,
-    deferred: RefCell<std::collections::VecDeque<(Rank, u64, Result<u64, RpcError>)>>,
+    deferred: RefCell<std::collections::VecDeque<Deferred>>,
 }
 
 impl Completer {
@@ -355,7 +353,9 @@ impl RemoteWords {
             self.complete_now(ctx, owner, token, v);
             return Ok(());
         }
-        Ok(self.calls.send(ctx, owner, encode(index, Some(op)), token)?)
+        Ok(self
+            .calls
+            .send(ctx, owner, encode(index, Some(op)), token)?)
     }
 
     /// As [`fetch`](Self::fetch) (`op` `None`: a get), the result in a
@@ -378,9 +378,11 @@ impl RemoteWords {
             };
             return Ok(WordFuture::Ready(Some(v)));
         }
-        Ok(WordFuture::Remote(
-            self.calls.call(ctx, owner, encode(index, op))?,
-        ))
+        Ok(WordFuture::Remote(self.calls.call(
+            ctx,
+            owner,
+            encode(index, op),
+        )?))
     }
 
     /// Add `value` (wrapping) to word `index` of `owner`; nothing comes
