@@ -99,6 +99,7 @@ mod group;
 #[doc(hidden)]
 pub mod internal;
 mod machine;
+pub mod memory;
 pub mod op;
 mod request;
 pub mod rpc;

@@ -1,0 +1,457 @@
+//! Remote memory: a window of 64-bit words that every rank reads and
+//! updates on every other rank — `get`, fetch-add, add, swap,
+//! compare-and-swap, f64 add — one call per item, aggregated
+//! ([`RemoteWords`]).
+//!
+//! ```text
+//!  RemoteWords::new(&agg, &mut b, name, words)    before start: a window,
+//!                                                 a call channel, an add channel
+//!  owner on this host:   Ctx::get_u64 / Ctx::update_u64 — CPU atomics on the
+//!                        shared segment, no message; completes at once
+//!  owner on another host: a request in the aggregation buffers; the owner's
+//!                        handler applies it to its own window (the same
+//!                        atomics); fetching forms answer through the call
+//!                        channel, `add` does not answer
+//! ```
+//!
+//! The words are updated atomically whichever way an update comes (CPU
+//! atomics on the host, the owner's handler across hosts, on the same
+//! memory), so concurrent updates from every rank add up exactly. Results
+//! of fetching operations reach the completion callback
+//! ([`RemoteWords::on_complete`]) with the caller's token — at once, inside
+//! the call, when the owner is on this host; later, inside a handler,
+//! otherwise — or a future ([`RemoteWords::call`]). Updates sent before an
+//! [`Aggregator::quiesce`] have been applied, and answered, when it
+//! returns on every rank.
+
+use crate::aggregate::{AggError, Aggregator, Channel};
+use crate::rpc::{Rpc, RpcError, RpcFuture};
+use bytemuck::{Pod, Zeroable};
+use fastmsg::error::PutError;
+use fastmsg::{Ctx, EndpointBuilder, Rank, WindowId, WordOp};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What a remote-memory call can fail with at once (later failures — the
+/// owner's, across hosts — reach the completion as an [`RpcError`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemError {
+    /// A word index past the window.
+    #[error("word {index} is out of range: the window {name:?} has {words} words")]
+    OutOfRange {
+        /// The window.
+        name: String,
+        /// The index given.
+        index: u64,
+        /// Words per rank.
+        words: u64,
+    },
+    /// A direct access failed (bad rank, a peer gone, the endpoint
+    /// closed).
+    #[error(transparent)]
+    Put(#[from] PutError),
+    /// A call could not be made (bad destination, owner gone).
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    /// Sending an aggregated add failed.
+    #[error(transparent)]
+    Agg(#[from] AggError),
+}
+
+impl From<MemError> for fastmsg::Error {
+    fn from(e: MemError) -> Self {
+        match e {
+            MemError::Put(e) => fastmsg::Error::Put(e),
+            e => fastmsg::Error::other(e),
+        }
+    }
+}
+
+/// A request to an owner on another host.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct WordReq {
+    index: u64,
+    kind: u64,
+    a: u64,
+    b: u64,
+}
+
+/// An add (no answer) to an owner on another host.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct WordAdd {
+    index: u64,
+    /// `u64` to add, or the bits of an `f64` when `float` is 1.
+    value: u64,
+    float: u64,
+}
+
+const GET: u64 = 0;
+const FETCH_ADD: u64 = 1;
+const SWAP: u64 = 2;
+const CAS: u64 = 3;
+const ADD_F64: u64 = 4;
+
+fn encode(index: u64, op: Option<WordOp>) -> WordReq {
+    let (kind, a, b) = match op {
+        None => (GET, 0, 0),
+        Some(WordOp::FetchAdd(v)) => (FETCH_ADD, v, 0),
+        Some(WordOp::Swap(v)) => (SWAP, v, 0),
+        Some(WordOp::CompareSwap { current, new }) => (CAS, current, new),
+        Some(WordOp::AddF64(x)) => (ADD_F64, x.to_bits(), 0),
+        // `WordOp` is non-exhaustive: a form this library does not know
+        // yet is refused by the owner.
+        Some(_) => (u64::MAX, 0, 0),
+    };
+    WordReq { index, kind, a, b }
+}
+
+fn decode(r: &WordReq) -> Result<Option<WordOp>, String> {
+    Ok(match r.kind {
+        GET => None,
+        FETCH_ADD => Some(WordOp::FetchAdd(r.a)),
+        SWAP => Some(WordOp::Swap(r.a)),
+        CAS => Some(WordOp::CompareSwap {
+            current: r.a,
+            new: r.b,
+        }),
+        ADD_F64 => Some(WordOp::AddF64(f64::from_bits(r.a))),
+        k => return Err(format!("unknown word operation {k}")),
+    })
+}
+
+/// The result of a fetching call made with [`RemoteWords::call`].
+#[derive(Debug)]
+pub enum WordFuture {
+    /// Done at once (the owner is on this host).
+    Ready(Option<u64>),
+    /// Waiting for the owner's answer.
+    Remote(RpcFuture<u64>),
+}
+
+impl WordFuture {
+    /// Whether the value (or an error) is here.
+    pub fn is_ready(&self) -> bool {
+        match self {
+            WordFuture::Ready(_) => true,
+            WordFuture::Remote(f) => f.is_ready(),
+        }
+    }
+
+    /// The value, if it is here (once).
+    pub fn take(&mut self) -> Option<Result<u64, RpcError>> {
+        match self {
+            WordFuture::Ready(v) => v.take().map(Ok),
+            WordFuture::Remote(f) => f.take(),
+        }
+    }
+}
+
+/// A window of `words` 64-bit words on every rank, read and updated by
+/// every rank (see the [module docs](self)). Cheap to clone.
+#[derive(Clone)]
+pub struct RemoteWords {
+    name: String,
+    win: WindowId,
+    words: u64,
+    calls: Rpc<WordReq, u64>,
+    adds: Channel<WordAdd>,
+    /// The completion of fetching calls (shared with the call channel's).
+    complete: Rc<Completer>,
+    /// Whether owners on this host are reached directly.
+    direct: bool,
+}
+
+type Completion = Box<dyn FnMut(&Ctx, Rank, u64, Result<u64, RpcError>)>;
+
+/// A completion that waits its turn: owner, token, result.
+type Deferred = (Rank, u64, Result<u64, RpcError>);
+
+/// The completion callback, run re-entrantly safe: a completion that
+/// makes a call to an owner on this host completes it at once, from
+/// inside the running callback — that result waits in `deferred` and runs
+/// after the callback returns.
+#[derive(Default)]
+struct Completer {
+    f: RefCell<Option<Completion>>,
+    deferred: RefCell<std::collections::VecDeque<Deferred>>,
+}
+
+impl Completer {
+    #[inline]
+    fn run(&self, ctx: &Ctx, owner: Rank, token: u64, r: Result<u64, RpcError>) {
+        let taken = self.f.borrow_mut().take();
+        let Some(mut f) = taken else {
+            self.deferred.borrow_mut().push_back((owner, token, r));
+            return;
+        };
+        f(ctx, owner, token, r);
+        loop {
+            let next = self.deferred.borrow_mut().pop_front();
+            let Some((o, t, r)) = next else { break };
+            f(ctx, o, t, r);
+        }
+        let mut slot = self.f.borrow_mut();
+        // A new callback set from inside the old one wins.
+        if slot.is_none() {
+            *slot = Some(f);
+        }
+    }
+}
+
+impl std::fmt::Debug for RemoteWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteWords")
+            .field("name", &self.name)
+            .field("words", &self.words)
+            .finish()
+    }
+}
+
+impl RemoteWords {
+    /// A window `name` of `words` words (zeroed) on every rank, with the
+    /// call and add channels that reach owners on other hosts. Every rank
+    /// makes the same ones in the same order, before start.
+    pub fn new(agg: &Aggregator, b: &mut EndpointBuilder, name: &str, words: usize) -> Self {
+        let win = b.window(&format!("fastmsg-mem/{name}"), words * 8);
+        let wn = words as u64;
+        let calls = agg.rpc(
+            b,
+            &format!("fastmsg-mem/{name}/call"),
+            move |ctx: &Ctx, _src, r: WordReq| {
+                if r.index >= wn {
+                    return Err(format!("word {} is out of range ({wn} words)", r.index));
+                }
+                let off = (r.index * 8) as usize;
+                let v = match decode(&r)? {
+                    None => ctx.get_u64(win, ctx.rank(), off),
+                    Some(op) => ctx.update_u64(win, ctx.rank(), off, op),
+                };
+                v.map_err(|e| e.to_string())
+            },
+        );
+        let adds = agg.channel(
+            b,
+            &format!("fastmsg-mem/{name}/add"),
+            move |ctx, _src, a: WordAdd| {
+                if a.index >= wn {
+                    return Err(format!("add to word {} out of range ({wn} words)", a.index).into());
+                }
+                let op = if a.float == 1 {
+                    WordOp::AddF64(f64::from_bits(a.value))
+                } else {
+                    WordOp::FetchAdd(a.value)
+                };
+                ctx.update_u64(win, ctx.rank(), (a.index * 8) as usize, op)?;
+                Ok(())
+            },
+        );
+        let complete = Rc::new(Completer::default());
+        let c = Rc::clone(&complete);
+        calls.on_complete(move |ctx, owner, token, r| c.run(ctx, owner, token, r));
+        RemoteWords {
+            name: name.to_owned(),
+            win,
+            words: wn,
+            calls,
+            adds,
+            complete,
+            direct: true,
+        }
+    }
+
+    /// These words with every operation sent to the owner's handler, even
+    /// for an owner on this host (the path across hosts): for a program
+    /// that wants updates applied by the owner in order with its other
+    /// messages, and for measuring that path on one host.
+    pub fn through_owner(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+
+    #[inline]
+    fn direct(&self, ctx: &Ctx, owner: Rank) -> bool {
+        self.direct && ctx.is_on_host(owner)
+    }
+
+    /// The window (for direct puts and reads of this rank's words).
+    pub fn window(&self) -> WindowId {
+        self.win
+    }
+
+    /// Words per rank.
+    pub fn words(&self) -> u64 {
+        self.words
+    }
+
+    /// Set the completion of [`get`](Self::get) and
+    /// [`fetch`](Self::fetch): `(ctx, owner, token, previous value)`.
+    /// For an owner on this host it runs inside the call, before the call
+    /// returns: hold no `RefCell` borrow it takes across a call.
+    pub fn on_complete<F>(&self, f: F)
+    where
+        F: FnMut(&Ctx, Rank, u64, Result<u64, RpcError>) + 'static,
+    {
+        *self.complete.f.borrow_mut() = Some(Box::new(f));
+    }
+
+    #[inline]
+    fn check(&self, index: u64) -> Result<usize, MemError> {
+        if index >= self.words {
+            return Err(MemError::OutOfRange {
+                name: self.name.clone(),
+                index,
+                words: self.words,
+            });
+        }
+        Ok((index * 8) as usize)
+    }
+
+    /// Run the completion at once (an owner on this host).
+    #[inline]
+    fn complete_now(&self, ctx: &Ctx, owner: Rank, token: u64, v: u64) {
+        self.complete.run(ctx, owner, token, Ok(v));
+    }
+
+    /// Read word `index` of `owner`; the completion gets it with `token`.
+    /// On this host: an atomic load now (the completion runs inside this
+    /// call); elsewhere: an aggregated request.
+    ///
+    /// # Errors
+    /// [`MemError::OutOfRange`]; [`MemError::Put`] (a bad rank, a peer
+    /// gone, the endpoint closed); [`MemError::Rpc`].
+    #[inline]
+    pub fn get(&self, ctx: &Ctx, owner: Rank, index: u64, token: u64) -> Result<(), MemError> {
+        let off = self.check(index)?;
+        if self.direct(ctx, owner) {
+            let v = ctx.get_u64(self.win, owner, off)?;
+            self.complete_now(ctx, owner, token, v);
+            return Ok(());
+        }
+        Ok(self.calls.send(ctx, owner, encode(index, None), token)?)
+    }
+
+    /// Apply `op` to word `index` of `owner` atomically; the completion
+    /// gets the previous value with `token` (see [`get`](Self::get)).
+    ///
+    /// # Errors
+    /// As [`get`](Self::get).
+    #[inline]
+    pub fn fetch(
+        &self,
+        ctx: &Ctx,
+        owner: Rank,
+        index: u64,
+        op: WordOp,
+        token: u64,
+    ) -> Result<(), MemError> {
+        let off = self.check(index)?;
+        if self.direct(ctx, owner) {
+            let v = ctx.update_u64(self.win, owner, off, op)?;
+            self.complete_now(ctx, owner, token, v);
+            return Ok(());
+        }
+        Ok(self
+            .calls
+            .send(ctx, owner, encode(index, Some(op)), token)?)
+    }
+
+    /// As [`fetch`](Self::fetch) (`op` `None`: a get), the result in a
+    /// future instead of the completion.
+    ///
+    /// # Errors
+    /// As [`get`](Self::get).
+    pub fn call(
+        &self,
+        ctx: &Ctx,
+        owner: Rank,
+        index: u64,
+        op: Option<WordOp>,
+    ) -> Result<WordFuture, MemError> {
+        let off = self.check(index)?;
+        if self.direct(ctx, owner) {
+            let v = match op {
+                None => ctx.get_u64(self.win, owner, off)?,
+                Some(op) => ctx.update_u64(self.win, owner, off, op)?,
+            };
+            return Ok(WordFuture::Ready(Some(v)));
+        }
+        Ok(WordFuture::Remote(self.calls.call(
+            ctx,
+            owner,
+            encode(index, op),
+        )?))
+    }
+
+    /// Add `value` (wrapping) to word `index` of `owner`; nothing comes
+    /// back. On this host: one atomic add now; elsewhere: aggregated.
+    ///
+    /// # Errors
+    /// [`MemError::OutOfRange`], [`MemError::Put`], [`MemError::Agg`].
+    #[inline]
+    pub fn add(&self, ctx: &Ctx, owner: Rank, index: u64, value: u64) -> Result<(), MemError> {
+        self.add_bits(ctx, owner, index, value, false)
+    }
+
+    /// Add `value` to word `index` of `owner` as an `f64`; as
+    /// [`add`](Self::add).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    #[inline]
+    pub fn add_f64(&self, ctx: &Ctx, owner: Rank, index: u64, value: f64) -> Result<(), MemError> {
+        self.add_bits(ctx, owner, index, value.to_bits(), true)
+    }
+
+    #[inline]
+    fn add_bits(
+        &self,
+        ctx: &Ctx,
+        owner: Rank,
+        index: u64,
+        value: u64,
+        float: bool,
+    ) -> Result<(), MemError> {
+        let off = self.check(index)?;
+        if self.direct(ctx, owner) {
+            let op = if float {
+                WordOp::AddF64(f64::from_bits(value))
+            } else {
+                WordOp::FetchAdd(value)
+            };
+            ctx.update_u64(self.win, owner, off, op)?;
+            return Ok(());
+        }
+        let a = WordAdd {
+            index,
+            value,
+            float: u64::from(float),
+        };
+        Ok(self.adds.send(ctx, owner, a)?)
+    }
+
+    /// This rank's word `index` (an atomic load).
+    ///
+    /// # Errors
+    /// [`MemError::OutOfRange`], [`MemError::Put`].
+    pub fn local(&self, ctx: &Ctx, index: u64) -> Result<u64, MemError> {
+        let off = self.check(index)?;
+        Ok(ctx.get_u64(self.win, ctx.rank(), off)?)
+    }
+
+    /// Store `value` in this rank's word `index` (Release).
+    ///
+    /// # Errors
+    /// As [`local`](Self::local).
+    pub fn set_local(&self, ctx: &Ctx, index: u64, value: u64) -> Result<(), MemError> {
+        let off = self.check(index)?;
+        Ok(ctx.put_u64(self.win, ctx.rank(), off, value)?)
+    }
+
+    /// Fetching calls not answered yet (owners on other hosts).
+    pub fn outstanding(&self) -> usize {
+        self.calls.outstanding()
+    }
+}

@@ -1,0 +1,424 @@
+//! Request/response (`fastmsg_handlers::rpc`) and remote memory
+//! (`fastmsg_handlers::memory`, `Ctx::get`/`update_u64`) on the thread
+//! entry point, 4 ranks on however few cores: completion order per owner,
+//! handler errors reaching the caller (callback and future), calls made
+//! from completions (bounces), typed errors of bad calls, remote atomics
+//! under contention from every rank (exact values, both paths), `get`
+//! with its bounds, alignment and closed-endpoint errors.
+
+use fastmsg::error::PutError;
+use fastmsg::threads;
+use fastmsg::{EndpointBuilder, Error, Rank, WordOp};
+use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
+use fastmsg_handlers::memory::{MemError, RemoteWords};
+use fastmsg_handlers::rpc::RpcError;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How long one test's job may run (they take well under a second here).
+const TEST_LIMIT: Duration = Duration::from_secs(120);
+
+fn run<T: Send>(n: u32, body: impl Fn(EndpointBuilder) -> Result<T, Error> + Sync) -> Vec<T> {
+    threads::run(
+        n,
+        |c| {
+            c.timeout = TEST_LIMIT;
+            if c.job.rank.0 == 0 {
+                if let Some(abort) = c.abort.clone() {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(TEST_LIMIT);
+                        abort.store(true, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+            }
+        },
+        body,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The owner's answer to request `x` from `src`.
+fn answer(owner: u32, src: u32, x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
+}
+
+#[test]
+fn completions_come_in_order_with_the_right_answers() {
+    const CALLS: u64 = 20_000;
+    let results = run(4, |mut b| {
+        // Small buffers: many messages, some leaving from inside handlers.
+        let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(256));
+        let rpc = agg.rpc(&mut b, "f", |ctx: &fastmsg::Ctx, src: Rank, x: u64| {
+            Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
+        });
+        let n = b.size();
+        let me = b.rank().0;
+        // Per owner, the next token expected.
+        let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
+        let bad = Rc::new(Cell::new(0u64));
+        let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
+        rpc.on_complete(move |_ctx, owner, token, r| {
+            let want = nx[owner.index()].get();
+            if token != want || r != Ok(answer(owner.0, me, token)) {
+                bd.set(bd.get() + 1);
+            }
+            nx[owner.index()].set(want + 1);
+        });
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let mut sent = vec![0u64; n as usize];
+        for i in 0..CALLS {
+            let d = ((i * 7 + u64::from(me)) % u64::from(n)) as usize;
+            // The token (and the request): the call's number among those to `d`.
+            rpc.send(&ctx, Rank(d as u32), sent[d], sent[d])?;
+            sent[d] += 1;
+        }
+        agg.quiesce(&mut ep)?;
+        let got: Vec<u64> = next.iter().map(Cell::get).collect();
+        let out = (bad.get(), got == sent, rpc.outstanding());
+        ep.close()?;
+        Ok(out)
+    });
+    for (r, (bad, all, outstanding)) in results.into_iter().enumerate() {
+        assert_eq!(bad, 0, "rank {r}: completions out of order or wrong");
+        assert!(all, "rank {r}: not every call completed by quiesce");
+        assert_eq!(outstanding, 0, "rank {r}");
+    }
+}
+
+/// Completions seen: token and result.
+type Seen = Vec<(u64, Result<u32, RpcError>)>;
+
+#[test]
+fn handler_errors_reach_the_caller_by_callback_and_future() {
+    let results = run(3, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default());
+        let rpc = agg.rpc(&mut b, "even", |_ctx: &fastmsg::Ctx, _src: Rank, x: u32| {
+            if x % 2 == 1 {
+                Err(format!("odd request {x}"))
+            } else {
+                Ok(x / 2)
+            }
+        });
+        let seen: Rc<RefCell<Seen>> = Rc::default();
+        let s = Rc::clone(&seen);
+        rpc.on_complete(move |_ctx, _owner, token, r| s.borrow_mut().push((token, r)));
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let next = Rank((ep.rank().0 + 1) % ep.size());
+        for x in 0..100u32 {
+            rpc.send(&ctx, next, x, u64::from(x))?;
+        }
+        let fut_ok = rpc.call(&ctx, next, 10)?;
+        let fut_err = rpc.call(&ctx, next, 11)?;
+        ep.wait_until(|| fut_ok.is_ready() && fut_err.is_ready())?;
+        let mut bad = 0;
+        if fut_ok.take() != Some(Ok(5)) {
+            bad += 1;
+        }
+        match fut_err.take() {
+            Some(Err(RpcError::Handler { rank, message, .. }))
+                if rank == next && message == "odd request 11" => {}
+            other => panic!("future of an odd request: {other:?}"),
+        }
+        agg.quiesce(&mut ep)?;
+        for (t, r) in seen.borrow().iter() {
+            let ok = match r {
+                Ok(v) => t % 2 == 0 && u64::from(*v) == t / 2,
+                Err(RpcError::Handler { message, .. }) => {
+                    t % 2 == 1 && *message == format!("odd request {t}")
+                }
+                Err(_) => false,
+            };
+            if !ok {
+                bad += 1;
+            }
+        }
+        let n = seen.borrow().len();
+        ep.close()?;
+        Ok((bad, n))
+    });
+    for (r, (bad, n)) in results.into_iter().enumerate() {
+        assert_eq!((bad, n), (0, 100), "rank {r}");
+    }
+}
+
+#[test]
+fn completions_may_call_again() {
+    // Each call bounces: its completion makes the next call, to the next
+    // rank, until a hop count runs out (a chain across ranks).
+    const CHAINS: u64 = 500;
+    const HOPS: u64 = 12;
+    let results = run(4, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(512));
+        let rpc = agg.rpc(&mut b, "hop", |_ctx: &fastmsg::Ctx, _src: Rank, h: u64| {
+            Ok::<u64, String>(h + 1)
+        });
+        let ends = Rc::new(Cell::new(0u64));
+        let (e, r2) = (Rc::clone(&ends), rpc.clone());
+        rpc.on_complete(move |ctx, owner, token, r| {
+            let h = r.expect("hop");
+            if h >= HOPS {
+                e.set(e.get() + 1);
+            } else {
+                let next = Rank((owner.0 + 1) % ctx.size());
+                r2.send(ctx, next, h, token).expect("bounce");
+            }
+        });
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        for c in 0..CHAINS {
+            rpc.send(&ctx, Rank((c % 4) as u32), 0, c)?;
+        }
+        agg.quiesce(&mut ep)?;
+        let n = ends.get();
+        ep.close()?;
+        Ok(n)
+    });
+    assert!(results.iter().all(|&n| n == CHAINS), "{results:?}");
+}
+
+#[test]
+fn bad_calls_are_typed_errors() {
+    run(2, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default());
+        let rpc = agg.rpc(&mut b, "id", |_: &fastmsg::Ctx, _: Rank, x: u64| {
+            Ok::<u64, String>(x)
+        });
+        let words = RemoteWords::new(&agg, &mut b, "w", 4);
+        let win = words.window();
+        let ep = b.start()?;
+        let ctx = ep.ctx();
+        assert!(matches!(
+            rpc.send(&ctx, Rank(0), 1, 1),
+            Err(RpcError::NoCompletion { .. })
+        ));
+        rpc.on_complete(|_, _, _, _| {});
+        assert!(matches!(
+            rpc.send(&ctx, Rank(5), 1, 1),
+            Err(RpcError::BadDestination {
+                dest: Rank(5),
+                size: 2
+            })
+        ));
+        assert!(matches!(
+            rpc.send(&ctx, Rank(0), 1, 1 << 63),
+            Err(RpcError::BadToken { .. })
+        ));
+        assert!(matches!(
+            words.add(&ctx, Rank(1), 4, 1),
+            Err(MemError::OutOfRange {
+                index: 4,
+                words: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            words.get(&ctx, Rank(7), 0, 0),
+            Err(MemError::Rpc(RpcError::BadDestination {
+                dest: Rank(7),
+                size: 2
+            }))
+        ));
+        let mut buf = [0u8; 16];
+        assert!(matches!(
+            ctx.get(win, Rank(1), 24, &mut buf),
+            Err(PutError::OutOfBounds {
+                offset: 24,
+                len: 16,
+                size: 32,
+                ..
+            })
+        ));
+        assert!(matches!(
+            ctx.update_u64(win, Rank(1), 4, WordOp::FetchAdd(1)),
+            Err(PutError::Misaligned { offset: 4 })
+        ));
+        assert!(matches!(
+            ctx.get_u64(win, Rank(1), 32),
+            Err(PutError::OutOfBounds { .. })
+        ));
+        ep.close()?;
+        // The endpoint is closed: its windows are not reachable any more.
+        assert!(matches!(
+            ctx.get_u64(win, Rank(1), 0),
+            Err(PutError::Closed)
+        ));
+        Ok(())
+    });
+}
+
+#[test]
+fn get_reads_what_the_owner_wrote() {
+    let results = run(4, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default());
+        let words = RemoteWords::new(&agg, &mut b, "table", 1000);
+        let owner_path = RemoteWords::new(&agg, &mut b, "table2", 1000).through_owner();
+        let win = words.window();
+        let got: Rc<RefCell<Vec<u64>>> = Rc::new(RefCell::new(vec![0; 4000]));
+        let g = Rc::clone(&got);
+        owner_path
+            .on_complete(move |_, _, token, r| g.borrow_mut()[token as usize] = r.expect("get"));
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let me = u64::from(ep.rank().0);
+        for i in 0..1000 {
+            words.set_local(&ctx, i, me * 1_000_000 + i)?;
+            owner_path.set_local(&ctx, i, me * 1_000_000 + i)?;
+        }
+        agg.quiesce(&mut ep)?;
+        let mut bad = 0;
+        for r in 0..4u32 {
+            // Bytes: words 10..14 of rank r in one get.
+            let mut buf = [0u8; 32];
+            ctx.get(win, Rank(r), 80, &mut buf)?;
+            for (k, c) in buf.chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(c.try_into().unwrap());
+                bad += usize::from(v != u64::from(r) * 1_000_000 + 10 + k as u64);
+            }
+            for i in (0..1000).step_by(37) {
+                let mut f = words.call(&ctx, Rank(r), i, None)?;
+                bad += usize::from(f.take() != Some(Ok(u64::from(r) * 1_000_000 + i)));
+                owner_path.get(&ctx, Rank(r), i, u64::from(r) * 1000 + i)?;
+            }
+        }
+        agg.quiesce(&mut ep)?;
+        for r in 0..4u64 {
+            for i in (0..1000).step_by(37) {
+                bad += usize::from(got.borrow()[(r * 1000 + i) as usize] != r * 1_000_000 + i);
+            }
+        }
+        ep.close()?;
+        Ok(bad)
+    });
+    assert!(results.iter().all(|&b| b == 0), "{results:?}");
+}
+
+#[test]
+fn atomics_from_every_rank_add_up_exactly() {
+    const ROUNDS: u64 = 2000;
+    const W: u64 = 8;
+    for through_owner in [false, true] {
+        let results = run(4, |mut b| {
+            let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(512));
+            let mut words = RemoteWords::new(&agg, &mut b, "ctr", W as usize);
+            let mut floats = RemoteWords::new(&agg, &mut b, "f", W as usize);
+            let mut cas = RemoteWords::new(&agg, &mut b, "cas", 1);
+            if through_owner {
+                words = words.through_owner();
+                floats = floats.through_owner();
+                cas = cas.through_owner();
+            }
+            // Previous values seen by fetch-add on word 0 of each rank.
+            let prev: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
+            let p = Rc::clone(&prev);
+            words.on_complete(move |_, owner, token, r| {
+                if owner == Rank(0) && token < ROUNDS {
+                    p.borrow_mut().push((token % W, r.expect("fetch-add")));
+                }
+            });
+            // Compare-and-swap increments of rank 0's word: retried until
+            // they succeed (the completion retries with what it saw).
+            let wins = Rc::new(Cell::new(0u64));
+            let (w2, c2) = (Rc::clone(&wins), cas.clone());
+            let pending_cas = Rc::new(Cell::new(0u64));
+            let pc = Rc::clone(&pending_cas);
+            cas.on_complete(move |ctx, owner, token, r| {
+                let seen = r.expect("cas");
+                if seen == token {
+                    w2.set(w2.get() + 1);
+                    pc.set(pc.get() - 1);
+                } else {
+                    let op = WordOp::CompareSwap {
+                        current: seen,
+                        new: seen + 1,
+                    };
+                    c2.fetch(ctx, owner, 0, op, seen).expect("retry");
+                }
+            });
+            let mut ep = b.start()?;
+            let ctx = ep.ctx();
+            let n = ep.size();
+            for k in 0..ROUNDS {
+                for r in 0..n {
+                    let w = (k + u64::from(r)) % W;
+                    words.fetch(&ctx, Rank(r), w, WordOp::FetchAdd(1), k)?;
+                    words.add(&ctx, Rank(r), (w + 1) % W, 2)?;
+                    floats.add_f64(&ctx, Rank(r), w, 0.5)?;
+                }
+                if k % 20 == 0 {
+                    pending_cas.set(pending_cas.get() + 1);
+                    let op = WordOp::CompareSwap { current: 0, new: 1 };
+                    cas.fetch(&ctx, Rank(0), 0, op, 0)?;
+                }
+            }
+            agg.quiesce(&mut ep)?;
+            let mine: Vec<u64> = (0..W)
+                .map(|i| words.local(&ctx, i))
+                .collect::<Result<_, _>>()?;
+            let fl: Vec<f64> = (0..W)
+                .map(|i| floats.local(&ctx, i).map(f64::from_bits))
+                .collect::<Result<_, _>>()?;
+            let before = words.local(&ctx, 0)?;
+            let mut f = words.call(&ctx, ep.rank(), 0, Some(WordOp::Swap(7)))?;
+            ep.wait_until(|| f.is_ready())?;
+            let swapped = (f.take(), words.local(&ctx, 0)?);
+            let c = cas.local(&ctx, 0)?;
+            agg.quiesce(&mut ep)?;
+            let prev = prev.borrow().clone();
+            ep.close()?;
+            Ok((mine, fl, prev, before, swapped, c, wins.get()))
+        });
+        // Every rank adds 1 (fetch-add) to word w = (k + r) % W of rank r
+        // and 2 to word w + 1, for every k: per rank and word, the count.
+        let n = 4u64;
+        let mut want = vec![vec![0u64; W as usize]; n as usize];
+        let mut want_f = vec![vec![0f64; W as usize]; n as usize];
+        for k in 0..ROUNDS {
+            for r in 0..n as usize {
+                let w = ((k + r as u64) % W) as usize;
+                want[r][w] += n;
+                want[r][(w + 1) % W as usize] += 2 * n;
+                want_f[r][w] += 0.5 * n as f64;
+            }
+        }
+        let mut prev_by_word = vec![Vec::new(); W as usize];
+        let mut cas_total = 0;
+        for (r, (mine, fl, prev, before, swapped, c, _wins)) in results.into_iter().enumerate() {
+            assert_eq!(
+                mine, want[r],
+                "rank {r} words, through_owner={through_owner}"
+            );
+            assert_eq!(fl, want_f[r], "rank {r} floats");
+            assert_eq!(swapped, (Some(Ok(before)), 7), "rank {r} swap");
+            if r == 0 {
+                cas_total = c;
+            }
+            for (w, v) in prev {
+                prev_by_word[w as usize].push(v);
+            }
+        }
+        // The fetch-adds to a word of rank 0 each saw a different value
+        // (each added 1 to what the one before saw, whatever adds of 2 came
+        // between), one per (k, rank).
+        for (w, mut p) in prev_by_word.into_iter().enumerate() {
+            let total = p.len();
+            p.sort_unstable();
+            p.dedup();
+            assert_eq!(
+                p.len(),
+                total,
+                "word {w}: two fetch-adds saw the same value"
+            );
+            assert_eq!(total as u64, n * ROUNDS / W, "word {w}");
+        }
+        // Each compare-and-swap increment succeeded exactly once: together
+        // they counted rank 0's word up exactly.
+        assert_eq!(
+            cas_total,
+            n * ROUNDS.div_ceil(20),
+            "through_owner={through_owner}"
+        );
+    }
+}
