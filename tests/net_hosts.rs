@@ -36,7 +36,7 @@ mod common;
 use common::netns::{stop, Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::bootstrap::Launcher;
-use fastmsg::error::{PmixError, StartError};
+use fastmsg::error::{PmixError, SendError, StartError};
 use fastmsg::{Endpoint, EndpointBuilder, HandlerId, Rank};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -221,7 +221,11 @@ fn lost_host_with(hosts: &Hosts, scenario: &str, env: Vec<(String, String)>) -> 
 #[test]
 fn a_lost_host_is_reported_to_a_waiting_rank() {
     if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_waiting_rank") {
-        lost_host(&h, "lost-host-wait");
+        let (_, text) = lost_host(&h, "lost-host-wait");
+        assert!(
+            text.contains("stopped answering"),
+            "the error does not say the host fell silent: {text}"
+        );
     }
 }
 
@@ -255,7 +259,11 @@ fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
 #[test]
 fn a_lost_host_is_reported_to_a_sending_rank() {
     if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_sending_rank") {
-        lost_host(&h, "lost-host-send");
+        let (_, text) = lost_host(&h, "lost-host-send");
+        assert!(
+            text.contains("stopped answering"),
+            "the error does not say the host fell silent: {text}"
+        );
     }
 }
 
@@ -498,7 +506,15 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         loop {
             if let Err(e) = ep.send(other, sink, &[&chunk]) {
                 eprintln!("rank 0: send {sent} failed: {e}");
-                break None;
+                // The send found the silence itself: its error must say so.
+                let text = match &e {
+                    SendError::PeerSilent { rank, .. } if *rank == other => {
+                        format!("peer failure, rank 1: send: {e}")
+                    }
+                    _ => format!("unexpected: send: {e:?}"),
+                };
+                write_result(&dir, &text);
+                return;
             }
             sent += 1;
             if sent == 64 {

@@ -470,10 +470,14 @@ impl Core {
         dest: Rank,
         waiter: &mut Waiter,
     ) -> Result<(), SendError> {
-        if self.health.is_gone(dest) {
-            return Err(SendError::PeerGone { rank: dest });
-        }
-        if self.net.borrow().is_gone(dest) {
+        if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
+            // Gone (the rare path): say so, with the cause when it fell silent.
+            if let Some(why) = self.net.borrow().silence(dest) {
+                return Err(SendError::PeerSilent { rank: dest, why });
+            }
+            if self.health.is_gone(dest) {
+                return Err(SendError::PeerGone { rank: dest });
+            }
             // Its connection could not be made (lazy set-up): say why.
             if let Some(why) = self.net.borrow().unreachable(dest) {
                 return Err(SendError::Unreachable { rank: dest, why });
@@ -494,6 +498,11 @@ impl Core {
             .credit_wait(dest.index(), t0.elapsed());
         match round {
             Ok(()) => Ok(()),
+            Err(ExtractError::Network(crate::error::NetError::HostSilent { rank, why }))
+                if rank == dest =>
+            {
+                Err(SendError::PeerSilent { rank, why })
+            }
             Err(e) if e.failed_peer() == Some(dest) => Err(SendError::PeerGone { rank: dest }),
             Err(ExtractError::Aborted) => Err(SendError::Aborted),
             // Another peer failed: reported by the next `extract`; this

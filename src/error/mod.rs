@@ -84,7 +84,8 @@ impl Error {
     pub fn is_peer_failure(&self) -> bool {
         match self {
             Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
-            Error::Send(SendError::PeerGone { .. }) | Error::Put(PutError::PeerGone { .. }) => true,
+            Error::Send(SendError::PeerGone { .. } | SendError::PeerSilent { .. })
+            | Error::Put(PutError::PeerGone { .. }) => true,
             _ => false,
         }
     }

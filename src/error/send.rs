@@ -50,6 +50,19 @@ pub enum SendError {
         /// The dead rank.
         rank: Rank,
     },
+    /// The destination's host fell silent while this send waited for it:
+    /// nothing it sent was acknowledged and no keepalive probe answered for
+    /// `FASTMSG_NET_DEAD_AFTER_MS`, so it is taken as dead (crashed,
+    /// powered off or cut off). Unlike [`PeerGone`](SendError::PeerGone),
+    /// the cause is silence, not a closed connection or an exited process:
+    /// a lossy network may call for a longer `FASTMSG_NET_DEAD_AFTER_MS`.
+    #[error("rank {rank}'s host stopped answering on the network ({why}) for FASTMSG_NET_DEAD_AFTER_MS; it is taken as dead: cannot send to it")]
+    PeerSilent {
+        /// The silent rank.
+        rank: Rank,
+        /// What went unanswered (the OS error or the silence watch's account).
+        why: String,
+    },
     /// The destination's network connection, made on first use
     /// (`FASTMSG_CONNECT=lazy`), could not be made: this rank is out of
     /// file descriptors, the peer did not answer within `FASTMSG_TIMEOUT`,

@@ -305,6 +305,11 @@ pub trait Transport {
     fn unreachable(&self, _dest: Rank) -> Option<String> {
         None
     }
+    /// Why `dest`'s host was taken as dead, if it is gone because it fell
+    /// silent on the network (`FASTMSG_NET_DEAD_AFTER_MS`).
+    fn silence(&self, _dest: Rank) -> Option<String> {
+        None
+    }
     /// Whether a frame towards `dest` could be reserved now (re-reads
     /// returned credit; used before sleeping).
     fn has_credit(&self, dest: Rank) -> bool;
@@ -474,6 +479,11 @@ macro_rules! wires {
             fn unreachable(&self, dest: Rank) -> Option<String> {
                 match self {
                     $( $(#[$attr])* AnyTransport::$variant(t) => t.unreachable(dest), )*
+                }
+            }
+            fn silence(&self, dest: Rank) -> Option<String> {
+                match self {
+                    $( $(#[$attr])* AnyTransport::$variant(t) => t.silence(dest), )*
                 }
             }
             fn has_credit(&self, dest: Rank) -> bool {

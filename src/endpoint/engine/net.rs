@@ -443,6 +443,14 @@ impl Net {
         }
     }
 
+    /// Why `dest`'s host was taken as dead, if it fell silent.
+    pub(crate) fn silence(&self, dest: Rank) -> Option<String> {
+        match self.route[dest.index()] {
+            SHM => None,
+            k => self.wide[k as usize - 1].silence(dest),
+        }
+    }
+
     /// Whether some transport has something to poll.
     #[inline(always)]
     fn has_arrivals(&self) -> bool {

@@ -554,6 +554,10 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         })
     }
 
+    fn silence(&self, dest: Rank) -> Option<String> {
+        self.peers[self.peer_index(dest)?].up()?.silent.clone()
+    }
+
     fn unreachable(&self, dest: Rank) -> Option<String> {
         match &self.peers[self.peer_index(dest)?] {
             Slot::Down(why) => Some(why.clone()),

@@ -37,6 +37,9 @@ impl<W: RmaWire> RmaTransport<W> {
     ) -> Result<(), ExtractError> {
         let p = self.p_mut(k);
         p.gone = true;
+        if let Err(NetError::HostSilent { why, .. }) = &how {
+            p.silent = Some(why.clone());
+        }
         match how {
             Ok(true) => Ok(()),
             Ok(false) => Err(ExtractError::PeerLeft { rank: p.rank }),

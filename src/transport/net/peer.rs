@@ -24,6 +24,9 @@ pub(crate) struct Peer {
     /// Where this peer's areas for us lie in its rings area.
     pub(crate) remote: PeerArea,
     pub(crate) gone: bool,
+    /// Why its host was taken as dead, when it fell silent (kept for the
+    /// sends that find it gone).
+    pub(crate) silent: Option<String>,
     /// The set-up connection, kept to tell a peer's end.
     pub(crate) side: TcpStream,
     /// Safe mode: per slot, whether the write of the slot's next fragment
@@ -45,6 +48,7 @@ impl Peer {
             rx: RingRx::new(geometry, rank.0),
             remote,
             gone: false,
+            silent: None,
             side,
             landed: (0..geometry.slots).map(|_| Cell::new(false)).collect(),
         }
