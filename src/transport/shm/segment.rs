@@ -18,7 +18,7 @@
 //! global rank in the SMT map. Once everybody has attached, the creator
 //! unlinks the name, so nothing is left behind if the job crashes later.
 //!
-//! **Names.** `fastmsg-<euid>-<job>@<host>` ([`job_file_prefix`]): two users
+//! **Names.** `fastmsg-<euid>-<job>@<host>` (`bootstrap::job_file_prefix`): two users
 //! never want the same name, and a file another user made at ours is
 //! refused by its owner ([`SegmentError::Untrusted`], at create and open),
 //! never used. Another user can still *squat* on a predictable name (a
