@@ -25,11 +25,10 @@
 //! returns on every rank.
 
 use crate::aggregate::{AggError, Aggregator, Channel};
-use crate::rpc::{Rpc, RpcError, RpcFuture};
+use crate::rpc::{Completer, Rpc, RpcError, RpcFuture};
 use bytemuck::{Pod, Zeroable};
 use fastmsg::error::PutError;
 use fastmsg::{Ctx, EndpointBuilder, Rank, WindowId, WordOp};
-use std::cell::RefCell;
 use std::rc::Rc;
 
 /// What a remote-memory call can fail with at once (later failures — the
@@ -159,46 +158,9 @@ pub struct RemoteWords {
     calls: Rpc<WordReq, u64>,
     adds: Channel<WordAdd>,
     /// The completion of fetching calls (shared with the call channel's).
-    complete: Rc<Completer>,
+    complete: Rc<Completer<u64>>,
     /// Whether owners on this host are reached directly.
     direct: bool,
-}
-
-type Completion = Box<dyn FnMut(&Ctx, Rank, u64, Result<u64, RpcError>)>;
-
-/// A completion that waits its turn: owner, token, result.
-type Deferred = (Rank, u64, Result<u64, RpcError>);
-
-/// The completion callback, run re-entrantly safe: a completion that
-/// makes a call to an owner on this host completes it at once, from
-/// inside the running callback — that result waits in `deferred` and runs
-/// after the callback returns.
-#[derive(Default)]
-struct Completer {
-    f: RefCell<Option<Completion>>,
-    deferred: RefCell<std::collections::VecDeque<Deferred>>,
-}
-
-impl Completer {
-    #[inline]
-    fn run(&self, ctx: &Ctx, owner: Rank, token: u64, r: Result<u64, RpcError>) {
-        let taken = self.f.borrow_mut().take();
-        let Some(mut f) = taken else {
-            self.deferred.borrow_mut().push_back((owner, token, r));
-            return;
-        };
-        f(ctx, owner, token, r);
-        loop {
-            let next = self.deferred.borrow_mut().pop_front();
-            let Some((o, t, r)) = next else { break };
-            f(ctx, o, t, r);
-        }
-        let mut slot = self.f.borrow_mut();
-        // A new callback set from inside the old one wins.
-        if slot.is_none() {
-            *slot = Some(f);
-        }
-    }
 }
 
 impl std::fmt::Debug for RemoteWords {
@@ -294,7 +256,7 @@ impl RemoteWords {
     where
         F: FnMut(&Ctx, Rank, u64, Result<u64, RpcError>) + 'static,
     {
-        *self.complete.f.borrow_mut() = Some(Box::new(f));
+        self.complete.set(Box::new(f));
     }
 
     #[inline]

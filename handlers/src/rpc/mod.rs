@@ -36,11 +36,13 @@
 //! takes across a call from the main loop (use `Cell`s, or end the borrow
 //! first).
 
+mod completer;
 mod future;
 mod wire;
 
 pub use self::future::RpcFuture;
 
+pub(crate) use self::completer::Completer;
 use self::future::Slots;
 use crate::aggregate::{AggError, Aggregator, Outbox};
 use bytemuck::Pod;
@@ -115,12 +117,6 @@ impl From<RpcError> for fastmsg::Error {
     }
 }
 
-/// A completion callback: `(ctx, owner, token, result)`.
-type Completion<Resp> = Box<dyn FnMut(&Ctx, Rank, u64, Result<Resp, RpcError>)>;
-
-/// A completion held back while the callback runs: owner, token, result.
-type Deferred<Resp> = (Rank, u64, Result<Resp, RpcError>);
-
 /// The state of one call channel on this rank.
 pub(crate) struct Inner<Resp: Pod> {
     name: String,
@@ -129,11 +125,9 @@ pub(crate) struct Inner<Resp: Pod> {
     waiting: RefCell<Vec<VecDeque<u64>>>,
     /// Calls waiting, all owners together.
     outstanding: Cell<usize>,
-    /// The completion callback; taken out while it runs.
-    complete: RefCell<Option<Completion<Resp>>>,
-    /// Completions that arrived while the callback was running (a
-    /// completion that fails calls of its own): run after it returns.
-    deferred: RefCell<VecDeque<Deferred<Resp>>>,
+    /// The completion callback (re-entrant: a completion that fails
+    /// calls of its own).
+    complete: Completer<Resp>,
     /// The futures' results.
     slots: RefCell<Slots<Resp>>,
     /// Set once a completion was given.
@@ -171,20 +165,7 @@ impl<Resp: Pod> Inner<Resp> {
                 .resolve((token & !FUTURE_BIT) as u32, r);
             return;
         }
-        let taken = self.complete.borrow_mut().take();
-        let Some(mut f) = taken else {
-            // The callback is running (this completion comes from inside
-            // it): run it after it returns.
-            self.deferred.borrow_mut().push_back((owner, token, r));
-            return;
-        };
-        f(ctx, owner, token, r);
-        loop {
-            let next = self.deferred.borrow_mut().pop_front();
-            let Some((o, t, r)) = next else { break };
-            f(ctx, o, t, r);
-        }
-        *self.complete.borrow_mut() = Some(f);
+        self.complete.run(ctx, owner, token, r);
     }
 
     /// Complete every call waiting for an owner that is gone with
@@ -294,7 +275,7 @@ impl<Req: Pod, Resp: Pod> Rpc<Req, Resp> {
     where
         F: FnMut(&Ctx, Rank, u64, Result<Resp, RpcError>) + 'static,
     {
-        *self.inner.complete.borrow_mut() = Some(Box::new(f));
+        self.inner.complete.set(Box::new(f));
         self.inner.has_completion.set(true);
     }
 
@@ -419,8 +400,7 @@ impl Aggregator {
             name: name.to_owned(),
             waiting: RefCell::new(Vec::new()),
             outstanding: Cell::new(0),
-            complete: RefCell::new(None),
-            deferred: RefCell::new(VecDeque::new()),
+            complete: Completer::default(),
             slots: RefCell::new(Slots::default()),
             has_completion: Cell::new(false),
         });
