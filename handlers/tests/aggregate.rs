@@ -8,8 +8,7 @@ mod common;
 
 use bytemuck::{Pod, Zeroable};
 use common::{rng, serial};
-use fastmsg::threads;
-use fastmsg::{EndpointBuilder, Error, Rank};
+use fastmsg::Rank;
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use fastmsg_handlers::{CollConfig, Collectives, Op};
 use rand::Rng;
@@ -17,38 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
-fn run<T: Send>(
-    n: u32,
-    max_parked: Option<usize>,
-    body: impl Fn(EndpointBuilder) -> Result<T, Error> + Sync,
-) -> Vec<T> {
-    threads::run(
-        n,
-        |c| {
-            c.timeout = Duration::from_secs(120);
-            if let Some(m) = max_parked {
-                c.max_parked = m;
-            }
-            // Every test's bound: past TEST_LIMIT every blocking call of this
-            // job gives up (`ExtractError::Aborted`) and the test fails
-            // instead of hanging (rank 0's watch is enough: the flag is the
-            // job's).
-            if c.job.rank.0 == 0 {
-                if let Some(abort) = c.abort.clone() {
-                    std::thread::spawn(move || {
-                        std::thread::sleep(TEST_LIMIT);
-                        abort.store(true, std::sync::atomic::Ordering::Relaxed);
-                    });
-                }
-            }
-        },
-        body,
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// How long one test's job may run (they take well under a second here).
-const TEST_LIMIT: Duration = Duration::from_secs(120);
+use common::run_bounded as run;
 
 /// A byte item's contents: a function of (src, dst, seq) every rank can
 /// recompute.

@@ -7,35 +7,18 @@
 //! with its bounds, alignment and closed-endpoint errors.
 
 use fastmsg::error::PutError;
-use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error, Rank, WordOp};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use fastmsg_handlers::memory::{MemError, RemoteWords};
 use fastmsg_handlers::rpc::RpcError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 
-/// How long one test's job may run (they take well under a second here).
-const TEST_LIMIT: Duration = Duration::from_secs(120);
+mod common;
 
+/// `n` ranks as threads, bounded in time.
 fn run<T: Send>(n: u32, body: impl Fn(EndpointBuilder) -> Result<T, Error> + Sync) -> Vec<T> {
-    threads::run(
-        n,
-        |c| {
-            c.timeout = TEST_LIMIT;
-            if c.job.rank.0 == 0 {
-                if let Some(abort) = c.abort.clone() {
-                    std::thread::spawn(move || {
-                        std::thread::sleep(TEST_LIMIT);
-                        abort.store(true, std::sync::atomic::Ordering::Relaxed);
-                    });
-                }
-            }
-        },
-        body,
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    common::run_bounded(n, None, body)
 }
 
 /// The owner's answer to request `x` from `src`.

@@ -1,5 +1,5 @@
-//! Helpers shared by the collectives tests: deterministic inputs every
-//! rank can recompute for every other rank, and a threaded job runner.
+//! Helpers shared by the handlers' tests: deterministic inputs every
+//! rank can recompute for every other rank, and threaded job runners.
 
 #![allow(dead_code)]
 
@@ -65,6 +65,39 @@ pub fn run<T: Send>(
             let coll = Collectives::register(&mut b, cfg.clone());
             body(b, coll)
         },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// How long one test's job may run before its blocking calls give up.
+pub const TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Run `n` ranks as threads, bounded: past [`TEST_LIMIT`] every blocking
+/// call of the job gives up (`ExtractError::Aborted`) and the test fails
+/// instead of hanging (rank 0's watch is enough: the flag is the job's).
+/// `max_parked` replaces the default bound on parked bytes.
+pub fn run_bounded<T: Send>(
+    n: u32,
+    max_parked: Option<usize>,
+    body: impl Fn(EndpointBuilder) -> Result<T, Error> + Sync,
+) -> Vec<T> {
+    threads::run(
+        n,
+        |c| {
+            c.timeout = TEST_LIMIT;
+            if let Some(m) = max_parked {
+                c.max_parked = m;
+            }
+            if c.job.rank.0 == 0 {
+                if let Some(abort) = c.abort.clone() {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(TEST_LIMIT);
+                        abort.store(true, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+            }
+        },
+        body,
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
