@@ -44,6 +44,7 @@
 use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
 /// How long a rank counts as contended after a look found its core
@@ -104,13 +105,24 @@ fn parse_running(s: &str) -> Option<u32> {
 }
 
 fn running_now() -> Option<u32> {
-    LOADAVG.with(|s| {
+    read_kept(&LOADAVG, "/proc/loadavg", parse_running)
+}
+
+/// Parse the start of the small kernel file `path`, kept open in this
+/// thread's `cell` after the first call (one `pread` a call); `None`
+/// where it cannot be opened, read or parsed.
+fn read_kept<T>(
+    cell: &'static LocalKey<RefCell<Option<Option<File>>>>,
+    path: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Option<T> {
+    cell.with(|s| {
         let mut s = s.borrow_mut();
-        let f = s.get_or_insert_with(|| File::open("/proc/loadavg").ok());
+        let f = s.get_or_insert_with(|| File::open(path).ok());
         let f = f.as_ref()?;
         let mut buf = [0u8; 128];
         let n = f.read_at(&mut buf, 0).ok()?;
-        parse_running(std::str::from_utf8(&buf[..n]).ok()?)
+        parse(std::str::from_utf8(&buf[..n]).ok()?)
     })
 }
 
@@ -349,14 +361,7 @@ fn verdict(start: Evidence, end: Evidence, span: Duration) -> bool {
 }
 
 fn evidence() -> Option<Evidence> {
-    let delay = SCHEDSTAT.with(|s| {
-        let mut s = s.borrow_mut();
-        let f = s.get_or_insert_with(|| File::open("/proc/thread-self/schedstat").ok());
-        let f = f.as_ref()?;
-        let mut buf = [0u8; 96];
-        let n = f.read_at(&mut buf, 0).ok()?;
-        parse_run_delay(std::str::from_utf8(&buf[..n]).ok()?)
-    });
+    let delay = read_kept(&SCHEDSTAT, "/proc/thread-self/schedstat", parse_run_delay);
     match delay {
         Some(d) => Some(Evidence::RunDelay(d)),
         None => switches().map(Evidence::Preempted),
