@@ -62,48 +62,11 @@ HOST=$(hostname -s)
 CPUS=$(nproc)
 CTLD_PORT=$(free_port)
 SLURMD_PORT=$(free_port)
-mkdir -p "$D/state" "$D/spool"
-
-# munge: its own key and socket.
-dd if=/dev/urandom of="$D/munge.key" bs=1024 count=1 status=none
-chmod 400 "$D/munge.key"
-munged --foreground --force --key-file="$D/munge.key" --socket="$D/munge.sock" \
-    --pid-file="$D/munged.pid" --log-file="$D/munged.log" --seed-file="$D/munge.seed" \
-    >"$D/munged.err" 2>&1 &
-pids+=($!)
-
-export SLURM_CONF="$D/slurm.conf"
-cat > "$SLURM_CONF" <<EOF
-ClusterName=fmtest
-SlurmctldHost=$HOST
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$D/munge.sock
-CredType=cred/munge
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool
-SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd.pid
-SlurmctldLogFile=$D/slurmctld.log
-SlurmdLogFile=$D/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-MpiDefault=none
-NodeName=$HOST CPUs=$CPUS State=UNKNOWN
-PartitionName=fm Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-EOF
-
-for _ in $(seq 100); do [ -S "$D/munge.sock" ] && break; sleep 0.05; done
-[ -S "$D/munge.sock" ] || die "munged did not start (see $D/munged.log)"
+mkdir -p "$D/spool-$HOST"
+. scripts/slurm-conf.sh
+start_munged "$D" || die "munged did not start (see $D/munged.log)"
+write_slurm_conf "$D" fmtest "$HOST" "$HOST" "$CPUS" \
+    "SlurmctldPort=$CTLD_PORT" "SlurmdPort=$SLURMD_PORT"
 slurmctld -D -i >"$D/slurmctld.err" 2>&1 &
 pids+=($!)
 slurmd -D >"$D/slurmd.err" 2>&1 &

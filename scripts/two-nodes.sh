@@ -209,43 +209,10 @@ if part slurm || part timing; then
     if [ -n "$missing" ]; then
         say "Slurm skipped: no$missing (apt-get install slurm-wlm munge)"
     else
-        dd if=/dev/urandom of="$D/munge.key" bs=1024 count=1 status=none
-        chmod 400 "$D/munge.key"
-        munged --foreground --force --key-file="$D/munge.key" --socket="$D/munge.sock" \
-            --pid-file="$D/munged.pid" --log-file="$D/munged.log" --seed-file="$D/munge.seed" \
-            >"$D/munged.err" 2>&1 &
-        pids+=($!)
-        mkdir -p "$D/state"
-        export SLURM_CONF="$D/slurm.conf"
-        cat > "$SLURM_CONF" <<EOF
-ClusterName=fm2n
-SlurmctldHost=head
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$D/munge.sock
-CredType=cred/munge
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool-%n
-SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd-%n.pid
-SlurmctldLogFile=$D/slurmctld.log
-SlurmdLogFile=$D/slurmd-%n.log
-SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-MpiDefault=none
-NodeName=node[1-2] CPUs=4 State=UNKNOWN
-PartitionName=fm Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-EOF
+        . scripts/slurm-conf.sh
+        start_munged "$D" || say "munged did not start (see $D/munged.log)"
+        write_slurm_conf "$D" fm2n head "node[1-2]" 4 SlurmdParameters=config_overrides
         mkdir -p "$D/spool-node1" "$D/spool-node2"
-        for _ in $(seq 100); do [ -S "$D/munge.sock" ] && break; sleep 0.05; done
         on head slurmctld -D -i >"$D/slurmctld.err" 2>&1 &
         pids+=($!)
         on node1 slurmd -D >"$D/slurmd-node1.err" 2>&1 &
