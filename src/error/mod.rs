@@ -10,6 +10,14 @@
 //! `launcher` (PMI and PMIx), `start`, `send` (sends and puts), `receive`
 //! (handlers' receives and `extract`), `net` (network transports) — and
 //! every type re-exported here, its one path being `fastmsg::error::*`.
+//!
+//! The families sit here, in the bottom layer, rather than beside the
+//! modules that raise them, because the errors that wrap them are raised
+//! across layers: `StartError` carries segment, network, PMI and PMIx
+//! errors up from start-up, `NetError` is raised by `netio`, the
+//! transports and the endpoint alike, and `ProtocolError` by the queues,
+//! the rings and the receive path. Beside their raisers, each wrapper
+//! would import from the layers above it.
 
 mod config;
 mod launcher;
