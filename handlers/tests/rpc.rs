@@ -4,7 +4,8 @@
 //! handler errors reaching the caller (callback and future), calls made
 //! from completions (bounces), typed errors of bad calls, remote atomics
 //! under contention from every rank (exact values, both paths), `get`
-//! with its bounds, alignment and closed-endpoint errors.
+//! with its bounds, alignment and closed-endpoint errors, the batch forms
+//! (exact values, bad items refusing the whole batch).
 
 use fastmsg::error::PutError;
 use fastmsg::{EndpointBuilder, Error, Rank, WordOp};
@@ -403,5 +404,92 @@ fn atomics_from_every_rank_add_up_exactly() {
             n * ROUNDS.div_ceil(20),
             "through_owner={through_owner}"
         );
+    }
+}
+
+#[test]
+fn batch_forms_add_up_exactly_and_refuse_bad_items_whole() {
+    const ITEMS: u64 = 3000;
+    const W: u64 = 16;
+    for through_owner in [false, true] {
+        let results = run(4, |mut b| {
+            let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(512));
+            let mut words = RemoteWords::new(&agg, &mut b, "hist", W as usize);
+            if through_owner {
+                words = words.through_owner();
+            }
+            // Token → value seen (reads, then fetch-adds).
+            let seen: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
+            let s = Rc::clone(&seen);
+            words.on_complete(move |_, _, token, r| {
+                s.borrow_mut().push((token, r.expect("read")));
+            });
+            let mut ep = b.start()?;
+            let ctx = ep.ctx();
+            let n = ep.size();
+            let me = ep.rank().0;
+            // A histogram: item k of rank r adds k % 3 + 1 at global
+            // index (k * 5 + r) % (n * W), block-distributed.
+            let updates: Vec<(Rank, u64, u64)> = (0..ITEMS)
+                .map(|k| {
+                    let g = (k * 5 + u64::from(me)) % (u64::from(n) * W);
+                    (Rank((g / W) as u32), g % W, k % 3 + 1)
+                })
+                .collect();
+            // Bad items anywhere in a batch: nothing is applied.
+            let mut bad = updates.clone();
+            bad.push((Rank(0), W, 1));
+            let e1 = words.add_many(&ctx, &bad).unwrap_err();
+            bad.pop();
+            bad.push((Rank(n), 0, 1));
+            let e2 = words.add_many(&ctx, &bad).unwrap_err();
+            let e3 = words.get_many(&ctx, &[(Rank(0), 0)], u64::MAX).unwrap_err();
+            words.add_many(&ctx, &updates)?;
+            agg.quiesce(&mut ep)?;
+            // Every rank reads every word of the next rank, then adds 1 to
+            // each with a fetch-add.
+            let next = Rank((me + 1) % n);
+            let reads: Vec<(Rank, u64)> = (0..W).map(|i| (next, i)).collect();
+            words.get_many(&ctx, &reads, 0)?;
+            agg.quiesce(&mut ep)?;
+            let ops: Vec<_> = (0..W).map(|i| (next, i, WordOp::FetchAdd(1))).collect();
+            words.fetch_many(&ctx, &ops, W)?;
+            agg.quiesce(&mut ep)?;
+            let mine: Vec<u64> = (0..W)
+                .map(|i| words.local(&ctx, i))
+                .collect::<Result<_, _>>()?;
+            let mut seen = seen.borrow().clone();
+            seen.sort_unstable();
+            ep.close()?;
+            Ok((
+                mine,
+                seen,
+                e1.to_string(),
+                matches!(e2, MemError::Rpc(RpcError::BadDestination { .. })),
+                matches!(e3, MemError::Rpc(RpcError::BadToken { .. })),
+            ))
+        });
+        let n = 4u64;
+        let mut want = vec![vec![0u64; W as usize]; n as usize];
+        for r in 0..n {
+            for k in 0..ITEMS {
+                let g = (k * 5 + r) % (n * W);
+                want[(g / W) as usize][(g % W) as usize] += k % 3 + 1;
+            }
+        }
+        for (r, (mine, seen, e1, e2, e3)) in results.into_iter().enumerate() {
+            let plus1: Vec<u64> = want[r].iter().map(|v| v + 1).collect();
+            assert_eq!(mine, plus1, "rank {r}, through_owner={through_owner}");
+            // What this rank read (tokens 0..W) and fetched (W..2W) of
+            // the next rank: its histogram, before the fetch-adds.
+            let next = (r + 1) % n as usize;
+            let expect: Vec<(u64, u64)> = (0..2 * W)
+                .map(|t| (t, want[next][(t % W) as usize]))
+                .collect();
+            assert_eq!(seen, expect, "rank {r}, through_owner={through_owner}");
+            assert!(e1.contains("out of range"), "{e1}");
+            assert!(e2, "bad rank in a batch: not BadDestination");
+            assert!(e3, "tokens past 2^63: not BadToken");
+        }
     }
 }

@@ -22,7 +22,11 @@
 //! the call, when the owner is on this host; later, inside a handler,
 //! otherwise — or a future ([`RemoteWords::call`]). Updates sent before an
 //! [`Aggregator::quiesce`] have been applied, and answered, when it
-//! returns on every rank.
+//! returns on every rank. Batch forms ([`RemoteWords::add_many`],
+//! [`RemoteWords::get_many`], [`RemoteWords::fetch_many`]) take a slice
+//! of items and check them all before issuing any.
+
+mod batch;
 
 use crate::aggregate::{AggError, Aggregator, Channel};
 use crate::rpc::{Completer, Rpc, RpcError, RpcFuture};
