@@ -122,6 +122,32 @@ fn disagreeing_peer(dir: &Path, job: &JobInfo) -> Option<(u32, String)> {
     None
 }
 
+/// Remove the announcements of `job` in `dir` whose process is gone
+/// (killed before it could remove its own).
+fn remove_dead_announcements(dir: &Path, job: &str) {
+    let prefix = format!("{}~who.", job_file_prefix(job));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix));
+        if !ours {
+            continue;
+        }
+        let pid = std::fs::read_to_string(entry.path()).ok().and_then(|t| {
+            t.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<i32>().ok())
+        });
+        if pid.is_some_and(|p| p > 0 && !alive(p)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn disagree(job: &JobInfo, other: u32, other_host: String) -> ConfigError {
     ConfigError::HostsDisagree {
         launcher: launcher_words(job.launcher),
@@ -136,6 +162,7 @@ fn disagree(job: &JobInfo, other: u32, other_host: String) -> ConfigError {
 
 struct Running {
     file: PathBuf,
+    job: String,
     flag: Arc<AtomicBool>,
     found: Arc<Mutex<Option<ConfigError>>>,
     stop: Arc<AtomicBool>,
@@ -182,6 +209,7 @@ impl Watch {
         }
         let mut watch = Watch(Some(Running {
             file,
+            job: job.job.clone(),
             flag: Arc::new(AtomicBool::new(false)),
             found: Arc::new(Mutex::new(None)),
             stop: Arc::new(AtomicBool::new(false)),
@@ -218,6 +246,11 @@ impl Watch {
     /// `e`, or the disagreement found if the wait gave up because of it.
     pub(crate) fn explain(&self, e: StartError) -> StartError {
         let Some(r) = &self.0 else { return e };
+        // The wait failed: a peer that was killed during start-up cannot
+        // remove its own announcement, so whoever learns of it does.
+        if let Some(dir) = r.file.parent() {
+            remove_dead_announcements(dir, &r.job);
+        }
         if !matches!(e, StartError::Segment(SegmentError::Aborted { .. })) {
             return e;
         }

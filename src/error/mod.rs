@@ -93,7 +93,9 @@ impl Error {
         match self {
             Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
             Error::Send(SendError::PeerGone { .. } | SendError::PeerSilent { .. })
-            | Error::Put(PutError::PeerGone { .. }) => true,
+            | Error::Put(PutError::PeerGone { .. })
+            | Error::Segment(SegmentError::RankGone { .. })
+            | Error::Start(StartError::Segment(SegmentError::RankGone { .. })) => true,
             _ => false,
         }
     }

@@ -119,6 +119,20 @@ pub enum SegmentError {
         /// How long.
         waited: Duration,
     },
+    /// A rank of this host attached to the segment and armed its
+    /// lifeline, then ended before start-up was over (killed, crashed,
+    /// or it gave up and dropped its endpoint): the job cannot start.
+    #[error("rank {rank} (pid {pid} as it recorded itself) {how} during start-up, after attaching to shared segment {path}; the job cannot start without it")]
+    RankGone {
+        /// Segment path.
+        path: PathBuf,
+        /// The global rank that ended.
+        rank: u32,
+        /// Its recorded pid (in its own PID namespace).
+        pid: u32,
+        /// How it ended, as its lifeline tells.
+        how: &'static str,
+    },
     /// More processes attached than the job has local ranks.
     #[error("shared segment {path}: more than {local} processes attached")]
     TooManyAttached {

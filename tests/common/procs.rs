@@ -27,6 +27,14 @@ impl Spawner<'_> {
     /// Start rank `rank`, through `wrapper` (a command and its arguments)
     /// if given, with `extra` environment.
     pub fn spawn(&self, rank: u32, wrapper: &[&str], extra: &[(&str, String)]) -> Child {
+        self.command(rank, wrapper, extra)
+            .spawn()
+            .expect("spawn rank")
+    }
+
+    /// The command [`spawn`](Self::spawn) runs, for a caller that sets
+    /// more (its output piped, say) before starting it.
+    pub fn command(&self, rank: u32, wrapper: &[&str], extra: &[(&str, String)]) -> Command {
         let exe = std::env::current_exe().unwrap();
         let mut c = match wrapper.split_first() {
             Some((w, args)) => {
@@ -50,7 +58,7 @@ impl Spawner<'_> {
         .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null());
-        c.spawn().expect("spawn rank")
+        c
     }
 }
 

@@ -294,10 +294,15 @@ impl ShmTransport {
                 op: e.call,
                 source: std::io::Error::from_raw_os_error(e.errno),
             })?;
+        tracing::debug!(
+            "rank {} attached to shared segment {} as local id {me_smt}, lifeline armed",
+            job.rank,
+            seg.path().display()
+        );
         let peers = seg
-            .wait_all_attached(job.timeout, job.abort)
+            .wait_all_attached(me_smt, job.timeout, job.abort)
             .map_err(|e| name_missing(e, job))?;
-        wait_all_armed(&seg, job.timeout, job.abort)?;
+        wait_all_armed(&seg, me_smt, job.timeout, job.abort)?;
         let layout = *seg.layout();
         let mut smt_of_rank = vec![u32::MAX; job.world as usize];
         for (smt, &(rank, _)) in peers.iter().enumerate() {
@@ -597,10 +602,12 @@ fn name_missing(mut e: SegmentError, job: &ShmJob<'_>) -> SegmentError {
 /// after attaching), so that a rank that dies from now on is noticed.
 fn wait_all_armed(
     seg: &Segment,
+    me: u32,
     timeout: Duration,
     abort: Option<&crate::sync::AtomicBool>,
 ) -> Result<(), SegmentError> {
     let start = std::time::Instant::now();
+    let mut gone = segment::GoneWatch::new(me);
     for smt in 0..seg.layout().params.local {
         let line = seg.life_line(smt);
         let backoff = crossbeam_utils::Backoff::new();
@@ -610,6 +617,7 @@ fn wait_all_armed(
                     path: seg.path().to_path_buf(),
                 });
             }
+            gone.look(seg)?;
             if start.elapsed() > timeout {
                 return Err(SegmentError::Timeout {
                     path: seg.path().to_path_buf(),

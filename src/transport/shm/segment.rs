@@ -730,12 +730,14 @@ impl Segment {
     /// [`SegmentError::NotAttached`] if some rank does not attach in time.
     pub fn wait_all_attached(
         &mut self,
+        me: u32,
         timeout: Duration,
         abort: Option<&AtomicBool>,
     ) -> Result<Vec<(u32, u32)>, SegmentError> {
         let start = Instant::now();
         let local = self.layout.params.local;
         let mut out = Vec::with_capacity(local as usize);
+        let mut gone = GoneWatch::new(me);
         for smt in 0..local {
             let e = self.smt_entry(smt);
             let backoff = crossbeam_utils::Backoff::new();
@@ -746,6 +748,7 @@ impl Segment {
                         path: self.path.clone(),
                     });
                 }
+                gone.look(self)?;
                 if start.elapsed() > timeout {
                     // (None: every rank came meanwhile; the loop sees it.)
                     if let Some(e) = self.not_attached(start.elapsed()) {
@@ -773,6 +776,41 @@ impl Segment {
             self.creator_life = None;
         }
         Ok(out)
+    }
+
+    /// A rank other than SMT id `me` that attached, armed its lifeline
+    /// and has ended since (its lifeline says dead, left or closed), as
+    /// the error that names it. A rank that died is named before one that
+    /// left: leaving during start-up is what a rank does after its own
+    /// start failed, often because of that death.
+    pub(crate) fn first_gone(&self, me: u32) -> Option<SegmentError> {
+        let mut found: Option<(Life, u32)> = None;
+        for smt in (0..self.layout.params.local).filter(|&smt| smt != me) {
+            // SYNC POINT smt-entry (acquire side): pairs with `attach`.
+            if self.smt_entry(smt).ready.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let life = self.life_line(smt).probe();
+            if life == Life::Dead {
+                found = Some((life, smt));
+                break;
+            }
+            if life.is_gone() && found.is_none() {
+                found = Some((life, smt));
+            }
+        }
+        let (life, smt) = found?;
+        let e = self.smt_entry(smt);
+        Some(SegmentError::RankGone {
+            path: self.path.clone(),
+            rank: e.rank.load(Ordering::Relaxed),
+            pid: e.pid.load(Ordering::Relaxed),
+            how: match life {
+                Life::Dead => "was killed or crashed",
+                Life::Left => "gave up (dropped its endpoint)",
+                _ => "closed its endpoint",
+            },
+        })
     }
 
     /// The layout.
@@ -887,6 +925,40 @@ impl Segment {
     fn queue_checked(&self, smt: u32, q: u32) -> u64 {
         assert!(smt < self.layout.params.local && q < self.layout.params.queues);
         self.layout.queue(smt, q)
+    }
+}
+
+/// How often a start-up wait looks at the lifelines of the ranks that
+/// attached: a rank that ends while the others wait for the rest is
+/// reported within this (and the watchdog's own period) instead of at the
+/// time-out.
+const GONE_LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// A start-up wait's look, now and then, for a rank that attached and
+/// ended ([`Segment::first_gone`]).
+pub(crate) struct GoneWatch {
+    me: u32,
+    next: Instant,
+}
+
+impl GoneWatch {
+    /// Looks on behalf of SMT id `me` (whose own line is never probed).
+    pub(crate) fn new(me: u32) -> Self {
+        GoneWatch {
+            me,
+            next: Instant::now(),
+        }
+    }
+
+    /// At most every [`GONE_LOOK_EVERY`]: the error naming a rank of
+    /// `seg` that ended.
+    pub(crate) fn look(&mut self, seg: &Segment) -> Result<(), SegmentError> {
+        let now = Instant::now();
+        if now < self.next {
+            return Ok(());
+        }
+        self.next = now + GONE_LOOK_EVERY;
+        seg.first_gone(self.me).map_or(Ok(()), Err)
     }
 }
 
@@ -1023,7 +1095,7 @@ mod tests {
         let mut seg = Segment::create(&p, "j", params()).unwrap();
         seg.attach(7).unwrap();
         let e = seg
-            .wait_all_attached(Duration::from_millis(100), None)
+            .wait_all_attached(0, Duration::from_millis(100), None)
             .unwrap_err();
         let SegmentError::NotAttached { ranks, .. } = &e else {
             panic!("{e}");
@@ -1208,7 +1280,7 @@ mod tests {
             Err(SegmentError::TooManyAttached { local: 2, .. })
         ));
         let ranks: Vec<u32> = seg
-            .wait_all_attached(T, None)
+            .wait_all_attached(a, T, None)
             .unwrap()
             .iter()
             .map(|e| e.0)
