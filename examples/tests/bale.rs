@@ -100,3 +100,25 @@ fn permute_checks_out_on_2_and_3_ranks() {
         }
     }
 }
+
+/// The transpose of a small matrix, compared column by column with a
+/// sequential recomputation, two repetitions.
+#[test]
+fn transpose_checks_out_on_2_and_3_ranks() {
+    for ranks in [2, 3] {
+        let args = [
+            "--json",
+            "--log-rows",
+            "10",
+            "--nonzeros",
+            "12",
+            "--buffer",
+            "1024",
+            "--reps",
+            "2",
+        ];
+        if let Some(out) = run_example("transpose", ranks, &args) {
+            check_json(&out, "transpose", "nonzeros_per_s", 2);
+        }
+    }
+}
