@@ -65,6 +65,31 @@ static inline long named_arg(int argc, char **argv, const char *name, long fallb
     return fallback;
 }
 
+/* A named whole-number option with its default and its range. */
+struct int_option {
+    const char *name;
+    long value; /* the default; read_options puts the given value here */
+    long min, max;
+};
+
+/* Reads every option of opts[0..count) (named_arg). Returns 1 when each
+ * lies in its range; else returns 0 after printing on stderr, when `say`,
+ * one line with each option's range. */
+static inline int read_options(int argc, char **argv, struct int_option *opts, int count, int say) {
+    int ok = 1;
+    for (int i = 0; i < count; i++) {
+        opts[i].value = named_arg(argc, argv, opts[i].name, opts[i].value);
+        ok &= opts[i].value >= opts[i].min && opts[i].value <= opts[i].max;
+    }
+    if (!ok && say) {
+        fprintf(stderr, "%s:", argv[0]);
+        for (int i = 0; i < count; i++)
+            fprintf(stderr, "%s %s %ld..%ld", i ? "," : "", opts[i].name, opts[i].min, opts[i].max);
+        fprintf(stderr, "\n");
+    }
+    return ok;
+}
+
 /* Runs on `cpu` only; a warning (not an error) where that is refused. */
 static inline void pin_to_cpu(int cpu) {
     cpu_set_t set;
@@ -77,7 +102,8 @@ static inline void pin_to_cpu(int cpu) {
 
 #define GOLDEN 0x9E3779B97F4A7C15ULL
 
-/* The seed of `rank`'s stream `salt` (1: histogram, 2: index-gather). */
+/* The seed of `rank`'s stream `salt` (1: histogram, 2: index-gather,
+ * 3: random permutation, 4: transpose). */
 static inline uint64_t bale_seed(uint32_t rank, uint64_t salt) {
     return 0x123456789abcdef0ULL ^ (salt * GOLDEN) ^ ((uint64_t)rank << 32);
 }

@@ -14,8 +14,7 @@
  * checked against a recount of all ranks' streams; rank 0 prints one line
  * with the rate (all updates / the slowest rank's time) and OK or FAILED,
  * and the exit status is 1 when a check failed. */
-#include "common.h"
-#include <mpi.h>
+#include "bale_mpi.h"
 
 /* Per-destination buffers of local counter indices, and the exchange's
  * counts and displacements. */
@@ -24,15 +23,6 @@ struct exstack {
     uint32_t *out, *in;
     int *fill, *out_off, *in_cnt, *in_off, *info_out, *info_in;
 };
-
-static void *checked_alloc(size_t bytes) {
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "histo_mpi: out of memory (%zu bytes)\n", bytes);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return p;
-}
 
 static void exstack_init(struct exstack *x, int ranks, int cap) {
     x->ranks = ranks;
@@ -75,14 +65,10 @@ int main(int argc, char **argv) {
     int me, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    int log_t = (int)named_arg(argc, argv, "--log-table", 20);
-    int log_u = (int)named_arg(argc, argv, "--log-updates", 22);
-    int cap = (int)named_arg(argc, argv, "--batch", 2048), reps = (int)named_arg(argc, argv, "--reps", 1);
-    if (log_t < 1 || log_t > 32 || log_u < 0 || log_u > 40 || cap < 1 || reps < 1) {
-        if (me == 0) fprintf(stderr, "histo_mpi: --log-table 1..32, --log-updates 0..40, --batch and --reps >= 1\n");
-        MPI_Finalize();
-        return 2;
-    }
+    struct int_option opt[] = {
+        {"--log-table", 20, 1, 32}, {"--log-updates", 22, 0, 40}, {"--batch", 2048, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
+    if (!bale_options(argc, argv, opt, 4)) return 2;
+    int log_t = (int)opt[0].value, log_u = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t tsize = 1ULL << log_t, updates = 1ULL << log_u, per, lo, hi;
     bale_block(tsize, n, me, &per, &lo, &hi);
     uint64_t *counts = checked_alloc((hi - lo + 1) * sizeof(uint64_t));

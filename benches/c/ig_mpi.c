@@ -15,8 +15,7 @@
  * formula. Rank 0 prints one line with the rate (all requests / the
  * slowest rank's time) and OK or FAILED; exit status 1 when a check
  * failed. */
-#include "common.h"
-#include <mpi.h>
+#include "bale_mpi.h"
 
 struct request {
     uint32_t slot, index;
@@ -25,15 +24,6 @@ struct reply {
     uint32_t slot, pad;
     uint64_t value;
 };
-
-static void *checked_alloc(size_t bytes) {
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "ig_mpi: out of memory (%zu bytes)\n", bytes);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return p;
-}
 
 /* Byte counts and displacements of one MPI_Alltoallv. */
 struct plan {
@@ -50,14 +40,10 @@ int main(int argc, char **argv) {
     int me, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    int log_t = (int)named_arg(argc, argv, "--log-table", 20);
-    int log_r = (int)named_arg(argc, argv, "--log-requests", 21);
-    int cap = (int)named_arg(argc, argv, "--batch", 1024), reps = (int)named_arg(argc, argv, "--reps", 1);
-    if (log_t < 1 || log_t > 32 || log_r < 0 || log_r > 32 || cap < 1 || reps < 1) {
-        if (me == 0) fprintf(stderr, "ig_mpi: --log-table 1..32, --log-requests 0..32, --batch and --reps >= 1\n");
-        MPI_Finalize();
-        return 2;
-    }
+    struct int_option opt[] = {
+        {"--log-table", 20, 1, 32}, {"--log-requests", 21, 0, 32}, {"--batch", 1024, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
+    if (!bale_options(argc, argv, opt, 4)) return 2;
+    int log_t = (int)opt[0].value, log_r = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t tsize = 1ULL << log_t, nreq = 1ULL << log_r, per, lo, hi;
     bale_block(tsize, n, me, &per, &lo, &hi);
     uint64_t *table = checked_alloc((hi - lo + 1) * sizeof(uint64_t));

@@ -232,7 +232,9 @@ impl Endpoint {
     /// **Runs handlers** when out of credit: it makes progress (extracts)
     /// until credit returns, so state a handler borrows (a `RefCell`)
     /// must not be borrowed across this call. With credit it returns
-    /// without running any.
+    /// without running any. Behind sends already parked towards `dest`
+    /// (sent by handlers) it is parked too, so that it leaves after them
+    /// and before anything a handler sends later.
     ///
     /// # Errors
     /// As [`begin_message`](Self::begin_message).
@@ -396,6 +398,16 @@ impl Core {
                 .try_send_inline(self.rank(), dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
+        }
+        if self.net.borrow().has_pending_to(dest) {
+            // Sends are parked towards `dest`: waiting for them to drain
+            // would let handlers that run meanwhile park messages of
+            // their own, which would then leave before this one. Queued
+            // behind them now, it keeps its place (the bound on parked
+            // bytes still holds: `relieve`).
+            let stream = OutStream::user(self.rank(), dest, handler, len as u64);
+            self.net.borrow_mut().send_or_park(stream, pieces);
+            return self.relieve();
         }
         let mut w = self.begin_message(dest, len, handler)?;
         for p in pieces {

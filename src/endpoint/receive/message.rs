@@ -454,7 +454,9 @@ impl Ctx {
     /// hook (never blocks: parks without credit), and like
     /// [`Endpoint::send`](crate::Endpoint::send) from anywhere else —
     /// without credit it makes progress until credit returns instead of
-    /// copying the message into the pending queue. What a library that
+    /// copying the message into the pending queue (unless sends are
+    /// already parked towards `dest`: then it is queued behind them, so
+    /// that order holds against what handlers send meanwhile). What a library that
     /// sends both from handlers and from the main loop wants (aggregation
     /// buffers: no copy, no parked memory from the main loop).
     ///
