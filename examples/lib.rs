@@ -207,7 +207,8 @@ pub mod bale {
     /// Golden-ratio increment of splitmix64.
     pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
-    /// The seed of `rank`'s stream `salt` (1: histogram, 2: index-gather).
+    /// The seed of `rank`'s stream `salt` (1: histogram, 2: index-gather,
+    /// 3: random permutation, 4: sparse-matrix transpose).
     pub fn seed(rank: u32, salt: u64) -> u64 {
         0x1234_5678_9abc_def0 ^ salt.wrapping_mul(GOLDEN) ^ (u64::from(rank) << 32)
     }

@@ -3,7 +3,8 @@
 //! collectives (`bench_mpi`), the raw cache-line ping-pong between two
 //! processes (`cacheline_pingpong`, the physical limit), single-thread
 //! memcpy bandwidth (`memcpy_bw`), and the command lines of the
-//! aggregated MPI Bale kernels (`histo_mpi`, `ig_mpi`).
+//! aggregated MPI Bale kernels (`histo_mpi`, `ig_mpi`, `permute_mpi`,
+//! `transpose_mpi`).
 //!
 //! Open MPI runs under `mpirun` in one of three ways ([`MpiLaunch`]): two
 //! ranks bound to cores over shared memory, more ranks than cores
@@ -25,7 +26,8 @@ pub const CACHELINE: &str = "cacheline_pingpong";
 /// Single-thread memcpy bandwidth.
 pub const MEMCPY: &str = "memcpy_bw";
 
-/// The aggregated MPI program of a Bale kernel (`histo`, `ig`).
+/// The aggregated MPI program of a Bale kernel (`histo`, `ig`,
+/// `permute`, `transpose`).
 pub fn bale_program(kernel: &str) -> String {
     format!("{kernel}_mpi")
 }

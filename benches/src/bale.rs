@@ -1,13 +1,15 @@
 //! `fmbench bale`: the Bale kernels written the natural way — the
-//! `histo` and `ig` examples, one aggregated active message per update or
-//! request — beside the aggregated MPI programs of `benches/c/`
-//! (`histo_mpi.c`, `ig_mpi.c`: per-destination buffers exchanged with
-//! `MPI_Alltoallv`), interleaved run by run for each rank count, with
+//! `histo`, `ig`, `permute` and `transpose` examples, one aggregated
+//! active message or call per update, request, dart or nonzero — beside
+//! the aggregated MPI programs of `benches/c/` (`histo_mpi.c`, `ig_mpi.c`,
+//! `permute_mpi.c`, `transpose_mpi.c`: per-destination buffers exchanged
+//! with `MPI_Alltoallv`), interleaved run by run for each rank count, with
 //! medians and ratios; and `agglat`, one item through aggregation against
 //! a direct 8-byte send.
 //!
 //! Each run is one process group: `fmrun -n N examples/histo --json` then
-//! `mpirun -np N histo_mpi`, then the same for `ig`, for N = 2, 4, 8,
+//! `mpirun -np N histo_mpi`, then the same for `ig`, `permute` and
+//! `transpose`, for N = 2, 4, 8,
 //! repeated `runs` times, so machine noise falls on both sides alike. Up
 //! to 2 ranks both sides are bound to cores; above, the MPI ranks run
 //! oversubscribed ([`MpiLaunch::for_ranks`]).
@@ -39,7 +41,12 @@ pub struct BaleOptions {
 
 /// The kernels compared with MPI: (name, the rate's JSON field and the
 /// MPI line's key).
-const KERNELS: [(&str, &str); 2] = [("histo", "updates_per_s"), ("ig", "requests_per_s")];
+const KERNELS: &[(&str, &str)] = &[
+    ("histo", "updates_per_s"),
+    ("ig", "requests_per_s"),
+    ("permute", "darts_per_s"),
+    ("transpose", "nonzeros_per_s"),
+];
 
 /// One row of the table.
 #[derive(Debug, Clone)]
@@ -104,7 +111,7 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
     std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
     let fmrun = o.target.join("release/fmrun");
     let mut rows: Vec<Row> = Vec::new();
-    for &(kernel, _) in &KERNELS {
+    for &(kernel, _) in KERNELS {
         for &n in &o.ranks {
             rows.push(Row {
                 kernel,
@@ -116,7 +123,7 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
     }
     for run in 0..o.runs {
         for &n in &o.ranks {
-            for &(kernel, field) in &KERNELS {
+            for &(kernel, field) in KERNELS {
                 let mut cmd = Command::new(&fmrun);
                 if let Some(w) = &o.wait {
                     cmd.arg("--wait").arg(w);

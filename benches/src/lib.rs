@@ -14,7 +14,8 @@
 //! - `fmbench baseline`: one comparison program alone, its output printed
 //!   (Open MPI latency, bandwidth, collectives, over TCP, oversubscribed;
 //!   the raw ping-pong; memcpy; the MPI Bale kernels).
-//! - `fmbench bale`: the Bale kernels (`histo`, `ig` examples, natural
+//! - `fmbench bale`: the Bale kernels (`histo`, `ig`, `permute`,
+//!   `transpose` examples, natural
 //!   code over aggregated active messages) beside the aggregated MPI
 //!   programs, interleaved, medians and ratios ([`bale`]).
 //!

@@ -68,9 +68,10 @@ enum Cmd {
     /// Measure the frame-copy strategies, store the chosen plan where
     /// fastmsg reads it, and print the measurements.
     TuneCopy,
-    /// The Bale kernels written the natural way (examples `histo`, `ig`)
-    /// beside the aggregated MPI programs (`benches/c/histo_mpi.c`,
-    /// `ig_mpi.c`), interleaved; medians and ratios; and `agglat`.
+    /// The Bale kernels written the natural way (examples `histo`, `ig`,
+    /// `permute`, `transpose`) beside the aggregated MPI programs
+    /// (`benches/c/histo_mpi.c`, `ig_mpi.c`, `permute_mpi.c`,
+    /// `transpose_mpi.c`), interleaved; medians and ratios; and `agglat`.
     Bale {
         /// Rank counts (comma-separated).
         #[arg(long, default_value = "2,4,8", value_delimiter = ',')]
@@ -126,13 +127,13 @@ enum Cmd {
         /// What to run.
         #[arg(value_enum)]
         what: Baseline,
-        /// Ranks for `coll`, `over`, `histo`, `ig` (default: 4 for `over`,
-        /// else 2).
+        /// Ranks for `coll`, `over` and the Bale kernels (default: 4 for
+        /// `over`, else 2).
         #[arg(long)]
         ranks: Option<u32>,
-        /// Repetitions, the printed figure being their median (`histo`,
-        /// `ig`: `--reps`, one line each; default 5, 3 for `tcp`, `over`,
-        /// 1 for `histo`, `ig`).
+        /// Repetitions, the printed figure being their median (the Bale
+        /// kernels: `--reps`, one line each; default 5, 3 for `tcp`,
+        /// `over`, 1 for the Bale kernels).
         #[arg(long)]
         runs: Option<u32>,
         /// More options for the program, after `--` (e.g. `-- --log-updates
@@ -173,6 +174,10 @@ enum Baseline {
     Histo,
     /// Bale index-gather, aggregated MPI (`--ranks`).
     Ig,
+    /// Bale random permutation, aggregated MPI (`--ranks`).
+    Permute,
+    /// Bale sparse-matrix transpose, aggregated MPI (`--ranks`).
+    Transpose,
 }
 
 /// Print an error as a person reads it (`Display`, then each cause not
@@ -415,11 +420,12 @@ fn baseline(
             c.args(["coll", &runs_or(default_runs), "10000"]);
             cmds.push(c);
         }
-        Baseline::Histo | Baseline::Ig => {
-            let kernel = if what == Baseline::Histo {
-                "histo"
-            } else {
-                "ig"
+        Baseline::Histo | Baseline::Ig | Baseline::Permute | Baseline::Transpose => {
+            let kernel = match what {
+                Baseline::Histo => "histo",
+                Baseline::Ig => "ig",
+                Baseline::Permute => "permute",
+                _ => "transpose",
             };
             let mut c = mpirun(np, MpiLaunch::for_ranks(np), &mpi(&bale_program(kernel))?);
             c.args(["--reps", &runs_or(1)]);
@@ -511,17 +517,19 @@ fn bale(
         mpi,
     } = a;
     if build {
-        build_examples(repo, &["histo", "ig", "agglat"])?;
+        build_examples(repo, &["histo", "ig", "permute", "transpose", "agglat"])?;
     }
     // Without Open MPI (or with --no-mpi) fastmsg is measured alone, and
     // the table says so with its empty MPI column.
     let anchors = if mpi {
         let anchors = fastmsg_benches::anchor::Anchors::build(target);
-        let ready = ["histo", "ig"].iter().try_for_each(|k| {
-            anchors
-                .mpi_program(&fastmsg_benches::anchor::bale_program(k))
-                .map(drop)
-        });
+        let ready = ["histo", "ig", "permute", "transpose"]
+            .iter()
+            .try_for_each(|k| {
+                anchors
+                    .mpi_program(&fastmsg_benches::anchor::bale_program(k))
+                    .map(drop)
+            });
         match ready {
             Ok(()) => Some(anchors),
             Err(why) => {
