@@ -472,7 +472,7 @@ impl Core {
     ) -> Result<(), SendError> {
         if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
             // Gone (the rare path): say so, with the cause when it fell silent.
-            if let Some(why) = self.net.borrow().silence(dest) {
+            if let Some(why) = self.silence(dest) {
                 return Err(SendError::PeerSilent { rank: dest, why });
             }
             if self.health.is_gone(dest) {

@@ -125,6 +125,15 @@ impl Health {
                     .is_some_and(Option::is_some))
     }
 
+    /// Why `rank`'s host was taken as dead, if it failed by falling
+    /// silent on the network.
+    pub(in crate::endpoint) fn silence(&self, rank: Rank) -> Option<String> {
+        match self.peers.borrow().get(rank.index())? {
+            Some(Failure::Net(NetError::HostSilent { why, .. })) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     /// The error a wait in `scope` must stop with, if any.
     pub(in crate::endpoint) fn stop_for(&self, scope: Scope) -> Option<ExtractError> {
         let rank = match scope {
