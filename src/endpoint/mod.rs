@@ -487,6 +487,13 @@ impl Core {
             // raised the alarm: the next `extract` names the cause.
             return Err(SendError::PeerGone { rank: dest });
         }
+        let credit = self.net.borrow().has_credit(dest);
+        if let Some(waited) = waiter.credit_overdue(credit, self.close_warn()) {
+            tracing::warn!(
+                "rank {} has waited {waited:?} for credit towards rank {dest}, which has taken none of its messages for that long (busy without polling, stopped or hung); still waiting",
+                self.rank()
+            );
+        }
         let mut ready = || self.net.borrow().has_credit(dest);
         #[cfg(feature = "stats")]
         let t0 = std::time::Instant::now();
