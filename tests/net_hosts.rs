@@ -23,7 +23,7 @@
 //! second namespace off (its veth end down: no FIN, RST or ICMP error
 //! reaches the survivor, as when a host crashes, loses power or is
 //! partitioned) and the survivor — waiting, or in the middle of a stream
-//! of sends — must get a typed failure naming the lost rank within
+//! of sends or puts — must get a typed failure naming the lost rank within
 //! [`LOST_HOST_BOUND`] (keepalive probes and the silence watch,
 //! `FASTMSG_NET_DEAD_AFTER_MS`, 3 s by default).
 //!
@@ -36,7 +36,7 @@ mod common;
 use common::netns::{stop, Hosts, Job};
 use common::storm::storm_rank;
 use fastmsg::bootstrap::Launcher;
-use fastmsg::error::{PmixError, SendError, StartError};
+use fastmsg::error::{PmixError, PutError, SendError, StartError};
 use fastmsg::{Endpoint, EndpointBuilder, HandlerId, Rank};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -267,6 +267,21 @@ fn a_lost_host_is_reported_to_a_sending_rank() {
     }
 }
 
+/// A host lost while the survivor puts to it: the put that finds the peer
+/// gone — whether the put's own write found the silence or an `extract`
+/// between puts did first — says the host fell silent (the health record
+/// keeps the cause), not merely that the rank has failed.
+#[test]
+fn a_lost_host_is_named_silent_by_a_put() {
+    if let Some(h) = Hosts::create("a_lost_host_is_named_silent_by_a_put") {
+        let (_, text) = lost_host(&h, "lost-host-put");
+        assert!(
+            text.contains("stopped answering"),
+            "the put's error does not say the host fell silent: {text}"
+        );
+    }
+}
+
 /// Send signal `sig` (`STOP`, `CONT`) to process `pid`, with kill(1).
 fn signal(pid: i32, sig: &str) {
     let s = std::process::Command::new("kill")
@@ -441,6 +456,7 @@ fn net_rank_program() {
         "late" => late(b),
         "lost-host-wait" => lost_host_rank(b, false),
         "lost-host-send" => lost_host_rank(b, true),
+        "lost-host-put" => lost_host_put_rank(b),
         "stopped-peer" => stopped_peer_rank(b),
         s => panic!("unknown scenario {s:?}"),
     }
@@ -536,6 +552,49 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         e => format!("unexpected: {e:?}"),
     };
     // Whole or absent for the test that polls for it.
+    write_result(&dir, &text);
+}
+
+/// A rank of `a_lost_host_is_named_silent_by_a_put`: rank 1 waits; rank
+/// 0 puts 64 KiB chunks into rank 1's window, with an `extract` between
+/// puts, until a put fails, and writes that put's error (an error of the
+/// `extract` is remembered: the next put must name the same cause).
+fn lost_host_put_rank(mut b: EndpointBuilder) {
+    let dir = test_dir();
+    let (sink, got) = counting_sink(&mut b);
+    let win = b.window("w", 64 << 10);
+    let mut ep = b.start().expect("start");
+    let me = ep.rank().0;
+    let other = Rank(1 - me);
+    hello(&mut ep, sink, &got);
+    let ready = |what: &str| std::fs::write(dir.join(format!("{what}-{me}")), b"").unwrap();
+    if me == 1 {
+        ready("ready");
+        let _ = ep.wait_until(|| false);
+        return;
+    }
+    let chunk = vec![0xa5u8; 64 << 10];
+    let mut puts = 0u64;
+    let mut extract_error = None;
+    let e = loop {
+        if let Err(e) = ep.put(win, other, 0, &chunk) {
+            break e;
+        }
+        puts += 1;
+        if puts == 64 {
+            ready("ready");
+        }
+        if extract_error.is_none() {
+            extract_error = ep.extract(usize::MAX).err();
+        }
+    };
+    eprintln!("rank 0: put {puts} failed: {e} (extract said: {extract_error:?})");
+    let text = match &e {
+        PutError::PeerSilent { rank, .. } if *rank == other => {
+            format!("peer failure, rank 1: put: {e}")
+        }
+        _ => format!("unexpected: put: {e:?}"),
+    };
     write_result(&dir, &text);
 }
 

@@ -122,9 +122,23 @@ fn disagreeing_peer(dir: &Path, job: &JobInfo) -> Option<(u32, String)> {
     None
 }
 
+/// Whether process `pid` has ended and waits only to be reaped by its
+/// parent (it still answers `kill(pid, 0)`).
+fn zombie(pid: i32) -> bool {
+    // The state follows the command name, which is in parentheses.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 /// Remove the announcements of `job` in `dir` whose process is gone
-/// (killed before it could remove its own).
-fn remove_dead_announcements(dir: &Path, job: &str) {
+/// (killed before it could remove its own): what a rank whose start
+/// failed does on its way out.
+pub(crate) fn remove_dead_announcements(dir: &Path, job: &str) {
     let prefix = format!("{}~who.", job_file_prefix(job));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -142,7 +156,7 @@ fn remove_dead_announcements(dir: &Path, job: &str) {
                 .nth(1)
                 .and_then(|p| p.parse::<i32>().ok())
         });
-        if pid.is_some_and(|p| p > 0 && !alive(p)) {
+        if pid.is_some_and(|p| p > 0 && (!alive(p) || zombie(p))) {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -484,7 +484,7 @@ impl Core {
     ) -> Result<(), SendError> {
         if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
             // Gone (the rare path): say so, with the cause when it fell silent.
-            if let Some(why) = self.net.borrow().silence(dest) {
+            if let Some(why) = self.silence(dest) {
                 return Err(SendError::PeerSilent { rank: dest, why });
             }
             if self.health.is_gone(dest) {
@@ -498,6 +498,13 @@ impl Core {
             // shared queue, a receiver that died under a send's wait) and
             // raised the alarm: the next `extract` names the cause.
             return Err(SendError::PeerGone { rank: dest });
+        }
+        let credit = self.net.borrow().has_credit(dest);
+        if let Some(waited) = waiter.credit_overdue(credit, self.close_warn()) {
+            tracing::warn!(
+                "rank {} has waited {waited:?} for credit towards rank {dest}, which has taken none of its messages for that long (busy without polling, stopped or hung); still waiting",
+                self.rank()
+            );
         }
         let mut ready = || self.net.borrow().has_credit(dest);
         #[cfg(feature = "stats")]

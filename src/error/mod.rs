@@ -93,7 +93,7 @@ impl Error {
         match self {
             Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
             Error::Send(SendError::PeerGone { .. } | SendError::PeerSilent { .. })
-            | Error::Put(PutError::PeerGone { .. })
+            | Error::Put(PutError::PeerGone { .. } | PutError::PeerSilent { .. })
             | Error::Segment(SegmentError::RankGone { .. })
             | Error::Start(StartError::Segment(SegmentError::RankGone { .. })) => true,
             _ => false,

@@ -106,10 +106,14 @@ pub enum ExtractError {
 
 impl ExtractError {
     /// The peer this error says has failed (died, left without closing,
-    /// lost its connection), if it is such an error.
+    /// lost its connection, corrupted the queue or ring it writes), if it
+    /// is such an error.
     pub fn failed_peer(&self) -> Option<Rank> {
         match self {
             ExtractError::PeerDied { rank, .. } | ExtractError::PeerLeft { rank } => Some(*rank),
+            // Its ring is out of service: nothing more from it arrives, and
+            // a send waiting for its credit would wait for ever.
+            ExtractError::Protocol(ProtocolError::RingCorrupt { src, .. }) => Some(Rank(*src)),
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
                 | ProtocolError::PeerFramesCorrupt { dest, .. }

@@ -140,6 +140,16 @@ pub enum PutError {
         /// The dead rank.
         rank: Rank,
     },
+    /// The destination's host stopped answering on the network and was
+    /// taken as dead (as [`SendError::PeerSilent`]): the cause is silence
+    /// for `FASTMSG_NET_DEAD_AFTER_MS`, not an exited process.
+    #[error("rank {rank}'s host stopped answering on the network ({why}) for FASTMSG_NET_DEAD_AFTER_MS; it is taken as dead: cannot put to it")]
+    PeerSilent {
+        /// The silent rank.
+        rank: Rank,
+        /// What went unanswered (the OS error or the silence watch's account).
+        why: String,
+    },
     /// The destination's network connection, made on first use, could not
     /// be made (as [`SendError::Unreachable`]).
     #[error("could not connect to rank {rank} on first use: {why}")]

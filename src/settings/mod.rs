@@ -150,7 +150,7 @@ pub static SETTINGS: &[Setting] = &[
         "FASTMSG_CLOSE_WARN",
         "10",
         None,
-        "seconds close (and a blocking collective) waits before saying what it waits for"
+        "seconds close (a blocking collective, a send waiting for credit) waits before saying what it waits for"
     ),
     setting!(
         "FASTMSG_MAX_PARKED",

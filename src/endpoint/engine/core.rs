@@ -610,9 +610,30 @@ impl Core {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate(win, offset, data.len())?;
         if self.health.is_gone(dest) {
-            return Err(PutError::PeerGone { rank: dest });
+            return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }
-        self.net.borrow_mut().put(dest, at, data)
+        let r = self.net.borrow_mut().put(dest, at, data);
+        r.map_err(|e| self.named_put_error(e))
+    }
+
+    /// Why `dest`'s host was taken as dead, if it fell silent: as the
+    /// health record keeps it, else as its transport knows it.
+    pub(in crate::endpoint) fn silence(&self, dest: Rank) -> Option<String> {
+        self.health
+            .silence(dest)
+            .or_else(|| self.net.borrow().silence(dest))
+    }
+
+    /// `e`, with the cause named where it says only that the peer is gone
+    /// and the peer fell silent ([`PutError::PeerSilent`]).
+    pub(in crate::endpoint) fn named_put_error(&self, e: PutError) -> PutError {
+        match e {
+            PutError::PeerGone { rank } => match self.silence(rank) {
+                Some(why) => PutError::PeerSilent { rank, why },
+                None => e,
+            },
+            e => e,
+        }
     }
 
     /// One-sided atomic store of an 8-byte word.
@@ -626,9 +647,10 @@ impl Core {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate_word(win, offset)?;
         if self.health.is_gone(dest) {
-            return Err(PutError::PeerGone { rank: dest });
+            return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }
-        self.net.borrow_mut().put_u64(dest, at, value)
+        let r = self.net.borrow_mut().put_u64(dest, at, value);
+        r.map_err(|e| self.named_put_error(e))
     }
 
     /// Acquire-load a word of this rank's own window.

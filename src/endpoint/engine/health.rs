@@ -125,6 +125,15 @@ impl Health {
                     .is_some_and(Option::is_some))
     }
 
+    /// Why `rank`'s host was taken as dead, if it failed by falling
+    /// silent on the network.
+    pub(in crate::endpoint) fn silence(&self, rank: Rank) -> Option<String> {
+        match self.peers.borrow().get(rank.index())? {
+            Some(Failure::Net(NetError::HostSilent { why, .. })) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     /// The error a wait in `scope` must stop with, if any.
     pub(in crate::endpoint) fn stop_for(&self, scope: Scope) -> Option<ExtractError> {
         let rank = match scope {
@@ -149,6 +158,30 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A network peer whose ring was found corrupt has failed: a send
+    /// waiting for its credit (a wait scoped to that peer) stops with it,
+    /// instead of waiting until its connection closes.
+    #[test]
+    fn a_corrupt_ring_fails_its_writer() {
+        let e = ExtractError::Protocol(ProtocolError::RingCorrupt {
+            src: 2,
+            head: 0,
+            stamp: 1000,
+        });
+        let (rank, how) = Failure::of_error(&e).expect("a failure of the ring's writer");
+        assert_eq!(rank, Rank(2));
+        let h = Health::new(4);
+        assert!(h.record(rank, how));
+        assert!(h.is_gone(Rank(2)));
+        assert!(matches!(
+            h.stop_for(Scope::Peer(Rank(2))),
+            Some(ExtractError::Protocol(ProtocolError::RingCorrupt {
+                src: 2,
+                ..
+            }))
+        ));
+    }
 
     #[test]
     fn failures_are_sticky_and_closed_is_not_a_failure() {

@@ -653,7 +653,8 @@ impl Net {
     /// Local peers whose lifelines in the segment show them closed, left
     /// or dead.
     pub(in crate::endpoint) fn local_failures(&self) -> Vec<(Rank, Failure)> {
-        self.shm
+        let mut gone: Vec<(Rank, Failure)> = self
+            .shm
             .peer_lives()
             .filter_map(|(rank, life, pid)| match life {
                 Life::Closed => Some((rank, Failure::Closed)),
@@ -661,7 +662,11 @@ impl Net {
                 Life::Dead => Some((rank, Failure::Died { pid })),
                 Life::Alive | Life::Unarmed => None,
             })
-            .collect()
+            .collect();
+        // Deaths first: a rank that left during a failure usually left
+        // because of a death, which is the cause to report.
+        gone.sort_by_key(|(_, f)| !matches!(f, Failure::Died { .. }));
+        gone
     }
 
     /// The next corruption this rank's own sends found in a peer's shared

@@ -66,6 +66,23 @@ pub(super) fn start(
     windows: WindowTable,
     hooks: Vec<Hook>,
 ) -> Result<Endpoint, StartError> {
+    let (dir, job) = (config.shm_dir.clone(), config.job.job.clone());
+    let started = join(config, registry, windows, hooks);
+    if started.is_err() {
+        // A peer killed during start-up left its host-identity
+        // announcement behind (see `bootstrap::layout`).
+        crate::bootstrap::layout::remove_dead_announcements(&dir, &job);
+    }
+    started
+}
+
+/// [`start`], less the clean-up after a failure.
+fn join(
+    config: Config,
+    registry: Registry,
+    windows: WindowTable,
+    hooks: Vec<Hook>,
+) -> Result<Endpoint, StartError> {
     config.validate()?;
     crate::endpoint::startup::report::print_if_verbose(&config);
     registry.check_unique()?;

@@ -106,6 +106,9 @@ pub(in crate::endpoint) struct Waiter {
     /// bound) — the rank is not idle then, and flushing half-empty
     /// aggregation buffers would spend a frame of credit per few items.
     hooks: bool,
+    /// A credit wait ([`Scope::Peer`]): since when the peer has returned
+    /// no credit, and whether that was warned about (once per wait).
+    credit: Option<(Instant, bool)>,
 }
 
 impl Waiter {
@@ -121,6 +124,7 @@ impl Waiter {
             last_health: None,
             scope: Scope::Any,
             hooks: true,
+            credit: None,
         }
     }
 
@@ -140,6 +144,29 @@ impl Waiter {
             hooks: false,
             ..Waiter::new()
         }
+    }
+
+    /// A credit wait towards `dest` is about to wait (`has_credit`: the
+    /// peer returned some since the last look, which restarts the clock):
+    /// how long it has waited without credit, the first time that passes
+    /// `warn` (then never again for this wait).
+    pub(in crate::endpoint) fn credit_overdue(
+        &mut self,
+        has_credit: bool,
+        warn: Duration,
+    ) -> Option<Duration> {
+        let now = Instant::now();
+        let (since, warned) = self.credit.get_or_insert((now, false));
+        if has_credit {
+            *since = now;
+            return None;
+        }
+        let waited = now - *since;
+        if *warned || waited < warn {
+            return None;
+        }
+        *warned = true;
+        Some(waited)
     }
 
     /// Something happened: start spinning again.

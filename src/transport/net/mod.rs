@@ -520,6 +520,12 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         if let Some((k, why)) = failed {
             if let Some(p) = self.peers[k].up_mut() {
                 p.gone = true;
+                if let Some(why) = p.silent.clone() {
+                    return Err(ExtractError::Network(NetError::HostSilent {
+                        rank: self.ranks[k],
+                        why,
+                    }));
+                }
             }
             return Err(ExtractError::Network(NetError::Io {
                 rank: self.ranks[k],

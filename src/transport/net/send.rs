@@ -56,7 +56,14 @@ impl<W: RmaWire> RmaTransport<W> {
     }
 
     pub(super) fn fail(&mut self, k: usize, why: String) {
-        self.p_mut(k).gone = true;
+        // A write that found the peer's host silent: that is the cause
+        // every later error about the peer names.
+        let silent = self.wire.silence(k);
+        let p = self.p_mut(k);
+        p.gone = true;
+        if p.silent.is_none() {
+            p.silent = silent;
+        }
         self.failed.borrow_mut().push((k, why));
     }
 

@@ -399,6 +399,12 @@ pub trait RmaWire {
     /// before every later one; return once the staging bytes may be
     /// reused (a one-sided put).
     fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String>;
+    /// Why a write to peer `k` failed because its host stopped answering
+    /// (the kernel gave up on the silence), where the wire can tell; the
+    /// transport keeps it as the cause of that peer's failure.
+    fn silence(&self, _k: usize) -> Option<String> {
+        None
+    }
     /// Reap completions, keeping what they say for
     /// [`take_events`](Self::take_events).
     fn progress(&self);

@@ -76,6 +76,8 @@ pub struct TcpWire {
     gone: RefCell<Vec<bool>>,
     /// Progress calls (published as the NIC's `beat`).
     beat: Cell<u64>,
+    /// The peers a write found silent, each with why (the first time).
+    silent: RefCell<Vec<(usize, String)>>,
 }
 
 // SAFETY: the staging pointer points at memory that outlives the wire
@@ -115,6 +117,7 @@ impl TcpWire {
             alerts_seen: Cell::new(0),
             gone: RefCell::new(Vec::new()),
             beat: Cell::new(0),
+            silent: RefCell::new(Vec::new()),
         }
     }
 
@@ -141,7 +144,12 @@ impl TcpWire {
         let blocked = || self.progress();
         wire::write_all_vectored(self.stream(k)?, &parts[..=pieces.len()], &blocked).map_err(|e| {
             if crate::netio::alive::is_silence(&e) {
-                format!("send: {e}: the peer's host stopped answering (crashed, powered off or cut off)")
+                let why = format!("send: {e}: the peer's host stopped answering (crashed, powered off or cut off)");
+                let mut silent = self.silent.borrow_mut();
+                if !silent.iter().any(|s| s.0 == k) {
+                    silent.push((k, why.clone()));
+                }
+                why
             } else {
                 format!("send: {e}")
             }
@@ -444,6 +452,19 @@ impl RmaWire for TcpWire {
     fn write_sync(&mut self, k: usize, local: usize, len: usize, at: u64) -> Result<(), String> {
         let bytes = self.staged(local, len)?;
         self.send(k, Self::put_record(at, len), &[bytes])
+    }
+
+    fn silence(&self, k: usize) -> Option<String> {
+        let silent = self.silent.borrow();
+        if let Some(s) = silent.iter().find(|s| s.0 == k) {
+            return Some(s.1.clone());
+        }
+        // The NIC thread's silence watch ended the connection (and the
+        // write then failed on the shut-down socket).
+        match self.shared.as_ref()?.links.error(k)? {
+            crate::error::NetError::HostSilent { why, .. } => Some(why),
+            _ => None,
+        }
     }
 
     fn progress(&self) {
