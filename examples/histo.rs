@@ -1,23 +1,32 @@
 //! Bale histogram, written the natural way: one aggregated active message
 //! per update.
 //!
-//! `fmrun -n N target/release/examples/histo [--json] [--reps 3]`
+//! `fmrun -n N target/release/examples/histo [--json] [--reps 3] [--form channel|atomic|atomic-owner]`
 //!
 //! Every rank draws `2^log-updates` random entries of a table of
-//! `2^log-table` u64 counters spread in blocks over the ranks, and sends
-//! one `u32` (the entry's local index) to the owner per update; the owner's
-//! handler increments the counter. `Aggregator::quiesce` ends the phase.
+//! `2^log-table` u64 counters spread in blocks over the ranks, one call
+//! per update, in one of three forms:
+//! - `channel` (default): one `u32` (the entry's local index) to the
+//!   owner; the owner's handler increments the counter;
+//! - `atomic`: a remote atomic add (`RemoteWords::add`) of 1 to the
+//!   owner's word — a CPU atomic on the shared segment for an owner on
+//!   this host, an aggregated request to the owner's handler otherwise;
+//! - `atomic-owner`: the same adds, every one through the owner's handler
+//!   (the path across hosts, measured on one host).
+//!
+//! `Aggregator::quiesce` ends the phase.
 //! The same parameters and random streams as the MPI version of this
 //! kernel that `fmbench` compares with (splitmix64), so both print the same table hash. Verified
 //! against a sequential recomputation of this rank's block. `--json`: one
 //! line per run with `max_rss_mib` (the largest peak resident memory of
-//! any rank, MiB), `kernel`, `ranks`, `ok`, `updates_per_s`, `time_s`,
-//! `hash`, `rep`.
+//! any rank, MiB), `kernel`, `form`, `ranks`, `ok`, `updates_per_s`,
+//! `time_s`, `hash`, `rep`.
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
+use fastmsg_handlers::memory::RemoteWords;
 use fastmsg_handlers::{CollConfig, Collectives, Op};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -40,6 +49,30 @@ struct Args {
     /// Aggregation buffer bytes per destination.
     #[arg(long, default_value_t = AggConfig::default().buffer_bytes)]
     buffer: usize,
+    /// How an update is written.
+    #[arg(long, value_enum, default_value_t = Form::Channel)]
+    form: Form,
+}
+
+/// How an update is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Form {
+    /// An aggregated item to the owner's handler.
+    Channel,
+    /// A remote atomic add.
+    Atomic,
+    /// A remote atomic add applied by the owner's handler.
+    AtomicOwner,
+}
+
+impl Form {
+    fn name(self) -> &'static str {
+        match self {
+            Form::Channel => "channel",
+            Form::Atomic => "atomic",
+            Form::AtomicOwner => "atomic-owner",
+        }
+    }
 }
 
 fn main() -> Result<(), fastmsg::Error> {
@@ -60,18 +93,37 @@ fn main() -> Result<(), fastmsg::Error> {
         c.set(c.get() + 1);
         Ok(())
     });
+    // The atomic forms' table: `per` words on every rank.
+    let mut words = RemoteWords::new(&agg, &mut b, "histo-words", per as usize);
+    if args.form == Form::AtomicOwner {
+        words = words.through_owner();
+    }
     let mut ep = b.start()?;
     let ctx = ep.ctx();
     let mut failed = false;
     for rep in 0..args.reps {
         table.iter().for_each(|c| c.set(0));
+        for k in 0..hi - lo {
+            words.set_local(&ctx, k, 0)?;
+        }
         coll.barrier(&mut ep)?;
         let t0 = Instant::now();
         let mut s = bale::seed(me, 1);
-        for _ in 0..l {
-            let g = bale::next(&mut s) & (t - 1);
-            let d = (g / per) as u32;
-            hist.send(&ctx, Rank(d), (g - per * u64::from(d)) as u32)?;
+        match args.form {
+            Form::Channel => {
+                for _ in 0..l {
+                    let g = bale::next(&mut s) & (t - 1);
+                    let d = (g / per) as u32;
+                    hist.send(&ctx, Rank(d), (g - per * u64::from(d)) as u32)?;
+                }
+            }
+            Form::Atomic | Form::AtomicOwner => {
+                for _ in 0..l {
+                    let g = bale::next(&mut s) & (t - 1);
+                    let d = (g / per) as u32;
+                    words.add(&ctx, Rank(d), g - per * u64::from(d), 1)?;
+                }
+            }
         }
         agg.quiesce(&mut ep)?;
         let mut worst = [t0.elapsed().as_secs_f64()];
@@ -88,8 +140,11 @@ fn main() -> Result<(), fastmsg::Error> {
             }
         }
         let mut loc = [0u64; 3];
-        for (k, (got, &want)) in table.iter().zip(&expect).enumerate() {
-            let got = got.get();
+        for (k, (cell, &want)) in table.iter().zip(&expect).enumerate() {
+            let got = match args.form {
+                Form::Channel => cell.get(),
+                Form::Atomic | Form::AtomicOwner => words.local(&ctx, k as u64)?,
+            };
             loc[0] += got;
             loc[1] += u64::from(got != want);
             loc[2] = loc[2].wrapping_add(got.wrapping_mul(bale::value(lo + k as u64)));
@@ -103,13 +158,13 @@ fn main() -> Result<(), fastmsg::Error> {
         if me == 0 {
             if args.json {
                 println!(
-                    "{{\"kernel\":\"histo\",\"ranks\":{n},\"ok\":{ok},\"updates_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
-                    worst[0], loc[2], args.buffer, rss[0]
+                    "{{\"kernel\":\"histo\",\"form\":\"{}\",\"ranks\":{n},\"ok\":{ok},\"updates_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
+                    args.form.name(), worst[0], loc[2], args.buffer, rss[0]
                 );
             } else {
                 println!(
-                    "histo-fastmsg ranks={n} table=2^{} updates/rank=2^{} buffer={} rep={rep} time_s={:.4} updates_per_s={rate:.4e} sum={} bad_counters={} hash={:016x} {}",
-                    args.log_table, args.log_updates, args.buffer, worst[0], loc[0], loc[1], loc[2],
+                    "histo-fastmsg form={} ranks={n} table=2^{} updates/rank=2^{} buffer={} rep={rep} time_s={:.4} updates_per_s={rate:.4e} sum={} bad_counters={} hash={:016x} {}",
+                    args.form.name(), args.log_table, args.log_updates, args.buffer, worst[0], loc[0], loc[1], loc[2],
                     if ok { "OK" } else { "FAILED" }
                 );
             }

@@ -5,7 +5,11 @@
 //! `permute_mpi.c`, `transpose_mpi.c`: per-destination buffers exchanged
 //! with `MPI_Alltoallv`), interleaved run by run for each rank count, with
 //! medians and ratios; and `agglat`, one item through aggregation against
-//! a direct 8-byte send.
+//! a direct 8-byte send, a one-item call's and a remote read's round trips.
+//!
+//! A kernel written in several forms ([`forms`]: the histogram as channel
+//! items or remote atomic adds, index-gather as channel items, remote
+//! reads or calls) gets a row per form, each against the same MPI runs.
 //!
 //! Each run is one process group: `fmrun -n N examples/histo --json` then
 //! `mpirun -np N histo_mpi`, then the same for `ig`, `permute` and
@@ -48,11 +52,23 @@ const KERNELS: &[(&str, &str)] = &[
     ("transpose", "nonzeros_per_s"),
 ];
 
+/// The forms a kernel's example is run in (its `--form`); `""`: the
+/// example has one form (no flag).
+pub fn forms(kernel: &str) -> &'static [&'static str] {
+    match kernel {
+        "histo" => &["channel", "atomic", "atomic-owner"],
+        "ig" => &["channel", "get", "get-owner", "rpc"],
+        _ => &[""],
+    }
+}
+
 /// One row of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
     /// Kernel.
     pub kernel: &'static str,
+    /// The example's form (`""`: its only one).
+    pub form: &'static str,
     /// Ranks.
     pub ranks: u32,
     /// fastmsg's rates (per second), one per run.
@@ -112,63 +128,107 @@ pub fn run(o: &BaleOptions) -> Result<Vec<Row>, String> {
     let fmrun = o.target.join("release/fmrun");
     let mut rows: Vec<Row> = Vec::new();
     for &(kernel, _) in KERNELS {
-        for &n in &o.ranks {
-            rows.push(Row {
-                kernel,
-                ranks: n,
-                fastmsg: Vec::new(),
-                mpi: Vec::new(),
-            });
+        for &form in forms(kernel) {
+            for &n in &o.ranks {
+                rows.push(Row {
+                    kernel,
+                    form,
+                    ranks: n,
+                    fastmsg: Vec::new(),
+                    mpi: Vec::new(),
+                });
+            }
         }
     }
     for run in 0..o.runs {
         for &n in &o.ranks {
             for &(kernel, field) in KERNELS {
-                let mut cmd = Command::new(&fmrun);
-                if let Some(w) = &o.wait {
-                    cmd.arg("--wait").arg(w);
+                let mut f = Vec::new();
+                for &form in forms(kernel) {
+                    let mut cmd = Command::new(&fmrun);
+                    if let Some(w) = &o.wait {
+                        cmd.arg("--wait").arg(w);
+                    }
+                    cmd.arg("-n")
+                        .arg(n.to_string())
+                        .arg(o.target.join("release/examples").join(kernel))
+                        .arg("--json");
+                    if !form.is_empty() {
+                        cmd.args(["--form", form]);
+                    }
+                    let log = o.out.join(format!("{kernel}{form}-fastmsg-{n}-{run}.log"));
+                    f.push((form, fastmsg_rate(&run_child(cmd, &log)?, field)?));
                 }
-                cmd.arg("-n")
-                    .arg(n.to_string())
-                    .arg(o.target.join("release/examples").join(kernel))
-                    .arg("--json");
-                let log = o.out.join(format!("{kernel}-fastmsg-{n}-{run}.log"));
-                let f = fastmsg_rate(&run_child(cmd, &log)?, field)?;
                 let m = match &o.anchors {
                     Some(anchors) => {
                         let prog = anchors.mpi_program(&bale_program(kernel))?;
                         let cmd = mpirun(n, MpiLaunch::for_ranks(n), &prog);
                         let log = o.out.join(format!("{kernel}-mpi-{n}-{run}.log"));
                         let m = mpi_rate(&run_child(cmd, &log)?, field)?;
-                        eprintln!(
-                            "bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s, MPI {m:.3e}/s ({:.2}x)",
-                            f / m
-                        );
+                        for (form, f) in &f {
+                            eprintln!(
+                                "bale run {run}: {kernel}{} N={n}: fastmsg {f:.3e}/s, MPI {m:.3e}/s ({:.2}x)",
+                                label(form),
+                                f / m
+                            );
+                        }
                         Some(m)
                     }
                     None => {
-                        eprintln!("bale run {run}: {kernel} N={n}: fastmsg {f:.3e}/s");
+                        for (form, f) in &f {
+                            eprintln!(
+                                "bale run {run}: {kernel}{} N={n}: fastmsg {f:.3e}/s",
+                                label(form)
+                            );
+                        }
                         None
                     }
                 };
-                let row = rows
-                    .iter_mut()
-                    .find(|r| r.kernel == kernel && r.ranks == n)
-                    .expect("a row per kernel and rank count");
-                row.fastmsg.push(f);
-                row.mpi.extend(m);
+                for (form, f) in f {
+                    let row = rows
+                        .iter_mut()
+                        .find(|r| r.kernel == kernel && r.form == form && r.ranks == n)
+                        .expect("a row per kernel, form and rank count");
+                    row.fastmsg.push(f);
+                    row.mpi.extend(m);
+                }
             }
         }
     }
     Ok(rows)
 }
 
-/// `agglat`'s line (one-way ns direct and aggregated), medians over its
-/// own runs.
+/// ` (form)` after a kernel's name, or nothing.
+fn label(form: &str) -> String {
+    if form.is_empty() {
+        String::new()
+    } else {
+        format!(" ({form})")
+    }
+}
+
+/// `agglat`'s figures, medians over its own runs (ns).
+#[derive(Debug, Clone, Copy)]
+pub struct AggLat {
+    /// One-way, direct 8-byte send.
+    pub direct: f64,
+    /// One-way, one item through aggregation.
+    pub agg: f64,
+    /// Round trip, direct 0-byte send.
+    pub zero_rt: f64,
+    /// Round trip, one call answered by the peer's handler.
+    pub rpc_rt: f64,
+    /// One 8-byte remote read of the on-host peer.
+    pub get: f64,
+    /// Round trip, one 8-byte remote read through the owner's handler.
+    pub get_owner_rt: f64,
+}
+
+/// `agglat`'s line, medians over its own runs.
 ///
 /// # Errors
 /// As [`run`].
-pub fn agglat(o: &BaleOptions) -> Result<(f64, f64), String> {
+pub fn agglat(o: &BaleOptions) -> Result<AggLat, String> {
     let mut cmd = Command::new(o.target.join("release/fmrun"));
     if let Some(w) = &o.wait {
         cmd.arg("--wait").arg(w);
@@ -178,13 +238,19 @@ pub fn agglat(o: &BaleOptions) -> Result<(f64, f64), String> {
         .arg(o.target.join("release/examples/agglat"))
         .args(["--json", "--iters", "20000", "--runs", "5"]);
     let out = run_child(cmd, &o.out.join("agglat.log"))?;
-    let d = fastmsg_rate(&out, "direct_ns")?;
-    let a = fastmsg_rate(&out, "agg_ns")?;
-    Ok((d, a))
+    let f = |k: &str| fastmsg_rate(&out, k);
+    Ok(AggLat {
+        direct: f("direct_ns")?,
+        agg: f("agg_ns")?,
+        zero_rt: f("zero_rt_ns")?,
+        rpc_rt: f("rpc_rt_ns")?,
+        get: f("get_ns")?,
+        get_owner_rt: f("get_owner_rt_ns")?,
+    })
 }
 
 /// The Markdown table (rates in millions per second).
-pub fn markdown(rows: &[Row], agglat: Option<(f64, f64)>, load: (&str, &str)) -> String {
+pub fn markdown(rows: &[Row], agglat: Option<AggLat>, load: (&str, &str)) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -195,8 +261,9 @@ pub fn markdown(rows: &[Row], agglat: Option<(f64, f64)>, load: (&str, &str)) ->
         let m = |v: &[f64]| median(v).map_or("–".to_owned(), |x| format!("{:.1}", x / 1e6));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {}{} | {} | {} | {} | {} | {} |",
             r.kernel,
+            label(r.form),
             r.ranks,
             m(&r.fastmsg),
             m(&r.mpi),
@@ -204,11 +271,27 @@ pub fn markdown(rows: &[Row], agglat: Option<(f64, f64)>, load: (&str, &str)) ->
             r.fastmsg.len()
         );
     }
-    if let Some((d, a)) = agglat {
+    if let Some(l) = agglat {
         let _ = writeln!(
             s,
-            "\nOne item through aggregation to an idle peer: {a:.0} ns one-way, direct 8-byte send {d:.0} ns ({:.2}×).",
-            a / d
+            "\nOne item through aggregation to an idle peer: {:.0} ns one-way, direct 8-byte send {:.0} ns ({:.2}×).",
+            l.agg,
+            l.direct,
+            l.agg / l.direct
+        );
+        let _ = writeln!(
+            s,
+            "One-item call to an idle peer: {:.0} ns round trip, direct 8-byte send's round trip {:.0} ns ({:.2}×). \
+             8-byte get from the on-host peer: {:.0} ns, 0-byte round trip {:.0} ns ({:.3}×); \
+             through the owner's handler {:.0} ns ({:.2}×).",
+            l.rpc_rt,
+            2.0 * l.direct,
+            l.rpc_rt / (2.0 * l.direct),
+            l.get,
+            l.zero_rt,
+            l.get / l.zero_rt,
+            l.get_owner_rt,
+            l.get_owner_rt / l.zero_rt
         );
     }
     let _ = writeln!(s, "\nloadavg at start {}, at end {}.", load.0, load.1);
