@@ -15,10 +15,11 @@
 //! delay). Either marks the rank contended for
 //! [`pressure::CONTENDED_FOR`]. A contended wait, and every wait where the
 //! host has fewer CPUs than busy ranks, backs off after its short spin in
-//! the way this rank has measured to end its waits sooner: yielding the
-//! core each round, or sleeping on its doorbell at once (the doorbell that
-//! both a local sender and the TCP transport's NIC thread ring), trying
-//! the other way now and then ([`pressure::Backoff`]). A rank nobody
+//! one of two ways: yielding the core each round while this rank's
+//! yields come back sooner than a wake-up would, else sleeping on its
+//! doorbell at once (the doorbell that both a local sender and the TCP
+//! transport's NIC thread ring), measuring a yield again now and then
+//! ([`pressure::Backoff`]). A rank nobody
 //! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
 //! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]
 //! ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
@@ -93,8 +94,8 @@ pub(in crate::endpoint) struct Waiter {
     short: u32,
     /// `auto`: the span of this wait's spinning being judged.
     window: pressure::Window,
-    /// `auto`: how this wait backs off, and since when.
-    way: Option<(Way, Instant)>,
+    /// `auto`: how this wait backs off.
+    way: Option<Way>,
 
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
@@ -178,9 +179,7 @@ impl Waiter {
                 self.backing_off && self.idle_rounds > self.short,
             );
         }
-        if let Some((way, since)) = self.way.take() {
-            pressure::backed_off(way, since.elapsed());
-        }
+        self.way = None;
         self.idle_rounds = 0;
         self.idle_since = None;
         self.backing_off = false;
@@ -222,9 +221,9 @@ impl Waiter {
         if self.backing_off {
             // The core is wanted: past the short spin, yield each round or
             // sleep at once, whichever this rank measured to be faster.
-            let (way, _) = *self
+            let way = *self
                 .way
-                .get_or_insert_with(|| (pressure::choose_backoff(cfg.bells), Instant::now()));
+                .get_or_insert_with(|| pressure::choose_backoff(cfg.bells));
             cfg.spin_rounds = self.short;
             cfg.yield_ = true;
             cfg.sleep_after = match way {
@@ -270,7 +269,14 @@ impl Waiter {
             }
         }
         if cfg.yield_ {
-            crate::sync::yield_now();
+            if cfg.adaptive {
+                // What the yield costs decides how backed-off waits wait.
+                let start = Instant::now();
+                crate::sync::yield_now();
+                pressure::yielded(start);
+            } else {
+                crate::sync::yield_now();
+            }
         } else {
             crate::sync::spin_loop();
         }

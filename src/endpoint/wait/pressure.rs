@@ -28,13 +28,17 @@
 //!
 //! A contended wait backs off in one of two ways ([`Backoff`]): yield the
 //! core each round, or sleep on the doorbell at once. Which is faster
-//! depends on what shares the core — the rank waited for (a yield hands
-//! it the core at once, without the wake-up's system calls) or a CPU-bound
-//! process (a yield leaves the core to it for a time slice, while a
-//! woken sleeper preempts it) — which the kernel does not tell. So the
-//! rank measures: each backed-off wait's length is averaged per way, the
-//! faster way is taken, and the other is tried again now and then, rarely
-//! enough that trying costs at most about [`EXPLORE_COST`] of the time.
+//! depends on what shares the core — other ranks and NIC threads (a yield
+//! hands them the core and comes back within microseconds, without a
+//! wake-up's system calls and context switches on the message's path) or
+//! a CPU-bound process (a yield leaves the core to it until the scheduler
+//! takes it back, while a woken sleeper preempts it). So the rank
+//! measures what it controls: how long its own yields keep it off the
+//! core. While a yield costs less than a wake-up ([`WAKE_COST`]) it
+//! yields; otherwise it sleeps, and yields through one wait every
+//! [`RESAMPLE_EVERY`] to measure again. (The length of the waits
+//! themselves is no guide: it is mostly the peers' doing — a rank whose
+//! peers sleep finds every way slow.)
 //!
 //! The state is per thread (an endpoint never leaves its thread), so ranks
 //! run as threads of one process each keep their own.
@@ -64,11 +68,6 @@ pub const SHORT_MAX: u32 = 4096;
 /// Least time between two reads of the run queue by one thread.
 pub const RUN_QUEUE_EVERY: Duration = Duration::from_micros(200);
 
-/// Share of the time a backed-off rank spends trying the way it judges
-/// slower, at most (one try every `1 / EXPLORE_COST × slower / faster`
-/// waits).
-pub const EXPLORE_COST: f64 = 0.05;
-
 thread_local! {
     /// Until when this thread counts as contended.
     static CONTENDED_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
@@ -82,7 +81,7 @@ thread_local! {
     static LOADAVG: RefCell<Option<Option<File>>> = const { RefCell::new(None) };
     /// When the run queue was last read, and what it said.
     static RUN_QUEUE_SEEN: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
-    /// The measured ways of backing off.
+    /// What this thread's yields cost.
     static BACKOFF: Cell<Backoff> = const { Cell::new(Backoff::new()) };
 }
 
@@ -153,109 +152,98 @@ pub(in crate::endpoint) enum Way {
     Sleep,
 }
 
-/// The measured lengths of backed-off waits, per [`Way`], and which to
-/// take next (see the module docs).
+/// What a yield costs this rank, measured, and so which way a backed-off
+/// wait takes (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(in crate::endpoint) struct Backoff {
-    /// Running averages (ns) of the waits that yielded and that slept;
-    /// negative: none measured yet.
-    mean_ns: [f64; 2],
-    /// Waits measured per way (up to [`Backoff::SETTLED`]).
-    seen: [u32; 2],
-    /// Waits backed off so far.
-    waits: u64,
+    /// Running average (ns) of the time a yield kept this thread off its
+    /// core (from the call to the return); negative: none measured.
+    yield_ns: f64,
+    /// Yields measured (up to [`Backoff::SETTLED`]).
+    seen: u32,
+    /// When a yield was last measured.
+    sampled: Option<Instant>,
 }
 
 impl Backoff {
     /// Nothing measured.
     pub(in crate::endpoint) const fn new() -> Backoff {
         Backoff {
-            mean_ns: [-1.0; 2],
-            seen: [0; 2],
-            waits: 0,
+            yield_ns: -1.0,
+            seen: 0,
+            sampled: None,
         }
     }
 
-    /// Waits after which a way's average moves by an eighth of each new
-    /// one (before: the plain mean of those measured).
+    /// Yields after which the average moves by an eighth of each new one
+    /// (before: the plain mean of those measured).
     const SETTLED: u32 = 8;
 
-    /// Consecutive waits a try of the slower way lasts (one wait's length
-    /// is too noisy to judge by).
-    const TRY: u64 = 4;
-
-    fn index(way: Way) -> usize {
-        match way {
-            Way::Yield => 0,
-            Way::Sleep => 1,
-        }
-    }
-
     /// The way the next backed-off wait takes (`can_sleep`: doorbells
-    /// are on): each unmeasured way first, then the faster, trying the
-    /// slower for [`Self::TRY`] waits every
-    /// `TRY × slower / faster / EXPLORE_COST` waits.
-    pub(in crate::endpoint) fn choose(&mut self, can_sleep: bool) -> Way {
-        if !can_sleep {
+    /// are on) at `now`: yielding while a yield costs less than a
+    /// wake-up ([`WAKE_COST`]) or has not been measured, or was last
+    /// measured [`RESAMPLE_EVERY`] ago or more (then this wait measures
+    /// it again); sleeping otherwise.
+    pub(in crate::endpoint) fn choose(&self, can_sleep: bool, now: Instant) -> Way {
+        if !can_sleep || self.yield_ns < 0.0 {
             return Way::Yield;
         }
-        self.waits += 1;
-        let [y, s] = self.mean_ns;
-        if y < 0.0 {
-            return Way::Yield;
-        }
-        if s < 0.0 {
-            return Way::Sleep;
-        }
-        let (fast, slow, fast_way, slow_way) = if y <= s {
-            (y, s, Way::Yield, Way::Sleep)
+        let cheap = self.yield_ns <= WAKE_COST.as_nanos() as f64;
+        let stale = self
+            .sampled
+            .is_none_or(|t| now.saturating_duration_since(t) >= RESAMPLE_EVERY);
+        if cheap || stale {
+            Way::Yield
         } else {
-            (s, y, Way::Sleep, Way::Yield)
-        };
-        let every =
-            (Self::TRY as f64 * slow / fast.max(1.0) / EXPLORE_COST).clamp(64.0, 16384.0) as u64;
-        if self.waits % every < Self::TRY {
-            slow_way
-        } else {
-            fast_way
+            Way::Sleep
         }
     }
 
-    /// A wait that backed off by `way` lasted `ns` from the back-off on.
-    pub(in crate::endpoint) fn record(&mut self, way: Way, ns: f64) {
-        let i = Self::index(way);
-        self.seen[i] = (self.seen[i] + 1).min(Self::SETTLED);
-        let m = &mut self.mean_ns[i];
-        *m = if *m < 0.0 {
+    /// A yield at `now` kept the thread off its core for `ns`.
+    pub(in crate::endpoint) fn record_yield(&mut self, ns: f64, now: Instant) {
+        self.seen = (self.seen + 1).min(Self::SETTLED);
+        self.yield_ns = if self.yield_ns < 0.0 {
             ns
         } else {
-            *m + (ns - *m) / f64::from(self.seen[i])
+            self.yield_ns + (ns - self.yield_ns) / f64::from(self.seen)
         };
+        self.sampled = Some(now);
     }
 
-    /// The running average of `way`'s waits (None: not measured).
+    /// The running average of a yield's cost (None: not measured).
     #[cfg(test)]
-    pub(in crate::endpoint) fn mean(&self, way: Way) -> Option<f64> {
-        let m = self.mean_ns[Self::index(way)];
-        (m >= 0.0).then_some(m)
+    pub(in crate::endpoint) fn yield_cost(&self) -> Option<f64> {
+        (self.yield_ns >= 0.0).then_some(self.yield_ns)
     }
 }
+
+/// What a sleeper's wake-up costs, taken as the price a yield is weighed
+/// against: the waker's futex call, the wakee's context switch and, for
+/// a wait on another host, the NIC thread's wake-up before it. A yield
+/// that comes back sooner than this (the core's other claimants are
+/// other ranks and NIC threads, which run briefly and yield or sleep in
+/// turn) is the cheaper way to wait; one that comes back later (a
+/// CPU-bound process kept the core until the scheduler took it back) is
+/// dearer than being woken, which the scheduler favours. Measured on 2
+/// vCPUs: a yield among the ranks of a 4-rank ring costs 2–8 µs; one
+/// beside a CPU-bound process 15 µs to milliseconds.
+pub const WAKE_COST: Duration = Duration::from_micros(10);
+
+/// Longest a rank that sleeps goes without measuring a yield again (one
+/// backed-off wait then yields): what shares the core changes.
+pub const RESAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The way this thread's next backed-off wait takes.
 pub(in crate::endpoint) fn choose_backoff(can_sleep: bool) -> Way {
-    BACKOFF.with(|b| {
-        let mut v = b.get();
-        let w = v.choose(can_sleep);
-        b.set(v);
-        w
-    })
+    BACKOFF.with(|b| b.get().choose(can_sleep, Instant::now()))
 }
 
-/// A backed-off wait of this thread ended, `took` after it backed off.
-pub(in crate::endpoint) fn backed_off(way: Way, took: Duration) {
+/// A yield of this thread started at `start` has returned.
+pub(in crate::endpoint) fn yielded(start: Instant) {
+    let now = Instant::now();
     BACKOFF.with(|b| {
         let mut v = b.get();
-        v.record(way, took.as_nanos() as f64);
+        v.record_yield(now.saturating_duration_since(start).as_nanos() as f64, now);
         b.set(v);
     });
 }
@@ -453,45 +441,38 @@ mod tests {
     }
 
     #[test]
-    fn backing_off_takes_the_way_whose_waits_end_sooner() {
+    fn backing_off_yields_while_a_yield_costs_less_than_a_wake_up() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
         // Without doorbells there is only yielding.
         let mut b = Backoff::new();
-        assert_eq!(b.choose(false), Way::Yield);
-        // Each way is measured first.
-        assert_eq!(b.choose(true), Way::Yield);
-        b.record(Way::Yield, 20_000.0);
-        assert_eq!(b.choose(true), Way::Sleep);
-        b.record(Way::Sleep, 400_000.0);
-        // Yielding's waits end 20 times sooner: it is taken, and sleeping
-        // tried for 4 waits in 4 × 20 / 0.05 = 1600 (the 1600th to the
-        // 1603rd here; the 3rd, the first pick, ends the first try).
-        let picks: Vec<Way> = (0..1601).map(|_| b.choose(true)).collect();
-        assert_eq!(picks[0], Way::Sleep);
-        let slept = picks[1..].iter().filter(|&&w| w == Way::Sleep).count();
-        assert_eq!(slept, 4, "{b:?}");
-        // The first waits of a way are averaged plainly: one unlucky
-        // first measurement does not condemn it.
+        assert_eq!(b.choose(false, t0), Way::Yield);
+        // Unmeasured: yield (the yield measures itself).
+        assert_eq!(b.choose(true, t0), Way::Yield);
+        // Yields that come back in a few µs (other ranks): keep yielding.
+        for _ in 0..16 {
+            b.record_yield(3_000.0, t0);
+        }
+        assert_eq!(b.choose(true, t0), Way::Yield);
+        // A CPU-bound process beside the rank: yields cost milliseconds,
+        // and the rank sleeps...
+        for _ in 0..4 {
+            b.record_yield(3_000_000.0, t0);
+        }
+        assert!(b.yield_cost().unwrap() > WAKE_COST.as_nanos() as f64);
+        assert_eq!(b.choose(true, t0 + ms), Way::Sleep);
+        assert_eq!(b.choose(false, t0 + ms), Way::Yield);
+        // ...measuring a yield again once the last one is stale.
+        assert_eq!(b.choose(true, t0 + RESAMPLE_EVERY), Way::Yield);
+        // The first yields are averaged plainly: one unlucky first
+        // measurement does not condemn yielding.
         let mut c = Backoff::new();
-        for ns in [8_000.0, 1_000.0, 1_000.0, 2_000.0] {
-            c.record(Way::Sleep, ns);
+        for ns in [40_000.0, 1_000.0, 1_000.0, 2_000.0] {
+            c.record_yield(ns, t0);
         }
-        assert_eq!(c.mean(Way::Sleep), Some(3_000.0));
-        // A CPU-bound process beside the rank: yielding's waits grow to
-        // a time slice, and the rank changes to sleeping.
-        for _ in 0..32 {
-            b.record(Way::Yield, 3_000_000.0);
-        }
-        assert!(b.mean(Way::Yield).unwrap() > b.mean(Way::Sleep).unwrap());
-        let picks: Vec<Way> = (0..64).map(|_| b.choose(true)).collect();
-        assert!(picks.iter().filter(|&&w| w == Way::Sleep).count() >= 60);
-        // Ways close in cost are both tried often: 4 waits in
-        // 4 × 1.1 / 0.05 = 88 (the 1st to 3rd, then the 88th to 91st).
-        let mut b = Backoff::new();
-        b.record(Way::Yield, 1_000.0);
-        b.record(Way::Sleep, 1_100.0);
-        let picks: Vec<Way> = (0..175).map(|_| b.choose(true)).collect();
-        assert_eq!(picks.iter().filter(|&&w| w == Way::Sleep).count(), 7);
-        assert!(picks[87..91].iter().all(|&w| w == Way::Sleep));
+        assert_eq!(c.yield_cost(), Some(11_000.0));
+        c.record_yield(1_000.0, t0);
+        assert_eq!(c.choose(true, t0), Way::Yield);
     }
 
     #[test]
