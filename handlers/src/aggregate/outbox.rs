@@ -119,6 +119,36 @@ impl<E: Pod> Outbox<E> {
         })
     }
 
+    /// Append `run`, whole items of `item` elements each, to `dest`'s
+    /// buffer: as many items per buffer as fit, never an item split
+    /// between two buffers; a buffer leaves when full, as with
+    /// [`push`](Self::push) per item.
+    #[inline(never)]
+    pub(crate) fn push_run(
+        &self,
+        ctx: &Ctx,
+        dest: Rank,
+        mut run: &[E],
+        item: usize,
+    ) -> Result<(), AggError> {
+        debug_assert!(item != 0 && run.len() % item == 0);
+        let d = dest.index();
+        while !run.is_empty() {
+            self.make_room(ctx, dest, item)?;
+            let free = {
+                let bufs = self.bufs.borrow();
+                (self.cap / Self::WIRE).saturating_sub(bufs[d].n)
+            };
+            // At least one item (alone in an empty buffer if it is
+            // larger than one), at most what is left.
+            let k = (free / item).max(1).min(run.len() / item) * item;
+            let (now, rest) = run.split_at(k);
+            self.fill(ctx, d, k, |room| room.copy_from_slice(now))?;
+            run = rest;
+        }
+        Ok(())
+    }
+
     /// Make `dest`'s buffer ready for an item of `len` elements: check
     /// `dest`, send the buffer if the item would not fit, allocate it at
     /// its first item (an item longer than a buffer goes alone).

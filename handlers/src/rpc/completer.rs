@@ -62,4 +62,56 @@ impl<R> Completer<R> {
             *slot = Some(f);
         }
     }
+
+    /// Hold the callback for a batch of completions (the answers of one
+    /// response buffer): it is taken out once, not once per completion.
+    /// Each completion still runs before the next, with any that arrived
+    /// meanwhile run in between, and a callback set from inside takes over
+    /// at the next completion, as with [`run`](Self::run).
+    pub(crate) fn hold(&self) -> Held<'_, R> {
+        let f = self.f.borrow_mut().take();
+        Held { c: self, f }
+    }
+}
+
+/// The callback taken out of its [`Completer`] for a batch; put back
+/// when dropped.
+pub(crate) struct Held<'a, R> {
+    c: &'a Completer<R>,
+    f: Option<Completion<R>>,
+}
+
+impl<R> Held<'_, R> {
+    /// Complete the call `token` to `owner` with `r`.
+    #[inline]
+    pub(crate) fn run(&mut self, ctx: &Ctx, owner: Rank, token: u64, r: Result<R, RpcError>) {
+        if self.c.f.borrow().is_some() {
+            // Set from inside the callback (or none was held): the newer
+            // one wins.
+            self.f = self.c.f.borrow_mut().take();
+        }
+        let Some(f) = self.f.as_mut() else {
+            // Inside the running callback: it runs this one when it returns.
+            self.c.deferred.borrow_mut().push_back((owner, token, r));
+            return;
+        };
+        f(ctx, owner, token, r);
+        loop {
+            let next = self.c.deferred.borrow_mut().pop_front();
+            let Some((o, t, r)) = next else { break };
+            f(ctx, o, t, r);
+        }
+    }
+}
+
+impl<R> Drop for Held<'_, R> {
+    fn drop(&mut self) {
+        if let Some(f) = self.f.take() {
+            let mut slot = self.c.f.borrow_mut();
+            // A new callback set from inside the old one wins.
+            if slot.is_none() {
+                *slot = Some(f);
+            }
+        }
+    }
 }

@@ -43,6 +43,7 @@ mod wire;
 pub use self::future::RpcFuture;
 
 pub(crate) use self::completer::Completer;
+use self::completer::Held;
 use self::future::Slots;
 use crate::aggregate::{AggError, Aggregator, Outbox};
 use bytemuck::Pod;
@@ -160,12 +161,35 @@ impl<Resp: Pod> Inner<Resp> {
     /// Complete the call `token` to `owner` with `r`.
     fn finish(&self, ctx: &Ctx, owner: Rank, token: u64, r: Result<Resp, RpcError>) {
         if token & FUTURE_BIT != 0 {
-            self.slots
-                .borrow_mut()
-                .resolve((token & !FUTURE_BIT) as u32, r);
+            self.resolve(token, r);
             return;
         }
         self.complete.run(ctx, owner, token, r);
+    }
+
+    /// [`finish`](Self::finish) with the completion callback held for a
+    /// batch of answers.
+    #[inline]
+    fn finish_held(
+        &self,
+        held: &mut Held<'_, Resp>,
+        ctx: &Ctx,
+        owner: Rank,
+        token: u64,
+        r: Result<Resp, RpcError>,
+    ) {
+        if token & FUTURE_BIT != 0 {
+            self.resolve(token, r);
+            return;
+        }
+        held.run(ctx, owner, token, r);
+    }
+
+    /// Resolve the future whose slot `token` names.
+    fn resolve(&self, token: u64, r: Result<Resp, RpcError>) {
+        self.slots
+            .borrow_mut()
+            .resolve((token & !FUTURE_BIT) as u32, r);
     }
 
     /// Complete every call waiting for an owner that is gone with

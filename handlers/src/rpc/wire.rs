@@ -33,6 +33,13 @@ pub(super) fn define_requests<Req, Resp, E, F>(
     let item = std::mem::size_of::<Req>().max(1);
     let max = requests.cap.max(item);
     let channel = name.to_owned();
+    // One answer: the tag, then the response's bytes.
+    let answer = 1 + std::mem::size_of::<Resp>();
+    // The answers of one request buffer, written as the handler returns
+    // them and appended to the caller's buffer together: between two
+    // requests there is no out-of-line call, so the loads of successive
+    // requests' handlers may overlap.
+    let mut run: Vec<u8> = Vec::new();
     b.define_whole(requests.handler, max, move |ctx, src, bytes| {
         if bytes.len() % item != 0 {
             return Err(malformed(
@@ -44,15 +51,23 @@ pub(super) fn define_requests<Req, Resp, E, F>(
                 ),
             ));
         }
+        run.clear();
+        run.reserve(bytes.len() / item * answer);
         for c in bytes.chunks_exact(item) {
             let req = if std::mem::size_of::<Req>() == 0 {
                 Req::zeroed()
             } else {
                 bytemuck::pod_read_unaligned(c)
             };
-            let r = match handler(ctx, src, req) {
-                Ok(resp) => responses.push(ctx, src, &[&[OK], bytemuck::bytes_of(&resp)]),
+            match handler(ctx, src, req) {
+                Ok(resp) => {
+                    run.push(OK);
+                    run.extend_from_slice(bytemuck::bytes_of(&resp));
+                }
                 Err(e) => {
+                    // The answers before it leave first: order holds.
+                    answer_run(ctx, src, &responses, &run, answer)?;
+                    run.clear();
                     let mut text = e.to_string();
                     if text.len() > MAX_ERROR_TEXT {
                         let mut cut = MAX_ERROR_TEXT;
@@ -62,18 +77,36 @@ pub(super) fn define_requests<Req, Resp, E, F>(
                         text.truncate(cut);
                     }
                     let len = (text.len() as u32).to_le_bytes();
-                    responses.push(ctx, src, &[&[ERR], &len, text.as_bytes()])
+                    sent(responses.push(ctx, src, &[&[ERR], &len, text.as_bytes()]))?;
                 }
-            };
-            match r {
-                Ok(()) => {}
-                // The caller is gone: nobody waits for the answer.
-                Err(AggError::Send(_)) => {}
-                Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        answer_run(ctx, src, &responses, &run, answer)
     });
+}
+
+/// Append `run`, whole answers of `answer` bytes, to `src`'s response
+/// buffer.
+fn answer_run(
+    ctx: &Ctx,
+    src: Rank,
+    responses: &Outbox<u8>,
+    run: &[u8],
+    answer: usize,
+) -> Result<(), fastmsg::error::BoxError> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    sent(responses.push_run(ctx, src, run, answer))
+}
+
+/// An answer's send: a caller that is gone waits for nothing, so only
+/// other failures are errors.
+fn sent(r: Result<(), AggError>) -> Result<(), fastmsg::error::BoxError> {
+    match r {
+        Ok(()) | Err(AggError::Send(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Define the caller's side: each answer completes the oldest call
@@ -88,6 +121,8 @@ pub(super) fn define_responses<Resp: Pod>(
     let max = responses.cap.max(1 + size).max(5 + MAX_ERROR_TEXT);
     let channel = name.to_owned();
     b.define_whole(responses.handler, max, move |ctx, src, mut bytes| {
+        // The callback is taken out once for the whole buffer.
+        let mut held = inner.complete.hold();
         while let Some((&tag, rest)) = bytes.split_first() {
             let (r, rest) = match tag {
                 OK if rest.len() >= size => {
@@ -129,7 +164,7 @@ pub(super) fn define_responses<Resp: Pod>(
                     "an answer with no call waiting for it".to_owned(),
                 ));
             };
-            inner.finish(ctx, src, token, r);
+            inner.finish_held(&mut held, ctx, src, token, r);
             bytes = rest;
         }
         Ok(())
