@@ -11,7 +11,8 @@
 //!  owner on another host: a request in the aggregation buffers; the owner's
 //!                        handler applies it to its own window (the same
 //!                        atomics); fetching forms answer through the call
-//!                        channel, `add` does not answer
+//!                        channel; `add` and `add_f64` are one-way, 4-byte
+//!                        (+1) or 12-byte items, no answer (adds.rs)
 //! ```
 //!
 //! The words are updated atomically whichever way an update comes (CPU
@@ -26,9 +27,11 @@
 //! [`RemoteWords::get_many`], [`RemoteWords::fetch_many`]) take a slice
 //! of items and check them all before issuing any.
 
+mod adds;
 mod batch;
 
-use crate::aggregate::{AggError, Aggregator, Channel};
+use self::adds::Adds;
+use crate::aggregate::{AggError, Aggregator};
 use crate::rpc::{Completer, Rpc, RpcError, RpcFuture};
 use bytemuck::{Pod, Zeroable};
 use fastmsg::error::PutError;
@@ -79,16 +82,6 @@ struct WordReq {
     kind: u64,
     a: u64,
     b: u64,
-}
-
-/// An add (no answer) to an owner on another host.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct WordAdd {
-    index: u64,
-    /// `u64` to add, or the bits of an `f64` when `float` is 1.
-    value: u64,
-    float: u64,
 }
 
 const GET: u64 = 0;
@@ -160,7 +153,7 @@ pub struct RemoteWords {
     win: WindowId,
     words: u64,
     calls: Rpc<WordReq, u64>,
-    adds: Channel<WordAdd>,
+    adds: Adds,
     /// The completion of fetching calls (shared with the call channel's).
     complete: Rc<Completer<u64>>,
     /// Whether owners on this host are reached directly.
@@ -198,22 +191,7 @@ impl RemoteWords {
                 v.map_err(|e| e.to_string())
             },
         );
-        let adds = agg.channel(
-            b,
-            &format!("fastmsg-mem/{name}/add"),
-            move |ctx, _src, a: WordAdd| {
-                if a.index >= wn {
-                    return Err(format!("add to word {} out of range ({wn} words)", a.index).into());
-                }
-                let op = if a.float == 1 {
-                    WordOp::AddF64(f64::from_bits(a.value))
-                } else {
-                    WordOp::FetchAdd(a.value)
-                };
-                ctx.update_u64(win, ctx.rank(), (a.index * 8) as usize, op)?;
-                Ok(())
-            },
-        );
+        let adds = Adds::new(agg, b, name, win, wn);
         let complete = Rc::new(Completer::default());
         let c = Rc::clone(&complete);
         calls.on_complete(move |ctx, owner, token, r| c.run(ctx, owner, token, r));
@@ -352,7 +330,13 @@ impl RemoteWords {
     }
 
     /// Add `value` (wrapping) to word `index` of `owner`; nothing comes
-    /// back. On this host: one atomic add now; elsewhere: aggregated.
+    /// back. On this host: one atomic add now, visible at once; elsewhere
+    /// (or [`through_owner`](Self::through_owner)): a one-way item in the
+    /// owner's aggregation buffer (4 bytes for +1, 12 otherwise, on a
+    /// window of at most 2^31 words), applied by the owner's handler —
+    /// visible once an [`Aggregator::quiesce`] after it has returned on
+    /// every rank. A gone owner fails the send that carries its buffer or,
+    /// at the latest, that quiesce.
     ///
     /// # Errors
     /// [`MemError::OutOfRange`], [`MemError::Put`], [`MemError::Agg`].
@@ -390,12 +374,7 @@ impl RemoteWords {
             ctx.update_u64(self.win, owner, off, op)?;
             return Ok(());
         }
-        let a = WordAdd {
-            index,
-            value,
-            float: u64::from(float),
-        };
-        Ok(self.adds.send(ctx, owner, a)?)
+        Ok(self.adds.send(ctx, owner, index, value, float)?)
     }
 
     /// This rank's word `index` (an atomic load).
