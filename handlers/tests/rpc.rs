@@ -6,7 +6,7 @@
 //! under contention from every rank (exact values, both paths), `get`
 //! with its bounds, alignment and closed-endpoint errors, the batch forms
 //! (exact values, bad items refusing the whole batch), adds of every
-//! width (+1, 64-bit, wrapping, f64) on both paths.
+//! width (+1, 64-bit, wrapping, f64) on every path.
 
 use fastmsg::error::PutError;
 use fastmsg::{EndpointBuilder, Error, Rank, WordOp};
@@ -294,6 +294,11 @@ fn atomics_from_every_rank_add_up_exactly() {
                 words = words.through_owner();
                 floats = floats.through_owner();
                 cas = cas.through_owner();
+            } else {
+                // Adds by CPU atomics too (the default sends them to the
+                // owner: the test below covers that).
+                words = words.direct_adds();
+                floats = floats.direct_adds();
             }
             // Previous values seen by fetch-add on word 0 of each rank.
             let prev: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
@@ -409,18 +414,21 @@ fn atomics_from_every_rank_add_up_exactly() {
 }
 
 #[test]
-fn adds_of_every_width_add_up_exactly_on_both_paths() {
+fn adds_of_every_width_add_up_exactly_on_every_path() {
     // +1, a value with high bits, a wrapping -1 and an f64 add: every
-    // encoding an add takes through the owner, and the direct path.
+    // encoding an add takes to the owner (the default, and every
+    // operation through the owner), and CPU atomics (`direct_adds`).
     const ROUNDS: u64 = 500;
     const WORDS: usize = 1000;
     const BIG: u64 = (1 << 40) + 3;
-    for through_owner in [false, true] {
+    for path in ["default", "through_owner", "direct_adds"] {
         let results = run(4, |mut b| {
             let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(256));
             let mut words = RemoteWords::new(&agg, &mut b, "wide", WORDS);
-            if through_owner {
-                words = words.through_owner();
+            match path {
+                "through_owner" => words = words.through_owner(),
+                "direct_adds" => words = words.direct_adds(),
+                _ => {}
             }
             let mut ep = b.start()?;
             let ctx = ep.ctx();
@@ -449,7 +457,7 @@ fn adds_of_every_width_add_up_exactly_on_both_paths() {
             want[WORDS - 1] += n * ROUNDS * (BIG - 1);
             let f = want[WORDS - 2] as f64 - 0.25 * (n * ROUNDS) as f64;
             want[WORDS - 2] = f.to_bits();
-            assert_eq!(mine, want, "rank {r}, through_owner={through_owner}");
+            assert_eq!(mine, want, "rank {r}, path {path}");
         }
     }
 }
