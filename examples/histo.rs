@@ -1,18 +1,21 @@
 //! Bale histogram, written the natural way: one aggregated active message
 //! per update.
 //!
-//! `fmrun -n N target/release/examples/histo [--json] [--reps 3] [--form channel|atomic|atomic-owner]`
+//! `fmrun -n N target/release/examples/histo [--json] [--reps 3] [--form channel|atomic|atomic-direct|atomic-owner]`
 //!
 //! Every rank draws `2^log-updates` random entries of a table of
 //! `2^log-table` u64 counters spread in blocks over the ranks, one call
-//! per update, in one of three forms:
+//! per update, in one of four forms:
 //! - `channel` (default): one `u32` (the entry's local index) to the
 //!   owner; the owner's handler increments the counter;
 //! - `atomic`: a remote atomic add (`RemoteWords::add`) of 1 to the
-//!   owner's word — a CPU atomic on the shared segment for an owner on
-//!   this host, an aggregated request to the owner's handler otherwise;
-//! - `atomic-owner`: the same adds, every one through the owner's handler
-//!   (the path across hosts, measured on one host).
+//!   owner's word — by default a one-way 4-byte item to the owner's
+//!   handler, which applies it with a CPU atomic, whichever host the
+//!   owner is on;
+//! - `atomic-direct`: the same adds with `RemoteWords::direct_adds`: a
+//!   CPU atomic on the shared segment for an owner on this host;
+//! - `atomic-owner`: the same adds with `RemoteWords::through_owner`
+//!   (every operation through the owner's handler).
 //!
 //! `Aggregator::quiesce` ends the phase.
 //! The same parameters and random streams as the MPI version of this
@@ -59,8 +62,10 @@ struct Args {
 enum Form {
     /// An aggregated item to the owner's handler.
     Channel,
-    /// A remote atomic add.
+    /// A remote atomic add (to the owner's handler).
     Atomic,
+    /// A remote atomic add, a CPU atomic for an owner on this host.
+    AtomicDirect,
     /// A remote atomic add applied by the owner's handler.
     AtomicOwner,
 }
@@ -70,6 +75,7 @@ impl Form {
         match self {
             Form::Channel => "channel",
             Form::Atomic => "atomic",
+            Form::AtomicDirect => "atomic-direct",
             Form::AtomicOwner => "atomic-owner",
         }
     }
@@ -95,8 +101,10 @@ fn main() -> Result<(), fastmsg::Error> {
     });
     // The atomic forms' table: `per` words on every rank.
     let mut words = RemoteWords::new(&agg, &mut b, "histo-words", per as usize);
-    if args.form == Form::AtomicOwner {
-        words = words.through_owner();
+    match args.form {
+        Form::AtomicOwner => words = words.through_owner(),
+        Form::AtomicDirect => words = words.direct_adds(),
+        Form::Channel | Form::Atomic => {}
     }
     let mut ep = b.start()?;
     let ctx = ep.ctx();
@@ -117,7 +125,7 @@ fn main() -> Result<(), fastmsg::Error> {
                     hist.send(&ctx, Rank(d), (g - per * u64::from(d)) as u32)?;
                 }
             }
-            Form::Atomic | Form::AtomicOwner => {
+            Form::Atomic | Form::AtomicDirect | Form::AtomicOwner => {
                 for _ in 0..l {
                     let g = bale::next(&mut s) & (t - 1);
                     let d = (g / per) as u32;
@@ -143,7 +151,9 @@ fn main() -> Result<(), fastmsg::Error> {
         for (k, (cell, &want)) in table.iter().zip(&expect).enumerate() {
             let got = match args.form {
                 Form::Channel => cell.get(),
-                Form::Atomic | Form::AtomicOwner => words.local(&ctx, k as u64)?,
+                Form::Atomic | Form::AtomicDirect | Form::AtomicOwner => {
+                    words.local(&ctx, k as u64)?
+                }
             };
             loc[0] += got;
             loc[1] += u64::from(got != want);

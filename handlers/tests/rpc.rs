@@ -5,7 +5,8 @@
 //! from completions (bounces), typed errors of bad calls, remote atomics
 //! under contention from every rank (exact values, both paths), `get`
 //! with its bounds, alignment and closed-endpoint errors, the batch forms
-//! (exact values, bad items refusing the whole batch).
+//! (exact values, bad items refusing the whole batch), adds of every
+//! width (+1, 64-bit, wrapping, f64) on every path.
 
 use fastmsg::error::PutError;
 use fastmsg::{EndpointBuilder, Error, Rank, WordOp};
@@ -293,6 +294,11 @@ fn atomics_from_every_rank_add_up_exactly() {
                 words = words.through_owner();
                 floats = floats.through_owner();
                 cas = cas.through_owner();
+            } else {
+                // Adds by CPU atomics too (the default sends them to the
+                // owner: the test below covers that).
+                words = words.direct_adds();
+                floats = floats.direct_adds();
             }
             // Previous values seen by fetch-add on word 0 of each rank.
             let prev: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
@@ -404,6 +410,55 @@ fn atomics_from_every_rank_add_up_exactly() {
             n * ROUNDS.div_ceil(20),
             "through_owner={through_owner}"
         );
+    }
+}
+
+#[test]
+fn adds_of_every_width_add_up_exactly_on_every_path() {
+    // +1, a value with high bits, a wrapping -1 and an f64 add: every
+    // encoding an add takes to the owner (the default, and every
+    // operation through the owner), and CPU atomics (`direct_adds`).
+    const ROUNDS: u64 = 500;
+    const WORDS: usize = 1000;
+    const BIG: u64 = (1 << 40) + 3;
+    for path in ["default", "through_owner", "direct_adds"] {
+        let results = run(4, |mut b| {
+            let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(256));
+            let mut words = RemoteWords::new(&agg, &mut b, "wide", WORDS);
+            match path {
+                "through_owner" => words = words.through_owner(),
+                "direct_adds" => words = words.direct_adds(),
+                _ => {}
+            }
+            let mut ep = b.start()?;
+            let ctx = ep.ctx();
+            for k in 0..ROUNDS {
+                for r in 0..ep.size() {
+                    let i = (k * 7 + u64::from(r)) % (WORDS as u64 - 2);
+                    words.add(&ctx, Rank(r), i, 1)?;
+                    words.add(&ctx, Rank(r), WORDS as u64 - 1, BIG)?;
+                    words.add(&ctx, Rank(r), WORDS as u64 - 1, u64::MAX)?;
+                    words.add_f64(&ctx, Rank(r), WORDS as u64 - 2, -0.25)?;
+                }
+            }
+            agg.quiesce(&mut ep)?;
+            let mine: Vec<u64> = (0..WORDS as u64)
+                .map(|i| words.local(&ctx, i))
+                .collect::<Result<_, _>>()?;
+            ep.close()?;
+            Ok(mine)
+        });
+        let n = 4u64;
+        for (r, mine) in results.into_iter().enumerate() {
+            let mut want = vec![0u64; WORDS];
+            for k in 0..ROUNDS {
+                want[((k * 7 + r as u64) % (WORDS as u64 - 2)) as usize] += n;
+            }
+            want[WORDS - 1] += n * ROUNDS * (BIG - 1);
+            let f = want[WORDS - 2] as f64 - 0.25 * (n * ROUNDS) as f64;
+            want[WORDS - 2] = f.to_bits();
+            assert_eq!(mine, want, "rank {r}, path {path}");
+        }
     }
 }
 

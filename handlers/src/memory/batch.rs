@@ -3,9 +3,9 @@
 //! array (Bale's kernels: millions of tiny operations).
 //!
 //! They are thin: the single forms already aggregate per owner (an owner
-//! on another host gets its items in the same aggregation buffers, one
-//! message per full buffer; an owner on this host is one CPU atomic per
-//! item, no message), so a batch is the single form in a loop. What the
+//! gets its items in the same aggregation buffers, one message per full
+//! buffer; a fetching item for an owner on this host is one CPU atomic,
+//! no message), so a batch is the single form in a loop. What the
 //! batch adds is that every item is checked before any is issued: a bad
 //! index or rank anywhere fails the whole batch with nothing applied.
 

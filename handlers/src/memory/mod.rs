@@ -5,14 +5,28 @@
 //!
 //! ```text
 //!  RemoteWords::new(&agg, &mut b, name, words)    before start: a window,
-//!                                                 a call channel, an add channel
-//!  owner on this host:   Ctx::get_u64 / Ctx::update_u64 — CPU atomics on the
-//!                        shared segment, no message; completes at once
-//!  owner on another host: a request in the aggregation buffers; the owner's
-//!                        handler applies it to its own window (the same
-//!                        atomics); fetching forms answer through the call
-//!                        channel, `add` does not answer
+//!                                                 a call channel, add channels
+//!  get, fetch, call      owner on this host: Ctx::get_u64 / Ctx::update_u64,
+//!                        CPU atomics on the shared segment, no message,
+//!                        completes at once; owner on another host: a request
+//!                        in the aggregation buffers, applied by the owner's
+//!                        handler (the same atomics), answered through the
+//!                        call channel
+//!  add, add_f64          every owner (this host's too): a one-way 4-byte (+1)
+//!                        or 12-byte item in the aggregation buffers, applied
+//!                        by the owner's handler, no answer; visible after a
+//!                        quiesce (adds.rs). `direct_adds()`: CPU atomics for
+//!                        owners on this host instead, visible at once
+//!  through_owner()       every operation to the owner's handler
 //! ```
+//!
+//! Why adds go through the owner by default: a CPU atomic add to a random
+//! word is a locked instruction, a full barrier, so its cache misses
+//! cannot overlap; a one-way item costs the caller a few bytes in a
+//! buffer, and scattered adds run faster that way even on one host
+//! (BENCHMARKS.md, "The kernels in every form"). Fetching operations keep
+//! the CPU atomics: the caller waits for the value either way, and a
+//! direct one is far cheaper than a round trip.
 //!
 //! The words are updated atomically whichever way an update comes (CPU
 //! atomics on the host, the owner's handler across hosts, on the same
@@ -26,9 +40,11 @@
 //! [`RemoteWords::get_many`], [`RemoteWords::fetch_many`]) take a slice
 //! of items and check them all before issuing any.
 
+mod adds;
 mod batch;
 
-use crate::aggregate::{AggError, Aggregator, Channel};
+use self::adds::Adds;
+use crate::aggregate::{AggError, Aggregator};
 use crate::rpc::{Completer, Rpc, RpcError, RpcFuture};
 use bytemuck::{Pod, Zeroable};
 use fastmsg::error::PutError;
@@ -79,16 +95,6 @@ struct WordReq {
     kind: u64,
     a: u64,
     b: u64,
-}
-
-/// An add (no answer) to an owner on another host.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct WordAdd {
-    index: u64,
-    /// `u64` to add, or the bits of an `f64` when `float` is 1.
-    value: u64,
-    float: u64,
 }
 
 const GET: u64 = 0;
@@ -160,11 +166,13 @@ pub struct RemoteWords {
     win: WindowId,
     words: u64,
     calls: Rpc<WordReq, u64>,
-    adds: Channel<WordAdd>,
+    adds: Adds,
     /// The completion of fetching calls (shared with the call channel's).
     complete: Rc<Completer<u64>>,
     /// Whether owners on this host are reached directly.
     direct: bool,
+    /// Whether adds to owners on this host are CPU atomics (when `direct`).
+    direct_adds: bool,
 }
 
 impl std::fmt::Debug for RemoteWords {
@@ -198,22 +206,7 @@ impl RemoteWords {
                 v.map_err(|e| e.to_string())
             },
         );
-        let adds = agg.channel(
-            b,
-            &format!("fastmsg-mem/{name}/add"),
-            move |ctx, _src, a: WordAdd| {
-                if a.index >= wn {
-                    return Err(format!("add to word {} out of range ({wn} words)", a.index).into());
-                }
-                let op = if a.float == 1 {
-                    WordOp::AddF64(f64::from_bits(a.value))
-                } else {
-                    WordOp::FetchAdd(a.value)
-                };
-                ctx.update_u64(win, ctx.rank(), (a.index * 8) as usize, op)?;
-                Ok(())
-            },
-        );
+        let adds = Adds::new(agg, b, name, win, wn);
         let complete = Rc::new(Completer::default());
         let c = Rc::clone(&complete);
         calls.on_complete(move |ctx, owner, token, r| c.run(ctx, owner, token, r));
@@ -225,6 +218,7 @@ impl RemoteWords {
             adds,
             complete,
             direct: true,
+            direct_adds: false,
         }
     }
 
@@ -234,6 +228,17 @@ impl RemoteWords {
     /// messages, and for measuring that path on one host.
     pub fn through_owner(mut self) -> Self {
         self.direct = false;
+        self
+    }
+
+    /// These words with `add` and `add_f64` to an owner on this host
+    /// applied at once by a CPU atomic (visible at once, no quiesce
+    /// needed), instead of the default one-way item to the owner's handler
+    /// — for a program that reads its adds back before a quiesce, or whose
+    /// adds hit few, cached words. No effect after
+    /// [`through_owner`](Self::through_owner).
+    pub fn direct_adds(mut self) -> Self {
+        self.direct_adds = true;
         self
     }
 
@@ -352,7 +357,14 @@ impl RemoteWords {
     }
 
     /// Add `value` (wrapping) to word `index` of `owner`; nothing comes
-    /// back. On this host: one atomic add now; elsewhere: aggregated.
+    /// back. A one-way item in the owner's aggregation buffer (4 bytes for
+    /// +1, 12 otherwise, on a window of at most 2^31 words), applied by
+    /// the owner's handler — whichever host the owner is on: the add is
+    /// visible once an [`Aggregator::quiesce`] after it has returned on
+    /// every rank, not before. A gone owner fails the send that carries
+    /// its buffer or, at the latest, that quiesce. With
+    /// [`direct_adds`](Self::direct_adds), an owner on this host gets one
+    /// CPU atomic add now, visible at once.
     ///
     /// # Errors
     /// [`MemError::OutOfRange`], [`MemError::Put`], [`MemError::Agg`].
@@ -381,7 +393,7 @@ impl RemoteWords {
         float: bool,
     ) -> Result<(), MemError> {
         let off = self.check(index)?;
-        if self.direct(ctx, owner) {
+        if self.direct_adds && self.direct(ctx, owner) {
             let op = if float {
                 WordOp::AddF64(f64::from_bits(value))
             } else {
@@ -390,12 +402,7 @@ impl RemoteWords {
             ctx.update_u64(self.win, owner, off, op)?;
             return Ok(());
         }
-        let a = WordAdd {
-            index,
-            value,
-            float: u64::from(float),
-        };
-        Ok(self.adds.send(ctx, owner, a)?)
+        Ok(self.adds.send(ctx, owner, index, value, float)?)
     }
 
     /// This rank's word `index` (an atomic load).
