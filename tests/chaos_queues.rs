@@ -17,6 +17,12 @@
 //! as gone. No rank may hang, panic (the storm checks every byte: a wrong
 //! byte panics) or leave a file in the directory.
 //!
+//! Also: a job whose directory (a small tmpfs the test mounts; root only,
+//! skipped with a message otherwise; unmounted in every case) fills up
+//! before start, during start-up or while it runs: every rank ends with
+//! success or a typed error (before start: every rank fails, one with
+//! `NoSpace`), never a signal (SIGBUS), and nothing is left behind.
+//!
 //! Ranks are processes started by hand. The seed of each run is printed;
 //! `CHAOS_SEED` replays one.
 
@@ -519,4 +525,160 @@ fn scribbles_on_a_running_jobs_queues_end_every_rank_with_a_typed_error() {
         }
     }
     println!("{} scribble runs in {:?}", ROTATION.len(), t.elapsed());
+}
+
+/// When the directory fills up.
+#[derive(Clone, Copy, Debug)]
+enum Fill {
+    /// Before any rank starts.
+    BeforeStart,
+    /// While the ranks start.
+    DuringStart,
+    /// Once every rank has started, while they run.
+    WhileRunning,
+}
+
+/// Write a file in `dir` until the file system is full; its size.
+fn fill_up(dir: &Path) -> u64 {
+    use std::io::Write;
+    let mut f = File::create(dir.join("filler")).unwrap();
+    let chunk = vec![0x5au8; 16 << 10];
+    let mut n = 0u64;
+    while f.write_all(&chunk).is_ok() {
+        n += chunk.len() as u64;
+    }
+    // The last partial chunk, page by page.
+    while f.write_all(&chunk[..4096]).is_ok() {
+        n += 4096;
+    }
+    n
+}
+
+/// A small tmpfs mounted on a fresh directory, unmounted (and the
+/// directory removed) on drop.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    /// `None` (printed) where the test cannot mount (not root).
+    fn mount(tag: &str, bytes: u64) -> Option<SmallFs> {
+        let d = std::env::temp_dir().join(format!("fastmsg-fullfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0700")])
+            .arg("tmpfs")
+            .arg(&d)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&d);
+            println!("skipped: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallFs(d))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// One full-directory run; `Ok` with a line for the output.
+fn full_dir_run(run: usize, seed: u64, fill: Fill) -> Result<String, String> {
+    let mut g = rand::rngs::StdRng::seed_from_u64(seed);
+    // About twice the segment of three ranks with 8 credits of 8 KiB frames
+    // (about 600 KiB): room to start, then none.
+    let Some(fs) = SmallFs::mount(&format!("{run}"), 1280 << 10) else {
+        return Ok("skipped".into());
+    };
+    let dir = fs.0.clone();
+    let markers =
+        std::env::temp_dir().join(format!("fastmsg-chaosq-full-{}-{run}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&markers);
+    std::fs::create_dir(&markers).unwrap();
+    let env = [
+        ("FASTMSG_CREDITS", "8".to_owned()),
+        ("FASTMSG_TIMEOUT", "3".to_owned()),
+    ];
+    let job = job(&format!("chaosq-full{run}"), &dir, &markers, &env);
+    let delay = Duration::from_micros(g.random_range(0..20_000));
+    let mut filled = 0;
+    if let Fill::BeforeStart = fill {
+        filled = fill_up(&dir);
+    }
+    let t = Instant::now();
+    let mut ranks: Vec<Child> = (0..RANKS).map(|r| job.spawn(r, &markers)).collect();
+    match fill {
+        Fill::BeforeStart => {}
+        Fill::DuringStart => {
+            std::thread::sleep(delay);
+            filled = fill_up(&dir);
+        }
+        Fill::WhileRunning => {
+            if all_started(&markers, Duration::from_secs(10)) {
+                std::thread::sleep(delay);
+            }
+            filled = fill_up(&dir);
+        }
+    }
+    // Start-up waits at most FASTMSG_TIMEOUT (3 s) for a missing rank.
+    let result = collect(&mut ranks, &markers, t + Duration::from_secs(10));
+    for c in &mut ranks {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let _ = std::fs::remove_file(dir.join("filler"));
+    let left = listing(&dir);
+    drop(fs);
+    let _ = std::fs::remove_dir_all(&markers);
+    let (codes, lines) = result.map_err(|e| format!("{fill:?}: {e}"))?;
+    if codes
+        .iter()
+        .any(|&c| c != 0 && c != CORRUPT && c != PEER && c != OTHER)
+    {
+        return Err(format!(
+            "{fill:?}: exit codes {codes:?} (negative: killed by that signal): {lines:?}"
+        ));
+    }
+    if let Fill::BeforeStart = fill {
+        if codes.contains(&0) {
+            return Err(format!(
+                "{fill:?}: a rank started in a full directory: {codes:?}"
+            ));
+        }
+        if !lines.iter().any(|l| l.contains("NoSpace")) {
+            return Err(format!("{fill:?}: no rank reported NoSpace: {lines:?}"));
+        }
+    }
+    if !left.is_empty() {
+        return Err(format!("{fill:?}: left in the directory: {left:?}"));
+    }
+    Ok(format!(
+        "{fill:?} ({filled} B filled, {delay:?}): codes {codes:?} (0 ok, {OTHER} typed error \
+         such as NoSpace, {PEER} peer failure), all ended within {:?}",
+        t.elapsed()
+    ))
+}
+
+#[test]
+fn a_full_segment_directory_ends_every_rank_with_a_typed_error() {
+    let seed = base_seed();
+    println!("chaos_queues full-directory seed {seed:#x} (CHAOS_SEED={seed:x} replays it)");
+    for (run, fill) in [Fill::BeforeStart, Fill::DuringStart, Fill::WhileRunning]
+        .into_iter()
+        .enumerate()
+    {
+        let s = seed ^ (run as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        match full_dir_run(run, s, fill) {
+            Ok(line) if line == "skipped" => return,
+            Ok(line) => println!("full-directory run {run}: {line}"),
+            Err(e) => panic!("full-directory run {run} (seed {seed:#x}): {e}"),
+        }
+    }
 }
