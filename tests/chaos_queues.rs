@@ -58,9 +58,14 @@ const LINE: u64 = 64;
 /// Whether `e` names a corrupted or stuck queue.
 fn names_queue(e: &impl std::fmt::Debug) -> bool {
     let d = format!("{e:?}");
-    ["PeerQueueCorrupt", "PeerFramesCorrupt", "PeerQueueStuck"]
-        .iter()
-        .any(|k| d.contains(k))
+    [
+        "PeerQueueCorrupt",
+        "PeerFramesCorrupt",
+        "PeerCreditCorrupt",
+        "PeerQueueStuck",
+    ]
+    .iter()
+    .any(|k| d.contains(k))
 }
 
 /// The rank program: a storm; marks its start-up with a file; exits 0 on
@@ -151,11 +156,11 @@ enum Queues {
 /// one compare against the stamp it wants, sees "not yet published"
 /// forever; on a dedicated queue no one looks) and one-lap-old stamps
 /// (the same, for a value the protocol writes), "in use" flags on shared queues (the claim walk
-/// never finds a free frame while the receiver lives), credit lines
-/// (a value the sender refuses is dropped, and the receiver, having
-/// published its total, never writes the line again), a garbage tail on a
+/// never finds a free frame while the receiver lives), a garbage tail on a
 /// shared queue (a sender may wait on a slot no claim will recycle).
-const ROTATION: [(Kind, Queues); 4] = [
+const ROTATION: [(Kind, Queues); 6] = [
+    (Kind::CreditGarbage, Queues::Either),
+    (Kind::CreditZero, Queues::Either),
     (Kind::FlagGarbage, Queues::Either),
     (Kind::FlagInUse, Queues::Dedicated),
     (Kind::FreeHead, Queues::Either),
@@ -164,13 +169,7 @@ const ROTATION: [(Kind, Queues); 4] = [
 
 /// Kinds not in the rotation (kept so the scribbler can name them).
 #[allow(dead_code)]
-const LEFT_OUT: [Kind; 5] = [
-    Kind::StampGarbage,
-    Kind::Tail,
-    Kind::StampLapOld,
-    Kind::CreditGarbage,
-    Kind::CreditZero,
-];
+const LEFT_OUT: [Kind; 3] = [Kind::StampGarbage, Kind::Tail, Kind::StampLapOld];
 
 /// The words of the segment, found from its header the way the layout
 /// code computes them (`src/transport/shm/layout.rs`); the computed total
