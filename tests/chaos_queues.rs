@@ -55,11 +55,12 @@ const MAGIC: u64 = u64::from_le_bytes(*b"FASTMSG\x01");
 const HEADER_BYTES: u64 = 4096;
 const LINE: u64 = 64;
 
-/// Whether `e` names a corrupted or stuck queue.
+/// Whether `e` names a corrupted or stuck queue (`QueueCorrupt`: one this
+/// rank reads; the `Peer…` errors: one it writes on a peer).
 fn names_queue(e: &impl std::fmt::Debug) -> bool {
     let d = format!("{e:?}");
     [
-        "PeerQueueCorrupt",
+        "QueueCorrupt",
         "PeerFramesCorrupt",
         "PeerCreditCorrupt",
         "PeerQueueStuck",
@@ -151,11 +152,12 @@ enum Queues {
 
 /// The rotation: every (kind, queues) a run may scribble. Left out, as a
 /// rank waits on them without bound today (the senders warn after 10 s
-/// that the receiver takes no messages): garbage stamps (on a shared
-/// queue the senders report `PeerQueueCorrupt`, but the receiver's poll,
-/// one compare against the stamp it wants, sees "not yet published"
-/// forever; on a dedicated queue no one looks) and one-lap-old stamps
-/// (the same, for a value the protocol writes), "in use" flags on shared queues (the claim walk
+/// that the receiver takes no messages): garbage stamps (the senders of
+/// a shared queue report `PeerQueueCorrupt`, and the receiver's periodic
+/// check finds `QueueCorrupt`, but in most runs every rank is then
+/// already waiting for credit or in `close`, where nothing reports it) and
+/// one-lap-old stamps (the receiver's poll sees "not yet published" for
+/// ever: a value the protocol writes), "in use" flags on shared queues (the claim walk
 /// never finds a free frame while the receiver lives), a garbage tail on a
 /// shared queue (a sender may wait on a slot no claim will recycle).
 const ROTATION: [(Kind, Queues); 6] = [
