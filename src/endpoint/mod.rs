@@ -97,7 +97,8 @@ use std::rc::Rc;
 /// releasing its endpoint — `exit` without `close`, an `exec`), left
 /// without `close` (dropped its endpoint), or lost its network connection,
 /// or once a send found the shared queue it writes on that peer corrupt
-/// (`ProtocolError::PeerQueueCorrupt`, `PeerFramesCorrupt`: reported like
+/// (`ProtocolError::PeerQueueCorrupt`, `PeerFramesCorrupt`,
+/// `PeerCreditCorrupt`: reported like
 /// a failure, the first time by the send's next `extract`);
 /// it has *closed* once the close barrier released it. Both are for good.
 /// Each endpoint has a watchdog thread that looks every 100 ms — at the

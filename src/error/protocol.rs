@@ -131,6 +131,22 @@ pub enum ProtocolError {
         /// The flag found.
         flag: u32,
     },
+    /// A send found the credit line through which another rank returns
+    /// this rank's credit holding a count that rank never publishes:
+    /// below one already seen (the count only grows) or above the
+    /// fragments sent. The fragment was not sent; the rank is taken as
+    /// failed.
+    #[error("the credit line through which rank {dest} returns this rank's credit is corrupt: it holds {found}, with {sent} fragments sent and {returned} already returned; rank {dest} is taken as failed")]
+    PeerCreditCorrupt {
+        /// The receiving rank.
+        dest: u32,
+        /// The count found.
+        found: u64,
+        /// Fragments this rank has sent it.
+        sent: u64,
+        /// The count last accepted.
+        returned: u64,
+    },
     /// A send waited on the shared receive queue it writes on another rank
     /// while a value that the protocol leaves there only for a moment
     /// stayed unchanged (a slot's stamp set back to an earlier lap, no free

@@ -117,6 +117,7 @@ impl ExtractError {
             ExtractError::Protocol(
                 ProtocolError::PeerQueueCorrupt { dest, .. }
                 | ProtocolError::PeerFramesCorrupt { dest, .. }
+                | ProtocolError::PeerCreditCorrupt { dest, .. }
                 | ProtocolError::PeerQueueStuck { dest, .. },
             ) => Some(Rank(*dest)),
             ExtractError::Network(

@@ -56,6 +56,13 @@ impl CreditWindow {
         self.sent
     }
 
+    /// The receiver's released count as last accepted by
+    /// [`update`](Self::update).
+    #[inline]
+    pub fn returned(&self) -> u64 {
+        self.returned
+    }
+
     /// Take one credit if one is known to be available.
     #[inline]
     pub fn try_take(&mut self) -> bool {

@@ -23,7 +23,7 @@ pub(in crate::endpoint) enum Failure {
     /// Its network connection failed.
     Net(NetError),
     /// The shared queue we write on it was found corrupt by a send
-    /// (`PeerQueueCorrupt`, `PeerFramesCorrupt`).
+    /// (`PeerQueueCorrupt`, `PeerFramesCorrupt`, `PeerCreditCorrupt`).
     Corrupt(ProtocolError),
 }
 

@@ -136,14 +136,27 @@ struct SourceBack {
 
 impl TxPeer {
     /// Take one credit towards this peer, reading the returned credit only
-    /// when the window is used up.
+    /// when the window is used up: whether one was taken.
+    ///
+    /// # Errors
+    /// [`TxStalled::Credit`] when the credit line holds a count its only
+    /// writer, the receiver, never publishes: below one already seen (the
+    /// count only grows) or above the fragments sent. A sender that
+    /// dropped such a count would wait for a publish that never comes.
     #[inline(always)]
-    fn take_credit(&mut self) -> bool {
+    fn take_credit(&mut self) -> Result<bool, TxStalled> {
         if self.window.try_take() {
-            return true;
+            return Ok(true);
         }
-        self.window.update(self.credit.read());
-        self.window.try_take()
+        let found = self.credit.read();
+        if !self.window.update(found) && found != self.window.returned() {
+            return Err(TxStalled::Credit {
+                found,
+                sent: self.window.sent(),
+                returned: self.window.returned(),
+            });
+        }
+        Ok(self.window.try_take())
     }
 
     /// The fast path's larger payloads (more than a slot holds, at most a
@@ -803,8 +816,13 @@ impl Transport for ShmTransport {
             return None;
         }
         let peer = self.tx.get_mut(dest.index())?.as_mut()?;
-        if !peer.take_credit() {
-            return None;
+        match peer.take_credit() {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                self.refuse(dest, e);
+                return None;
+            }
         }
         let pos = peer.window.sent() - 1;
         let use_inline = inline_ok && remaining <= INLINE_BYTES as u64;
@@ -888,8 +906,10 @@ impl Transport for ShmTransport {
         let Some(peer) = self.tx.get_mut(dest.index()).and_then(Option::as_mut) else {
             return false;
         };
-        if !peer.take_credit() {
-            return false;
+        match peer.take_credit() {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => return self.refuse(dest, e),
         }
         if peer.q.is_shared() {
             return self.send_shared_taken(dest, header, pieces, in_slot);

@@ -86,6 +86,16 @@ pub(super) enum TxStalled {
     Queue(PublishStalled),
     /// The free list (`FreeList::claim`).
     Frames(ClaimStalled),
+    /// The credit line held a count its writer never publishes
+    /// (`TxPeer::take_credit`).
+    Credit {
+        /// The count found.
+        found: u64,
+        /// Fragments sent.
+        sent: u64,
+        /// The count last accepted.
+        returned: u64,
+    },
     /// A value the protocol leaves only for a moment stayed (`stall`).
     Stuck {
         /// Which value.
@@ -154,6 +164,16 @@ impl ShmTransport {
             TxStalled::Frames(ClaimStalled::Corrupt { frame, flag }) => {
                 Some(ProtocolError::PeerFramesCorrupt { dest, frame, flag })
             }
+            TxStalled::Credit {
+                found,
+                sent,
+                returned,
+            } => Some(ProtocolError::PeerCreditCorrupt {
+                dest,
+                found,
+                sent,
+                returned,
+            }),
             TxStalled::Stuck { at, waited } => Some(ProtocolError::PeerQueueStuck {
                 dest,
                 what: match at {

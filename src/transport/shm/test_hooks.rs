@@ -9,7 +9,7 @@ impl ShmTransport {
     /// the send path (as a buggy or hostile peer would), taking one credit.
     pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
-        assert!(peer.take_credit());
+        assert!(matches!(peer.take_credit(), Ok(true)));
         if peer.q.is_shared() {
             peer.publish_shared(|b| *b = body).expect("a sound queue");
         } else {
@@ -22,7 +22,7 @@ impl ShmTransport {
     pub(crate) fn claim_raw(&mut self, dest: Rank) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
         assert!(peer.q.is_shared(), "a shared queue");
-        assert!(peer.take_credit());
+        assert!(matches!(peer.take_credit(), Ok(true)));
         peer.q.claim();
     }
 
