@@ -56,7 +56,7 @@ const KERNELS: &[(&str, &str)] = &[
 /// example has one form (no flag).
 pub fn forms(kernel: &str) -> &'static [&'static str] {
     match kernel {
-        "histo" => &["channel", "atomic", "atomic-owner"],
+        "histo" => &["channel", "atomic", "atomic-direct", "atomic-owner"],
         "ig" => &["channel", "get", "get-owner", "rpc"],
         _ => &[""],
     }
