@@ -1,4 +1,5 @@
-//! The Bale kernels' example programs run under `fmrun` at small sizes,
+//! The Bale kernels' example programs (histogram and index-gather in
+//! every form, permutation, transpose) run under `fmrun` at small sizes,
 //! on 2 and 3 ranks, and must report that their result checked out.
 //!
 //! The programs and `fmrun` are found next to this test binary (in the
@@ -119,6 +120,57 @@ fn transpose_checks_out_on_2_and_3_ranks() {
         ];
         if let Some(out) = run_example("transpose", ranks, &args) {
             check_json(&out, "transpose", "nonzeros_per_s", 2);
+        }
+    }
+}
+
+/// The histogram in every form (channel, remote adds at the owner, CPU
+/// atomics, everything through the owner) with small buffers, checked
+/// against the sequential recount the program makes.
+#[test]
+fn histogram_checks_out_in_every_form() {
+    for form in ["channel", "atomic", "atomic-direct", "atomic-owner"] {
+        for ranks in [2, 3] {
+            let args = [
+                "--json",
+                "--form",
+                form,
+                "--log-table",
+                "12",
+                "--log-updates",
+                "14",
+                "--buffer",
+                "1024",
+            ];
+            if let Some(out) = run_example("histo", ranks, &args) {
+                check_json(&out, "histo", "updates_per_s", 1);
+                assert!(out.contains(&format!("\"form\":\"{form}\"")), "{out}");
+            }
+        }
+    }
+}
+
+/// Index-gather in every form (two channels, remote reads, reads through
+/// the owner, calls) with small buffers, every answer checked.
+#[test]
+fn index_gather_checks_out_in_every_form() {
+    for form in ["channel", "get", "get-owner", "rpc"] {
+        for ranks in [2, 3] {
+            let args = [
+                "--json",
+                "--form",
+                form,
+                "--log-table",
+                "12",
+                "--log-requests",
+                "14",
+                "--buffer",
+                "1024",
+            ];
+            if let Some(out) = run_example("ig", ranks, &args) {
+                check_json(&out, "ig", "requests_per_s", 1);
+                assert!(out.contains(&format!("\"form\":\"{form}\"")), "{out}");
+            }
         }
     }
 }
