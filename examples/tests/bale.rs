@@ -124,12 +124,11 @@ fn transpose_checks_out_on_2_and_3_ranks() {
     }
 }
 
-/// The histogram in every form (channel, remote adds at the owner, CPU
-/// atomics, everything through the owner) with small buffers, checked
-/// against the sequential recount the program makes.
-#[test]
-fn histogram_checks_out_in_every_form() {
-    for form in ["channel", "atomic", "atomic-direct", "atomic-owner"] {
+/// `example` in each of `forms` on 2 and 3 ranks at a small size
+/// (`--log-table 12`, `size_flag` 14, 1 KiB buffers): each run checks out
+/// and names its form.
+fn check_forms(example: &str, forms: &[&str], size_flag: &str, field: &str) {
+    for &form in forms {
         for ranks in [2, 3] {
             let args = [
                 "--json",
@@ -137,40 +136,32 @@ fn histogram_checks_out_in_every_form() {
                 form,
                 "--log-table",
                 "12",
-                "--log-updates",
+                size_flag,
                 "14",
                 "--buffer",
                 "1024",
             ];
-            if let Some(out) = run_example("histo", ranks, &args) {
-                check_json(&out, "histo", "updates_per_s", 1);
+            if let Some(out) = run_example(example, ranks, &args) {
+                check_json(&out, example, field, 1);
                 assert!(out.contains(&format!("\"form\":\"{form}\"")), "{out}");
             }
         }
     }
 }
 
+/// The histogram in every form (channel, remote adds at the owner, CPU
+/// atomics, everything through the owner), checked against the
+/// sequential recount the program makes.
+#[test]
+fn histogram_checks_out_in_every_form() {
+    let forms = ["channel", "atomic", "atomic-direct", "atomic-owner"];
+    check_forms("histo", &forms, "--log-updates", "updates_per_s");
+}
+
 /// Index-gather in every form (two channels, remote reads, reads through
-/// the owner, calls) with small buffers, every answer checked.
+/// the owner, calls), every answer checked.
 #[test]
 fn index_gather_checks_out_in_every_form() {
-    for form in ["channel", "get", "get-owner", "rpc"] {
-        for ranks in [2, 3] {
-            let args = [
-                "--json",
-                "--form",
-                form,
-                "--log-table",
-                "12",
-                "--log-requests",
-                "14",
-                "--buffer",
-                "1024",
-            ];
-            if let Some(out) = run_example("ig", ranks, &args) {
-                check_json(&out, "ig", "requests_per_s", 1);
-                assert!(out.contains(&format!("\"form\":\"{form}\"")), "{out}");
-            }
-        }
-    }
+    let forms = ["channel", "get", "get-owner", "rpc"];
+    check_forms("ig", &forms, "--log-requests", "requests_per_s");
 }
