@@ -9,7 +9,8 @@
 //! has, it is killed with SIGKILL. The others must then end with a start
 //! error naming rank 1's death.
 //! Their time from the kill is printed; a rank still running 5 s after it
-//! (the time-out is 20 s) fails the test.
+//! (the time-out is 20 s) fails the test. The same holds for a rank
+//! that joined a multi-host rendezvous (over TCP) and then died.
 
 mod common;
 
@@ -18,6 +19,7 @@ use fastmsg::EndpointBuilder;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Exit status of a rank whose start failed (the error printed).
@@ -50,20 +52,45 @@ fn startup_death_rank() {
     }
 }
 
+/// Read `child`'s stderr on a thread: every line is sent on the
+/// channel, and the thread returns the whole text when the stream ends.
+fn watch(child: &mut Child) -> (mpsc::Receiver<String>, JoinHandle<String>) {
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let text = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            text.push_str(&line);
+            text.push('\n');
+            let _ = tx.send(line);
+        }
+        text
+    });
+    (rx, text)
+}
+
+/// Wait until lines containing each of `needles` have come on `lines`
+/// (false if the stream ends or `limit` passes first).
+fn wait_said(lines: &mpsc::Receiver<String>, needles: &[&str], limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    let mut seen = vec![false; needles.len()];
+    while !seen.iter().all(|&s| s) {
+        let Ok(line) = lines.recv_timeout(end.saturating_duration_since(Instant::now())) else {
+            return false;
+        };
+        for (s, n) in seen.iter_mut().zip(needles) {
+            *s |= line.contains(n);
+        }
+    }
+    true
+}
+
 /// Wait until `child`'s stderr says its lifeline is armed (false if it
 /// ends or `limit` passes first); the rest of its output is drained.
 fn wait_armed(child: &mut Child, limit: Duration) -> bool {
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(line) = line else { return };
-            if line.contains("lifeline armed") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(limit).is_ok()
+    let (lines, _) = watch(child);
+    wait_said(&lines, &["lifeline armed"], limit)
 }
 
 /// Ranks 0 and 2 wait for rank 3, which never starts.
@@ -151,4 +178,95 @@ fn killed_after_attaching(all: bool) {
         );
     }
     assert!(left.is_empty(), "left in the segment directory: {left:?}");
+}
+
+/// A job whose ranks are on four "hosts" (every pair over TCP): ranks 1
+/// and 2 join rank 0's rendezvous, rank 3 never starts, and rank 1 is
+/// killed once rank 0 says both have joined. Rank 0 sees rank 1's
+/// connection close and tells rank 2: both must fail naming rank 1,
+/// well before the start-up time-out.
+#[test]
+fn a_rank_killed_after_joining_the_rendezvous_is_named_by_every_joined_rank() {
+    killed_in_rendezvous(1, "rank 1 joined the rendezvous");
+}
+
+/// As above, but rank 0, which serves the rendezvous, is killed: ranks 1
+/// and 2 must fail at once saying rank 0 closed it.
+#[test]
+fn the_rendezvous_root_killed_is_named_by_every_joined_rank() {
+    killed_in_rendezvous(0, "rank 0 closed the rendezvous");
+}
+
+/// Start ranks 0, 1 and 2 of four on hosts of their own, kill `victim`
+/// once ranks 1 and 2 have joined; the other two must fail with an error
+/// containing `named`.
+fn killed_in_rendezvous(victim: u32, named: &str) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let sp = Spawner {
+        rank_test: "startup_death_rank",
+        size: 4,
+        job: format!("startdeath-rdv{victim}-{}", std::process::id()),
+        env: vec![
+            ("STARTUP_DEATH".into(), "1".into()),
+            ("FASTMSG_ROOT".into(), format!("127.0.0.1:{port}")),
+            ("FASTMSG_SECRET".into(), "startup-death-test-secret".into()),
+        ],
+    };
+    let start = |r: u32, extra: &[(&str, String)]| {
+        let mut env = vec![("FASTMSG_HOST", format!("host{r}"))];
+        env.extend(extra.iter().cloned());
+        sp.command(r, &[], &env)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rank")
+    };
+    let mut ranks = vec![start(
+        0,
+        &[("FASTMSG_LOG", "fastmsg::bootstrap=debug".into())],
+    )];
+    let (lines, root_text) = watch(&mut ranks[0]);
+    ranks.push(start(1, &[]));
+    ranks.push(start(2, &[]));
+    let joined = wait_said(
+        &lines,
+        &["rank 1 joined", "rank 2 joined"],
+        Duration::from_secs(20),
+    );
+    let mut gone = ranks.remove(victim as usize);
+    let _ = gone.kill(); // SIGKILL
+    let killed = Instant::now();
+    let _ = gone.wait();
+    let survivors: Vec<u32> = (0..3).filter(|&r| r != victim).collect();
+    let mut outcome = Vec::new();
+    for (child, &r) in ranks.iter_mut().zip(&survivors) {
+        let status = procs::wait_until(child, killed + HUNG_AFTER);
+        let after = killed.elapsed();
+        let mut text = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        outcome.push((r, status, after, text));
+    }
+    let root_text = root_text.join().unwrap_or_default();
+    if victim != 0 {
+        outcome[0].3 = root_text.clone();
+    }
+    assert!(
+        joined,
+        "rank 0 never said ranks 1 and 2 joined: {root_text}"
+    );
+    for (r, status, after, text) in outcome {
+        println!("rank {r} ended {after:?} after rank {victim} was killed: {status:?}; {text}");
+        let status = status.unwrap_or_else(|| {
+            panic!("rank {r} still starting {HUNG_AFTER:?} after rank {victim} was killed (hung; killed)")
+        });
+        assert_eq!(status.code(), Some(START_FAILED), "rank {r}: {text}");
+        assert!(
+            text.contains(named),
+            "rank {r} does not name rank {victim}'s end ({named:?}): {text}"
+        );
+    }
 }

@@ -107,6 +107,39 @@ pub fn resolve(root: &str) -> Result<SocketAddr, ConnectError> {
         })
 }
 
+/// How often rank 0 looks for joined ranks whose connection closed.
+const GONE_CHECK_EVERY: Duration = Duration::from_millis(50);
+
+/// The first joined rank whose (non-blocking) connection has closed or
+/// been reset: a rank that joined says nothing more until the table
+/// comes, so end of stream means it ended.
+fn first_gone(joined: &BTreeMap<u32, (Member, TcpStream)>) -> Option<u32> {
+    joined.iter().find_map(|(&rank, (_, s))| {
+        let mut b = [0u8; 1];
+        match s.peek(&mut b) {
+            Ok(0) => Some(rank),
+            Ok(_) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
+            Err(_) => Some(rank),
+        }
+    })
+}
+
+/// Tell every joined rank but `gone` that the job cannot start because
+/// `gone` ended: a table of zero ranks followed by the rank (best effort:
+/// a rank that cannot be told learns it when this connection closes).
+fn tell_gone(joined: &mut BTreeMap<u32, (Member, TcpStream)>, gone: u32) {
+    let mut msg = 0u32.to_le_bytes().to_vec();
+    msg.extend_from_slice(&gone.to_le_bytes());
+    for (&rank, (_, s)) in joined.iter_mut() {
+        if rank != gone {
+            let _ = s.set_nonblocking(false);
+            let _ = s.write_all(&msg);
+        }
+    }
+}
+
 /// Rank 0: serve the rendezvous on `listener` until all `size` ranks have
 /// joined; return the table (in rank order). Connections are
 /// authenticated concurrently, each under its own deadline
@@ -114,8 +147,10 @@ pub fn resolve(root: &str) -> Result<SocketAddr, ConnectError> {
 /// delays nobody.
 ///
 /// # Errors
-/// [`ConnectError::Timeout`] naming the ranks that never joined, or an I/O
-/// error of the listener.
+/// [`ConnectError::Timeout`] naming the ranks that never joined,
+/// [`ConnectError::RankGone`] when a rank that joined ended before the
+/// others came (found within about 50 ms; every joined rank is told), or
+/// an I/O error of the listener.
 pub fn serve(
     listener: &TcpListener,
     me: Member,
@@ -163,8 +198,24 @@ pub fn serve(
         Ok(m)
     };
     let mut gate = Gate::new();
+    let mut next_check = Instant::now() + GONE_CHECK_EVERY;
     while (joined.len() as u32) < job.size - 1 {
-        let Some(a) = gate.next(listener, deadline, "rendezvous", &handshake) else {
+        if Instant::now() >= next_check {
+            next_check = Instant::now() + GONE_CHECK_EVERY;
+            if let Some(rank) = first_gone(&joined) {
+                let _ = listener.set_nonblocking(false);
+                tell_gone(&mut joined, rank);
+                return Err(ConnectError::RankGone {
+                    rank,
+                    root: me.addr.to_string(),
+                });
+            }
+        }
+        let Some(a) = gate.next(listener, deadline.min(next_check), "rendezvous", &handshake)
+        else {
+            if Instant::now() < deadline {
+                continue;
+            }
             let missing: Vec<u32> = (1..job.size).filter(|r| !joined.contains_key(r)).collect();
             let _ = listener.set_nonblocking(false);
             return Err(ConnectError::Timeout {
@@ -179,12 +230,19 @@ pub fn serve(
                 m.rank
             ),
             Ok((m, s)) => {
+                tracing::debug!("rendezvous: rank {} joined from {}", m.rank, a.from);
+                // Non-blocking while the others come, so that a closed
+                // connection can be seen without waiting on it.
+                let _ = s.set_nonblocking(true);
                 joined.insert(m.rank.0, (m, s));
             }
             Err(e) => tracing::warn!("rendezvous refused a connection from {}: {e}", a.from),
         }
     }
     let _ = listener.set_nonblocking(false);
+    for (_, s) in joined.values() {
+        let _ = s.set_nonblocking(false);
+    }
     let mut table = vec![me];
     table.extend(joined.values().map(|(m, _)| m.clone()));
     let mut msg = (job.size).to_le_bytes().to_vec();
@@ -206,7 +264,8 @@ pub fn serve(
 ///
 /// # Errors
 /// [`ConnectError`]: the root unreachable in time, authentication refused,
-/// or a table that does not describe the job.
+/// a table that does not describe the job, or [`ConnectError::RankGone`]
+/// when rank 0 reports that a rank which had joined ended.
 pub fn join(
     root: SocketAddr,
     rank: Rank,
@@ -252,11 +311,28 @@ pub fn join(
     let bad = |why: String| ConnectError::Rendezvous(why);
     let mut n = [0u8; 4];
     s.read_exact(&mut n).map_err(|e| {
-        bad(format!(
-            "no job table from the rendezvous at {root} ({e}); did every rank start?"
-        ))
+        bad(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            format!(
+                "rank 0 closed the rendezvous at {root} before sending the job table: it ended or gave up (its own error says why)"
+            )
+        } else {
+            format!("no job table from the rendezvous at {root} ({e}); did every rank start?")
+        })
     })?;
     let n = u32::from_le_bytes(n);
+    if n == 0 {
+        // Rank 0 says a rank that had joined ended (see `tell_gone`).
+        let mut gone = [0u8; 4];
+        s.read_exact(&mut gone).map_err(|e| {
+            bad(format!(
+                "the rendezvous at {root} gave up without naming why ({e})"
+            ))
+        })?;
+        return Err(ConnectError::RankGone {
+            rank: u32::from_le_bytes(gone),
+            root: root.to_string(),
+        });
+    }
     if n != job.size {
         return Err(bad(format!(
             "the table has {n} ranks, the job {}",

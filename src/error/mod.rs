@@ -95,7 +95,8 @@ impl Error {
             Error::Send(SendError::PeerGone { .. } | SendError::PeerSilent { .. })
             | Error::Put(PutError::PeerGone { .. } | PutError::PeerSilent { .. })
             | Error::Segment(SegmentError::RankGone { .. })
-            | Error::Start(StartError::Segment(SegmentError::RankGone { .. })) => true,
+            | Error::Start(StartError::Segment(SegmentError::RankGone { .. }))
+            | Error::Start(StartError::Network(ConnectError::RankGone { .. })) => true,
             _ => false,
         }
     }

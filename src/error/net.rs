@@ -139,6 +139,16 @@ pub enum ConnectError {
     /// The rendezvous produced an impossible job map.
     #[error("rendezvous: {0}")]
     Rendezvous(String),
+    /// A rank joined the rendezvous and then ended (its connection to
+    /// rank 0 closed) before every rank had joined: the job cannot start.
+    /// Rank 0 finds it and tells every rank that joined.
+    #[error("rank {rank} joined the rendezvous at {root} and then ended (its connection closed) before every rank had joined; the job cannot start without it")]
+    RankGone {
+        /// The rank that ended.
+        rank: u32,
+        /// Where the rendezvous was served.
+        root: String,
+    },
 }
 
 /// The RDMA verbs backend could not start.
