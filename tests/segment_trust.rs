@@ -194,9 +194,11 @@ impl Drop for SmallTmpfs {
 }
 
 /// A segment directory without one free page: every rank's start fails
-/// with the typed `NoSpace` (the creator reserves the header page before
-/// it writes the robust mutex there: a SIGBUS before), and no segment file
-/// is left behind — ranks started by hand, no launcher to clean up.
+/// with a typed error (the creator reserves the header page before it
+/// writes the robust mutex there: a SIGBUS before) — `NoSpace` for the
+/// local rank 0, and for the other rank, at once rather than at the
+/// start-up time-out, that the creator failed — and no segment file is
+/// left behind: ranks started by hand, no launcher to clean up.
 #[test]
 fn a_full_directory_is_no_space_and_leaves_no_file() {
     if !common::netns::is_root() {
@@ -219,28 +221,55 @@ fn a_full_directory_is_no_space_and_leaves_no_file() {
         rank_test: "trust_rank",
         size: 2,
         job: format!("full-{}", std::process::id()),
-        // The creator fails; the other rank waits for its segment until
-        // the time-out (a start-up failure is not announced to it).
         env: vec![
             ("FASTMSG_SHM_DIR".into(), fs.0.display().to_string()),
-            ("FASTMSG_TIMEOUT".into(), "3".into()),
+            ("FASTMSG_TIMEOUT".into(), "30".into()),
         ],
     };
     let mut ranks: Vec<_> = (0..2)
         .map(|r| {
-            let mut c = sp.spawn(r, &[], &[]);
-            // The rank's stderr is inherited: a failure is visible in the
-            // test's output.
+            let mut c = sp
+                .command(r, &[], &[])
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn rank");
             let _ = c.stdin.take();
             c
         })
         .collect();
-    let st = common::procs::wait_all(&mut ranks, std::time::Duration::from_secs(60), "full dir");
+    // Well below the 30 s time-out: the creator holds its mark for 1 s.
+    let st = common::procs::wait_all(&mut ranks, std::time::Duration::from_secs(10), "full dir");
+    let mut errs = Vec::new();
+    for c in &mut ranks {
+        let mut err = String::new();
+        std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut err).unwrap();
+        errs.push(err);
+    }
     for (r, s) in st.iter().enumerate() {
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(s.signal(), None, "rank {r} died of a signal: {s:?}");
-        assert_eq!(s.code(), Some(2), "rank {r} must fail to start: {s:?}");
+        assert_eq!(
+            s.signal(),
+            None,
+            "rank {r} died of a signal: {s:?}: {}",
+            errs[r]
+        );
+        assert_eq!(
+            s.code(),
+            Some(2),
+            "rank {r} must fail to start: {s:?}: {}",
+            errs[r]
+        );
     }
+    assert!(
+        errs[0].contains("cannot provide them"),
+        "rank 0: {}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("the local rank 0 could not make shared segment"),
+        "rank 1: {}",
+        errs[1]
+    );
     let left: Vec<_> = std::fs::read_dir(&fs.0)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -94,8 +94,10 @@ impl Error {
             Error::Extract(e) | Error::Start(StartError::Exchange(e)) => e.failed_peer().is_some(),
             Error::Send(SendError::PeerGone { .. } | SendError::PeerSilent { .. })
             | Error::Put(PutError::PeerGone { .. } | PutError::PeerSilent { .. })
-            | Error::Segment(SegmentError::RankGone { .. })
-            | Error::Start(StartError::Segment(SegmentError::RankGone { .. }))
+            | Error::Segment(SegmentError::RankGone { .. } | SegmentError::CreatorFailed { .. })
+            | Error::Start(StartError::Segment(
+                SegmentError::RankGone { .. } | SegmentError::CreatorFailed { .. },
+            ))
             | Error::Start(StartError::Network(ConnectError::RankGone { .. })) => true,
             _ => false,
         }

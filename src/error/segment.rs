@@ -84,6 +84,14 @@ pub enum SegmentError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// The local rank 0 created the segment's file but could not make the
+    /// segment (its own error says why) and marked the name so: this
+    /// rank cannot start either.
+    #[error("the local rank 0 could not make shared segment {path} (its own error says why; most often a full directory: see FASTMSG_SHM_DIR); the job cannot start")]
+    CreatorFailed {
+        /// Segment path.
+        path: PathBuf,
+    },
     /// The segment at the name was left by a job whose creator died; the
     /// local rank 0 of this job would have replaced it but did not.
     #[error("shared segment {path} is stale: its creator (pid {pid} in its own namespace) is gone, and no live local rank 0 replaced it; is local rank 0 of this job started, with the same job id?")]

@@ -11,6 +11,7 @@
 
 #![allow(unsafe_code)]
 
+mod failed_mark;
 mod gather;
 mod holes;
 pub mod layout;

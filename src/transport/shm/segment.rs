@@ -8,6 +8,9 @@
 //! the whole length reserved up front (`posix_fallocate`: a directory too
 //! small is [`SegmentError::NoSpace`], never a SIGBUS), lays it out and
 //! finally stores the magic with Release — the magic is the "ready" word.
+//! A creator that fails after creating the file marks the name
+//! (`failed_mark`), so the others fail at once rather than at the
+//! start-up time-out.
 //! The others *open* it: `O_NOFOLLOW`, then before reading a byte `fstat`
 //! that the file is a regular file owned by this user with no group or
 //! other permission bits ([`SegmentError::Untrusted`] names owner and
@@ -38,6 +41,7 @@
 
 #![allow(unsafe_code)]
 
+use super::failed_mark;
 use super::layout::{Layout, Params, HEADER_BYTES};
 use super::liveness::{Life, LifeGuard, LifeLine};
 use super::mapping::{MapRef, Mapping};
@@ -363,9 +367,16 @@ impl Segment {
                 Err(e) => return Err(io("create")(e)),
             }
         };
+        // A second handle on the file, to mark the name if making fails.
+        let marker = file.try_clone();
         let made = Self::make(file, path, job, layout);
         if made.is_err() {
-            let _ = std::fs::remove_file(path);
+            match &marker {
+                Ok(m) => failed_mark::leave(m, path),
+                Err(_) => {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
         }
         made
     }
@@ -420,6 +431,10 @@ impl Segment {
     /// creator arming (wait), or a stale file of ours (removed).
     /// `arm_expired`: it has been unarmed for longer than [`ARM_GRACE`].
     fn judge_taken(path: &Path, arm_expired: bool) -> Result<Taken, SegmentError> {
+        if failed_mark::is_marked(path) {
+            // A failed creator's mark, left by one killed while it held it.
+            return Self::remove_stale(path);
+        }
         let Some((file, len)) = open_trusted_len(path)? else {
             return Ok(Taken::Gone);
         };
@@ -446,6 +461,11 @@ impl Segment {
         } else if !arm_expired {
             return Ok(Taken::Arming);
         }
+        Self::remove_stale(path)
+    }
+
+    /// Remove a stale file at `path` (gone already is fine).
+    fn remove_stale(path: &Path) -> Result<Taken, SegmentError> {
         match std::fs::remove_file(path) {
             Ok(()) => Ok(Taken::Removed),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Taken::Gone),
@@ -490,7 +510,15 @@ impl Segment {
 
     /// One look at the name, for an opener.
     fn look(path: &Path) -> Result<Found, SegmentError> {
-        let Some((file, len)) = open_trusted_len(path)? else {
+        let opened = open_trusted_len(path);
+        // Looked at after the open: a mark set since is seen now, and an
+        // open refused because of the mark's mode is not an I/O error.
+        if failed_mark::is_marked(path) {
+            return Err(SegmentError::CreatorFailed {
+                path: path.to_path_buf(),
+            });
+        }
+        let Some((file, len)) = opened? else {
             return Ok(Found::NotYet);
         };
         if len < HEADER_BYTES {
@@ -532,7 +560,8 @@ impl Segment {
     /// for it to appear and be ready.
     ///
     /// # Errors
-    /// [`SegmentError::Untrusted`] at once; [`SegmentError::BadMagic`],
+    /// [`SegmentError::Untrusted`] and [`SegmentError::CreatorFailed`] at
+    /// once; [`SegmentError::BadMagic`],
     /// [`SegmentError::VersionMismatch`] or [`SegmentError::Stale`] if the
     /// file stays so for [`REPLACE_GRACE`];
     /// [`SegmentError::ConfigMismatch`], [`SegmentError::Truncated`],
