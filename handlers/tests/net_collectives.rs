@@ -28,7 +28,10 @@
 //!   and past one frame included; scans of dyadic f64s bit for bit, of
 //!   wide-range f64s the same bits on repetition);
 //! - the non-blocking forms, five outstanding at once, waited in reverse
-//!   order, with one rank late by up to half a millisecond.
+//!   order, with one rank late by up to half a millisecond;
+//! - remote words (`fastmsg_handlers::memory`): one-way adds from every
+//!   rank to every rank's words, which must add up exactly; gets of every
+//!   word of every rank and fetch-adds, answered with what was added.
 //!
 //! Needs root (to create namespaces); skips with a message otherwise.
 //!
@@ -44,7 +47,9 @@ mod launch;
 mod netns;
 
 use common::{count, f64s, i64s, rng, u64s};
-use fastmsg::{Endpoint, EndpointBuilder, HandlerId, Rank};
+use fastmsg::{Endpoint, EndpointBuilder, HandlerId, Rank, WordOp};
+use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
+use fastmsg_handlers::memory::RemoteWords;
 use fastmsg_handlers::{
     reference, AllreduceAlgo, BarrierAlgo, CollConfig, CollError, Collectives, Op,
     SMP_ALLREDUCE_MAX_BYTES,
@@ -173,6 +178,18 @@ fn net_coll_rank() {
     let mut b = EndpointBuilder::from_env().expect("launcher environment");
     let mut traffic = Traffic::register(&mut b);
     let coll = Collectives::register(&mut b, CollConfig::default());
+    let agg = Aggregator::new(&mut b, AggConfig::default());
+    let words = RemoteWords::new(&agg, &mut b, "net-words", WORDS as usize);
+    let got: Rc<RefCell<Vec<Option<u64>>>> = Rc::default();
+    let g = Rc::clone(&got);
+    words.on_complete(move |_, _, token, r| {
+        let mut got = g.borrow_mut();
+        let i = token as usize;
+        if got.len() <= i {
+            got.resize(i + 1, None);
+        }
+        got[i] = Some(r.expect("a get or fetch-add across hosts"));
+    });
     let mut ep = b.start().expect("start");
     let (me, n) = (ep.rank().0, ep.size());
     let per_host = n / 2;
@@ -192,8 +209,119 @@ fn net_coll_rank() {
     reductions(&mut ep, &coll, &mut traffic);
     personalized(&mut ep, &coll, &mut traffic);
     nonblocking(&mut ep, &coll, &mut traffic);
+    remote_words(&mut ep, &coll, &agg, &words, &got);
     traffic.finish(&mut ep, &coll);
     ep.close().expect("close");
+}
+
+// ---- remote words ----
+
+/// Words of the remote-words window per rank.
+const WORDS: u64 = 64;
+/// Rounds of adds each rank makes to every rank.
+const ADD_ROUNDS: u64 = 300;
+
+/// The word a rank's `k`-th add goes to, and the amount it adds.
+fn add_target(k: u64, from: u32) -> (u64, u64) {
+    ((k * 7 + u64::from(from)) % WORDS, 1 + u64::from(from))
+}
+
+/// What every owner's word `w` holds once every rank of `n` made its adds.
+fn added(w: u64, n: u32) -> u64 {
+    (0..n)
+        .flat_map(|r| (0..ADD_ROUNDS).map(move |k| add_target(k, r)))
+        .filter(|&(t, _)| t == w)
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// Remote words across hosts (owners on the other host reached by
+/// aggregated messages over TCP, on this host through the owner too):
+/// one-way adds from every rank to every rank's words, which must add up
+/// exactly after `quiesce`; then gets of every word of every rank and one
+/// fetch-add per owner to its word 0, whose answers must be what was
+/// added (word 0 plus some of the fetch-adds), and the owner's word 0 in
+/// the end exactly one more per rank.
+fn remote_words(
+    ep: &mut Endpoint,
+    coll: &Collectives,
+    agg: &Aggregator,
+    words: &RemoteWords,
+    got: &Rc<RefCell<Vec<Option<u64>>>>,
+) {
+    let (me, n) = (ep.rank().0, ep.size());
+    let ctx = ep.ctx();
+    for k in 0..ADD_ROUNDS {
+        for owner in 0..n {
+            let (w, v) = add_target(k, me);
+            words.add(&ctx, Rank(owner), w, v).expect("add");
+        }
+    }
+    agg.quiesce(ep).expect("quiesce after adds");
+    let ctx = ep.ctx();
+    for w in 0..WORDS {
+        assert_eq!(
+            words.local(&ctx, w).expect("local word"),
+            added(w, n),
+            "rank {me}: word {w} after every rank's adds"
+        );
+    }
+    // Nobody's fetch-add may reach an owner still checking its adds.
+    coll.barrier(ep).expect("barrier");
+    let ctx = ep.ctx();
+    let total = u64::from(n) * WORDS;
+    for owner in 0..n {
+        for w in 0..WORDS {
+            words
+                .get(&ctx, Rank(owner), w, u64::from(owner) * WORDS + w)
+                .expect("get");
+        }
+        // Fetch-add 1 to the owner's word 0: its answer lands past the gets.
+        words
+            .fetch(
+                &ctx,
+                Rank(owner),
+                0,
+                WordOp::FetchAdd(1),
+                total + u64::from(owner),
+            )
+            .expect("fetch-add");
+    }
+    agg.quiesce(ep).expect("quiesce after gets");
+    let got = got.borrow();
+    for owner in 0..n {
+        for w in 0..WORDS {
+            let seen = got
+                .get((u64::from(owner) * WORDS + w) as usize)
+                .copied()
+                .flatten();
+            // Word 0 may already have some of the ranks' fetch-adds.
+            let extra = if w == 0 { u64::from(n) } else { 0 };
+            assert!(
+                seen.is_some_and(|v| (added(w, n)..=added(w, n) + extra).contains(&v)),
+                "rank {me}: get of rank {owner}'s word {w} gave {seen:?}, not {} (+ up to {extra})",
+                added(w, n)
+            );
+        }
+        let prev = got
+            .get((total + u64::from(owner)) as usize)
+            .copied()
+            .flatten()
+            .expect("fetch-add answered");
+        // Each rank's fetch-add saw the adds plus some of the n fetch-adds.
+        assert!(
+            (added(0, n)..added(0, n) + u64::from(n)).contains(&prev),
+            "rank {me}: fetch-add on rank {owner} saw {prev}"
+        );
+    }
+    drop(got);
+    agg.quiesce(ep).expect("quiesce after checks");
+    let ctx = ep.ctx();
+    assert_eq!(
+        words.local(&ctx, 0).expect("local word"),
+        added(0, n) + u64::from(n),
+        "rank {me}: word 0 after every rank's fetch-add"
+    );
 }
 
 // ---- barriers ----
