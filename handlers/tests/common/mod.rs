@@ -1,5 +1,6 @@
 //! Helpers shared by the handlers' tests: deterministic inputs every
-//! rank can recompute for every other rank, and threaded job runners.
+//! rank can recompute for every other rank, threaded job runners, and
+//! jobs of rank processes bounded in time.
 
 #![allow(dead_code)]
 
@@ -9,6 +10,8 @@ use fastmsg_handlers::{CollConfig, Collectives};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 /// A generator for (seed, iteration, rank, salt).
 pub fn rng(seed: u64, iter: u64, rank: u32, salt: u64) -> StdRng {
@@ -136,4 +139,47 @@ pub fn fmrun() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// Start this test binary's test `test` (exact name) as every rank of a
+/// `size`-rank job of processes, one process a rank: `FASTMSG_RANK`,
+/// `FASTMSG_SIZE` and `FASTMSG_JOB` (`<job>-<this process's id>`) set,
+/// then `env`. The test reads an entry of `env` to know it runs as a rank.
+pub fn spawn_ranks(test: &str, job: &str, size: u32, env: &[(&str, &str)]) -> Vec<Child> {
+    let exe = std::env::current_exe().expect("own path");
+    let job = format!("{job}-{}", std::process::id());
+    (0..size)
+        .map(|rank| {
+            Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+                .env("FASTMSG_RANK", rank.to_string())
+                .env("FASTMSG_SIZE", size.to_string())
+                .env("FASTMSG_JOB", &job)
+                .envs(env.iter().copied())
+                .spawn()
+                .expect("spawn rank")
+        })
+        .collect()
+}
+
+/// Wait for every rank process, at most `limit` in all: each one's exit
+/// status, `None` for one still running then (a hang), which is killed.
+pub fn wait_bounded(ranks: &mut [Child], limit: Duration) -> Vec<Option<ExitStatus>> {
+    let t = Instant::now();
+    let mut status = vec![None; ranks.len()];
+    while status.iter().any(Option::is_none) && t.elapsed() < limit {
+        for (r, s) in ranks.iter_mut().zip(status.iter_mut()) {
+            if s.is_none() {
+                *s = r.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (r, s) in ranks.iter_mut().zip(status.iter()) {
+        if s.is_none() {
+            let _ = r.kill();
+            let _ = r.wait();
+        }
+    }
+    status
 }
