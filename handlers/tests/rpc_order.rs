@@ -13,15 +13,10 @@ mod common;
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use std::cell::Cell;
-use std::rc::Rc;
 use std::time::Duration;
 
 const RANKS: u32 = 8;
 const CALLS: u64 = 1 << 19;
-
-fn answer(owner: u32, src: u32, x: u64) -> u64 {
-    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
-}
 
 /// The rank program (runs only as a child of the test below).
 #[test]
@@ -31,21 +26,9 @@ fn rpc_order_rank() {
     }
     let mut b = EndpointBuilder::from_env().expect("env");
     let agg = Aggregator::new(&mut b, AggConfig::default());
-    let rpc = agg.rpc(&mut b, "f", |ctx: &fastmsg::Ctx, src: Rank, x: u64| {
-        Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
-    });
+    let (rpc, (next, bad)) = common::ordered_rpc(&agg, &mut b);
     let me = b.rank().0;
     let n = b.size();
-    let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
-    let bad = Rc::new(Cell::new(0u64));
-    let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
-    rpc.on_complete(move |_ctx, owner, token, r| {
-        let want = nx[owner.index()].get();
-        if token != want || r != Ok(answer(owner.0, me, token)) {
-            bd.set(bd.get() + 1);
-        }
-        nx[owner.index()].set(want + 1);
-    });
     let mut ep = b.start().expect("start");
     let ctx = ep.ctx();
     let mut sent = vec![0u64; n as usize];

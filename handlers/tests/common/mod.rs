@@ -6,11 +6,15 @@
 
 use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error};
+use fastmsg_handlers::aggregate::Aggregator;
+use fastmsg_handlers::rpc::Rpc;
 use fastmsg_handlers::{CollConfig, Collectives};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// A generator for (seed, iteration, rank, salt).
@@ -182,4 +186,36 @@ pub fn wait_bounded(ranks: &mut [Child], limit: Duration) -> Vec<Option<ExitStat
         }
     }
     status
+}
+
+/// The owner's answer to request `x` from `src` in [`ordered_rpc`].
+pub fn answer(owner: u32, src: u32, x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
+}
+
+/// Per owner, the next token expected; and how many completions came out
+/// of order or wrong.
+pub type OrderCheck = (Rc<Vec<Cell<u64>>>, Rc<Cell<u64>>);
+
+/// Register the call channel `f` on `agg`, whose owners answer with
+/// [`answer`], with a completion callback that checks the order: the
+/// calls to each owner must carry the tokens 0, 1, … in the order they
+/// are made, and each answer must be the owner's.
+pub fn ordered_rpc(agg: &Aggregator, b: &mut EndpointBuilder) -> (Rpc<u64, u64>, OrderCheck) {
+    let rpc = agg.rpc(b, "f", |ctx: &fastmsg::Ctx, src: fastmsg::Rank, x: u64| {
+        Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
+    });
+    let me = b.rank().0;
+    let n = b.size();
+    let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
+    let bad = Rc::new(Cell::new(0u64));
+    let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
+    rpc.on_complete(move |_ctx, owner, token, r| {
+        let want = nx[owner.index()].get();
+        if token != want || r != Ok(answer(owner.0, me, token)) {
+            bd.set(bd.get() + 1);
+        }
+        nx[owner.index()].set(want + 1);
+    });
+    (rpc, (next, bad))
 }
