@@ -1,8 +1,8 @@
 /* What the aggregated MPI Bale programs (`*_mpi.c` beside the Bale
- * kernels) share beyond common.h: allocation that stops the whole job
- * when memory runs out, the end of a run whose options are out of range,
- * and the one-way "exstack" exchange of buffered items. Include it
- * instead of common.h. */
+ * kernels) share beyond common.h: the start of a run (MPI, rank, size,
+ * options; the end of one whose options are out of range), allocation
+ * that stops the whole job when memory runs out, and the one-way
+ * "exstack" exchange of buffered items. Include it instead of common.h. */
 #ifndef FMBENCH_BALE_MPI_H
 #define FMBENCH_BALE_MPI_H
 
@@ -19,13 +19,15 @@ static inline void *checked_alloc(size_t bytes) {
     return p;
 }
 
-/* Reads the options (read_options; rank 0 names the ranges when one is
+/* Starts MPI, puts this rank and the number of ranks in *me and *n, and
+ * reads the options (read_options; rank 0 names the ranges when one is
  * out of range). Returns 1 when they are all in range; else the caller
  * returns 2 from main, MPI already finalized. */
-static inline int bale_options(int argc, char **argv, struct int_option *opts, int count) {
-    int me;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    if (read_options(argc, argv, opts, count, me == 0)) return 1;
+static inline int bale_start(int *argc, char ***argv, struct int_option *opts, int count, int *me, int *n) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, me);
+    MPI_Comm_size(MPI_COMM_WORLD, n);
+    if (read_options(*argc, *argv, opts, count, *me == 0)) return 1;
     MPI_Finalize();
     return 0;
 }

@@ -47,13 +47,10 @@ static int order_u32(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int me, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     struct int_option opt[] = {
         {"--log-rows", 16, 0, 28}, {"--nonzeros", 16, 1, 1 << 16}, {"--batch", 1024, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
-    if (!bale_options(argc, argv, opt, 4)) return 2;
+    if (!bale_start(&argc, &argv, opt, 4, &me, &n)) return 2;
     int log_r = (int)opt[0].value, nz = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t per = 1ULL << log_r, nr = per * (uint64_t)n, first = per * (uint64_t)me, mine_nz = per * (uint64_t)nz;
     if (nr > UINT32_MAX || (uint64_t)nz > nr) {
