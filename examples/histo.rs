@@ -28,6 +28,7 @@
 use clap::{Parser, ValueEnum};
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
+use fastmsg_examples::report::{Figure, Repetition, Reporter};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use fastmsg_handlers::memory::RemoteWords;
 use fastmsg_handlers::{CollConfig, Collectives, Op};
@@ -108,7 +109,7 @@ fn main() -> Result<(), fastmsg::Error> {
     }
     let mut ep = b.start()?;
     let ctx = ep.ctx();
-    let mut failed = false;
+    let mut report = Reporter::new(args.json);
     for rep in 0..args.reps {
         table.iter().for_each(|c| c.set(0));
         for k in 0..hi - lo {
@@ -160,29 +161,27 @@ fn main() -> Result<(), fastmsg::Error> {
             loc[2] = loc[2].wrapping_add(got.wrapping_mul(bale::value(lo + k as u64)));
         }
         coll.allreduce(&mut ep, &mut loc, Op::Sum)?;
-        let mut rss = [fastmsg_examples::peak_rss_mib()];
-        coll.allreduce(&mut ep, &mut rss, Op::Max)?;
-        let ok = loc[0] == u64::from(n) * l && loc[1] == 0;
-        failed |= !ok;
-        let rate = (u64::from(n) * l) as f64 / worst[0];
-        if me == 0 {
-            if args.json {
-                println!(
-                    "{{\"kernel\":\"histo\",\"form\":\"{}\",\"ranks\":{n},\"ok\":{ok},\"updates_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
-                    args.form.name(), worst[0], loc[2], args.buffer, rss[0]
-                );
-            } else {
-                println!(
-                    "histo-fastmsg form={} ranks={n} table=2^{} updates/rank=2^{} buffer={} rep={rep} time_s={:.4} updates_per_s={rate:.4e} sum={} bad_counters={} hash={:016x} {}",
-                    args.form.name(), args.log_table, args.log_updates, args.buffer, worst[0], loc[0], loc[1], loc[2],
-                    if ok { "OK" } else { "FAILED" }
-                );
-            }
-        }
+        let line = Repetition {
+            kernel: "histo",
+            form: Some(args.form.name()),
+            size: format!(
+                "table=2^{} updates/rank=2^{}",
+                args.log_table, args.log_updates
+            ),
+            unit: "updates",
+            work: u64::from(n) * l,
+            time_s: worst[0],
+            buffer: args.buffer,
+            index: rep,
+            ok: loc[0] == u64::from(n) * l && loc[1] == 0,
+            text: &[
+                ("sum", Figure::Count(loc[0])),
+                ("bad_counters", Figure::Count(loc[1])),
+                ("hash", Figure::Hash(loc[2])),
+            ],
+            json: &[("hash", Figure::Hash(loc[2]))],
+        };
+        report.report(&coll, &mut ep, &line)?;
     }
-    ep.close()?;
-    if failed {
-        std::process::exit(1);
-    }
-    Ok(())
+    report.finish(ep)
 }

@@ -29,6 +29,7 @@ use bytemuck::{Pod, Zeroable};
 use clap::{Parser, ValueEnum};
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
+use fastmsg_examples::report::{Figure, Repetition, Reporter};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator, Channel};
 use fastmsg_handlers::memory::RemoteWords;
 use fastmsg_handlers::rpc::RpcError;
@@ -164,7 +165,7 @@ fn main() -> Result<(), fastmsg::Error> {
     for (k, &v) in table.iter().enumerate() {
         words.set_local(&ctx, k as u64, v)?;
     }
-    let mut failed = false;
+    let mut report = Reporter::new(args.json);
     for rep in 0..args.reps {
         out.iter().for_each(|c| c.set(0));
         failures.set(0);
@@ -197,29 +198,23 @@ fn main() -> Result<(), fastmsg::Error> {
             .count();
         let mut gbad = [bad as u64 + failures.get()];
         coll.allreduce(&mut ep, &mut gbad, Op::Sum)?;
-        let mut rss = [fastmsg_examples::peak_rss_mib()];
-        coll.allreduce(&mut ep, &mut rss, Op::Max)?;
-        let ok = gbad[0] == 0;
-        failed |= !ok;
-        let rate = (u64::from(n) * l) as f64 / worst[0];
-        if me == 0 {
-            if args.json {
-                println!(
-                    "{{\"kernel\":\"ig\",\"form\":\"{}\",\"ranks\":{n},\"ok\":{ok},\"requests_per_s\":{rate:.4e},\"time_s\":{:.4},\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
-                    args.form.name(), worst[0], args.buffer, rss[0]
-                );
-            } else {
-                println!(
-                    "ig-fastmsg form={} ranks={n} table=2^{} requests/rank=2^{} buffer={} rep={rep} time_s={:.4} requests_per_s={rate:.4e} bad={} {}",
-                    args.form.name(), args.log_table, args.log_requests, args.buffer, worst[0], gbad[0],
-                    if ok { "OK" } else { "FAILED" }
-                );
-            }
-        }
+        let line = Repetition {
+            kernel: "ig",
+            form: Some(args.form.name()),
+            size: format!(
+                "table=2^{} requests/rank=2^{}",
+                args.log_table, args.log_requests
+            ),
+            unit: "requests",
+            work: u64::from(n) * l,
+            time_s: worst[0],
+            buffer: args.buffer,
+            index: rep,
+            ok: gbad[0] == 0,
+            text: &[("bad", Figure::Count(gbad[0]))],
+            json: &[],
+        };
+        report.report(&coll, &mut ep, &line)?;
     }
-    ep.close()?;
-    if failed {
-        std::process::exit(1);
-    }
-    Ok(())
+    report.finish(ep)
 }

@@ -1,9 +1,11 @@
 //! Helpers shared by the example and benchmark programs: a cheap clock for
-//! per-iteration timestamps, percentiles, and one-shot flags set by handlers.
+//! per-iteration timestamps, percentiles, one-shot flags set by handlers,
+//! and the Bale kernels' streams and report lines.
 
 use std::time::Instant;
 
 pub mod memory;
+pub mod report;
 
 /// A fast clock: the TSC on x86_64 (calibrated against `Instant`), else
 /// `Instant`. Reads cost a few ns on bare metal, so per-iteration timing

@@ -28,6 +28,7 @@ use bytemuck::{Pod, Zeroable};
 use clap::Parser;
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
+use fastmsg_examples::report::{Figure, Repetition, Reporter};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator, Channel};
 use fastmsg_handlers::rpc::{Rpc, RpcError};
 use fastmsg_handlers::{CollConfig, Collectives, Op};
@@ -143,7 +144,7 @@ fn main() -> Result<(), fastmsg::Error> {
     });
     let mut ep = b.start()?;
     let ctx = ep.ctx();
-    let mut failed = false;
+    let mut report = Reporter::new(args.json);
     let mut perm: Vec<u32> = Vec::with_capacity(per_slots as usize);
     for rep in 0..args.reps {
         slots.iter().for_each(|c| c.set(EMPTY));
@@ -190,29 +191,24 @@ fn main() -> Result<(), fastmsg::Error> {
         coll.allreduce(&mut ep, &mut loc, Op::Sum)?;
         let mut last = [start + perm.len() as u64];
         coll.allreduce(&mut ep, &mut last, Op::Max)?;
-        let mut rss = [fastmsg_examples::peak_rss_mib()];
-        coll.allreduce(&mut ep, &mut rss, Op::Max)?;
-        let ok = loc[0] == total && loc[1] == 0 && last[0] == total;
-        failed |= !ok;
-        let rate = total as f64 / worst[0];
-        if me == 0 {
-            if args.json {
-                println!(
-                    "{{\"kernel\":\"permute\",\"ranks\":{n},\"ok\":{ok},\"darts_per_s\":{rate:.4e},\"time_s\":{:.4},\"throws\":{},\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
-                    worst[0], loc[2], args.buffer, rss[0]
-                );
-            } else {
-                println!(
-                    "permute-fastmsg ranks={n} darts/rank=2^{} buffer={} rep={rep} time_s={:.4} darts_per_s={rate:.4e} throws={} entries={} ids_not_once={} {}",
-                    args.log_darts, args.buffer, worst[0], loc[2], loc[0], loc[1],
-                    if ok { "OK" } else { "FAILED" }
-                );
-            }
-        }
+        let line = Repetition {
+            kernel: "permute",
+            form: None,
+            size: format!("darts/rank=2^{}", args.log_darts),
+            unit: "darts",
+            work: total,
+            time_s: worst[0],
+            buffer: args.buffer,
+            index: rep,
+            ok: loc[0] == total && loc[1] == 0 && last[0] == total,
+            text: &[
+                ("throws", Figure::Count(loc[2])),
+                ("entries", Figure::Count(loc[0])),
+                ("ids_not_once", Figure::Count(loc[1])),
+            ],
+            json: &[("throws", Figure::Count(loc[2]))],
+        };
+        report.report(&coll, &mut ep, &line)?;
     }
-    ep.close()?;
-    if failed {
-        std::process::exit(1);
-    }
-    Ok(())
+    report.finish(ep)
 }

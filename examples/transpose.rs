@@ -27,6 +27,7 @@ use bytemuck::{Pod, Zeroable};
 use clap::Parser;
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_examples::bale;
+use fastmsg_examples::report::{Figure, Repetition, Reporter};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator, Channel};
 use fastmsg_handlers::{CollConfig, Collectives, Op};
 use std::cell::{Cell, RefCell};
@@ -132,7 +133,7 @@ fn main() -> Result<(), fastmsg::Error> {
     let mine = rows_of(me, per, nz, nr);
     let mut ep = b.start()?;
     let ctx = ep.ctx();
-    let mut failed = false;
+    let mut report = Reporter::new(args.json);
     for rep in 0..args.reps {
         counts.iter().for_each(|c| c.set(0));
         coll.barrier(&mut ep)?;
@@ -208,30 +209,25 @@ fn main() -> Result<(), fastmsg::Error> {
         coll.allreduce(&mut ep, &mut loc, Op::Sum)?;
         let mut last = [base + u64::from(total)];
         coll.allreduce(&mut ep, &mut last, Op::Max)?;
-        let mut rss = [fastmsg_examples::peak_rss_mib()];
-        coll.allreduce(&mut ep, &mut rss, Op::Max)?;
         let nnz = nr * u64::from(nz);
-        let ok = loc[0] == nnz && loc[1] == 0 && last[0] == nnz;
-        failed |= !ok;
-        let rate = nnz as f64 / worst[0];
-        if me == 0 {
-            if args.json {
-                println!(
-                    "{{\"kernel\":\"transpose\",\"ranks\":{n},\"ok\":{ok},\"nonzeros_per_s\":{rate:.4e},\"time_s\":{:.4},\"hash\":\"{:016x}\",\"rep\":{rep},\"buffer\":{},\"max_rss_mib\":{:.1}}}",
-                    worst[0], loc[2], args.buffer, rss[0]
-                );
-            } else {
-                println!(
-                    "transpose-fastmsg ranks={n} rows/rank=2^{} nonzeros/row={nz} buffer={} rep={rep} time_s={:.4} nonzeros_per_s={rate:.4e} nonzeros={} bad_columns={} hash={:016x} {}",
-                    args.log_rows, args.buffer, worst[0], loc[0], loc[1], loc[2],
-                    if ok { "OK" } else { "FAILED" }
-                );
-            }
-        }
+        let line = Repetition {
+            kernel: "transpose",
+            form: None,
+            size: format!("rows/rank=2^{} nonzeros/row={nz}", args.log_rows),
+            unit: "nonzeros",
+            work: nnz,
+            time_s: worst[0],
+            buffer: args.buffer,
+            index: rep,
+            ok: loc[0] == nnz && loc[1] == 0 && last[0] == nnz,
+            text: &[
+                ("nonzeros", Figure::Count(loc[0])),
+                ("bad_columns", Figure::Count(loc[1])),
+                ("hash", Figure::Hash(loc[2])),
+            ],
+            json: &[("hash", Figure::Hash(loc[2]))],
+        };
+        report.report(&coll, &mut ep, &line)?;
     }
-    ep.close()?;
-    if failed {
-        std::process::exit(1);
-    }
-    Ok(())
+    report.finish(ep)
 }

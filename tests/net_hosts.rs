@@ -220,11 +220,22 @@ fn lost_host_with(hosts: &Hosts, scenario: &str, env: Vec<(String, String)>) -> 
 /// probes go unanswered).
 #[test]
 fn a_lost_host_is_reported_to_a_waiting_rank() {
-    if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_waiting_rank") {
-        let (_, text) = lost_host(&h, "lost-host-wait");
+    lost_host_said_silent(
+        "a_lost_host_is_reported_to_a_waiting_rank",
+        "lost-host-wait",
+        "the error",
+    );
+}
+
+/// [`lost_host`] in namespaces of their own (named for `test`; skipped
+/// without them): rank 0's error (`what`, for the message) must say that
+/// rank 1's host fell silent.
+fn lost_host_said_silent(test: &str, scenario: &str, what: &str) {
+    if let Some(h) = Hosts::create(test) {
+        let (_, text) = lost_host(&h, scenario);
         assert!(
             text.contains("stopped answering"),
-            "the error does not say the host fell silent: {text}"
+            "{what} does not say the host fell silent: {text}"
         );
     }
 }
@@ -258,13 +269,11 @@ fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
 /// sender blocked in the socket or on credit: the NIC's silence watch).
 #[test]
 fn a_lost_host_is_reported_to_a_sending_rank() {
-    if let Some(h) = Hosts::create("a_lost_host_is_reported_to_a_sending_rank") {
-        let (_, text) = lost_host(&h, "lost-host-send");
-        assert!(
-            text.contains("stopped answering"),
-            "the error does not say the host fell silent: {text}"
-        );
-    }
+    lost_host_said_silent(
+        "a_lost_host_is_reported_to_a_sending_rank",
+        "lost-host-send",
+        "the error",
+    );
 }
 
 /// A host lost while the survivor puts to it: the put that finds the peer
@@ -273,13 +282,11 @@ fn a_lost_host_is_reported_to_a_sending_rank() {
 /// keeps the cause), not merely that the rank has failed.
 #[test]
 fn a_lost_host_is_named_silent_by_a_put() {
-    if let Some(h) = Hosts::create("a_lost_host_is_named_silent_by_a_put") {
-        let (_, text) = lost_host(&h, "lost-host-put");
-        assert!(
-            text.contains("stopped answering"),
-            "the put's error does not say the host fell silent: {text}"
-        );
-    }
+    lost_host_said_silent(
+        "a_lost_host_is_named_silent_by_a_put",
+        "lost-host-put",
+        "the put's error",
+    );
 }
 
 /// Send signal `sig` (`STOP`, `CONT`) to process `pid`, with kill(1).
@@ -495,6 +502,27 @@ fn write_result(dir: &std::path::Path, text: &str) {
     std::fs::rename(dir.join("result-0.tmp"), dir.join("result-0")).unwrap();
 }
 
+/// The start of a lost-host rank (`sink` and `got` from
+/// [`counting_sink`]): a hello round trip (the pair is connected); rank 1
+/// then writes `ready-1` and takes what comes until its own connection
+/// fails (it is the one cut off; its own view of rank 0 fails too, not
+/// checked here): `None`. Rank 0 gets its endpoint.
+fn lost_host_start(b: EndpointBuilder, sink: HandlerId, got: &Cell<u64>) -> Option<Endpoint> {
+    let mut ep = b.start().expect("start");
+    hello(&mut ep, sink, got);
+    if ep.rank() == Rank(1) {
+        ready(&test_dir(), 1);
+        let _ = ep.wait_until(|| false);
+        return None;
+    }
+    Some(ep)
+}
+
+/// Say that rank `me` is ready: an empty `ready-<me>` in `dir`.
+fn ready(dir: &Path, me: u32) {
+    std::fs::write(dir.join(format!("ready-{me}")), b"").unwrap();
+}
+
 /// A rank of `lost_host`. Both: a hello round trip (the pair is
 /// connected), then `ready-<rank>` in `FASTMSG_TEST_DIR`. Rank 1 then
 /// takes what comes until its own connection fails (it is the one cut
@@ -503,19 +531,11 @@ fn write_result(dir: &std::path::Path, text: &str) {
 /// the failure names rank 1, and writes `result-0`: `peer failure, rank
 /// 1: <error>` (anything else: `unexpected: …`).
 fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
-    let dir = test_dir();
     let (sink, got) = counting_sink(&mut b);
-    let mut ep = b.start().expect("start");
-    let me = ep.rank().0;
-    let other = Rank(1 - me);
-    hello(&mut ep, sink, &got);
-    let ready = |what: &str| std::fs::write(dir.join(format!("{what}-{me}")), b"").unwrap();
-    if me == 1 {
-        ready("ready");
-        // Cut off: its own view of rank 0 fails too (not checked here).
-        let _ = ep.wait_until(|| false);
+    let Some(mut ep) = lost_host_start(b, sink, &got) else {
         return;
-    }
+    };
+    let (dir, other) = (test_dir(), Rank(1));
     let err = if send {
         let chunk = vec![0x5au8; 64 << 10];
         let mut sent = 0u64;
@@ -534,7 +554,7 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
             }
             sent += 1;
             if sent == 64 {
-                ready("ready");
+                ready(&dir, 0);
             }
             if let Err(e) = ep.extract(usize::MAX) {
                 break Some(e);
@@ -542,7 +562,7 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
         }
         .or_else(|| ep.wait_until(|| false).err())
     } else {
-        ready("ready");
+        ready(&dir, 0);
         ep.wait_until(|| false).err()
     };
     let text = match err {
@@ -560,19 +580,12 @@ fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
 /// puts, until a put fails, and writes that put's error (an error of the
 /// `extract` is remembered: the next put must name the same cause).
 fn lost_host_put_rank(mut b: EndpointBuilder) {
-    let dir = test_dir();
     let (sink, got) = counting_sink(&mut b);
     let win = b.window("w", 64 << 10);
-    let mut ep = b.start().expect("start");
-    let me = ep.rank().0;
-    let other = Rank(1 - me);
-    hello(&mut ep, sink, &got);
-    let ready = |what: &str| std::fs::write(dir.join(format!("{what}-{me}")), b"").unwrap();
-    if me == 1 {
-        ready("ready");
-        let _ = ep.wait_until(|| false);
+    let Some(mut ep) = lost_host_start(b, sink, &got) else {
         return;
-    }
+    };
+    let (dir, other) = (test_dir(), Rank(1));
     let chunk = vec![0xa5u8; 64 << 10];
     let mut puts = 0u64;
     let mut extract_error = None;
@@ -582,7 +595,7 @@ fn lost_host_put_rank(mut b: EndpointBuilder) {
         }
         puts += 1;
         if puts == 64 {
-            ready("ready");
+            ready(&dir, 0);
         }
         if extract_error.is_none() {
             extract_error = ep.extract(usize::MAX).err();
@@ -629,7 +642,7 @@ fn stopped_peer_rank(mut b: EndpointBuilder) {
         ep.close().expect("close");
         return;
     }
-    std::fs::write(dir.join("ready-0"), b"").unwrap();
+    ready(&dir, 0);
     let t = Instant::now();
     while !dir.join("go").exists() {
         assert!(

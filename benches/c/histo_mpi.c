@@ -16,65 +16,18 @@
  * and the exit status is 1 when a check failed. */
 #include "bale_mpi.h"
 
-/* Per-destination buffers of local counter indices, and the exchange's
- * counts and displacements. */
-struct exstack {
-    int ranks, cap;
-    uint32_t *out, *in;
-    int *fill, *out_off, *in_cnt, *in_off, *info_out, *info_in;
-};
-
-static void exstack_init(struct exstack *x, int ranks, int cap) {
-    x->ranks = ranks;
-    x->cap = cap;
-    x->out = checked_alloc((size_t)ranks * cap * sizeof(uint32_t));
-    x->in = checked_alloc((size_t)ranks * cap * sizeof(uint32_t));
-    x->fill = checked_alloc(ranks * sizeof(int));
-    x->out_off = checked_alloc(ranks * sizeof(int));
-    x->in_cnt = checked_alloc(ranks * sizeof(int));
-    x->in_off = checked_alloc(ranks * sizeof(int));
-    x->info_out = checked_alloc(2 * ranks * sizeof(int));
-    x->info_in = checked_alloc(2 * ranks * sizeof(int));
-    for (int d = 0; d < ranks; d++) x->out_off[d] = d * cap;
-}
-
-/* Sends the buffers, receives the others'; returns how many updates came
- * in (in x->in) and sets *all_done when no rank has more to send. */
-static int exstack_exchange(struct exstack *x, int done, int *all_done) {
-    for (int d = 0; d < x->ranks; d++) {
-        x->info_out[2 * d] = x->fill[d];
-        x->info_out[2 * d + 1] = done;
-    }
-    MPI_Alltoall(x->info_out, 2, MPI_INT, x->info_in, 2, MPI_INT, MPI_COMM_WORLD);
-    int total = 0;
-    *all_done = 1;
-    for (int d = 0; d < x->ranks; d++) {
-        x->in_cnt[d] = x->info_in[2 * d];
-        x->in_off[d] = total;
-        total += x->in_cnt[d];
-        *all_done &= x->info_in[2 * d + 1];
-    }
-    MPI_Alltoallv(x->out, x->fill, x->out_off, MPI_UINT32_T, x->in, x->in_cnt, x->in_off, MPI_UINT32_T,
-                  MPI_COMM_WORLD);
-    memset(x->fill, 0, x->ranks * sizeof(int));
-    return total;
-}
-
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int me, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     struct int_option opt[] = {
         {"--log-table", 20, 1, 32}, {"--log-updates", 22, 0, 40}, {"--batch", 2048, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
-    if (!bale_options(argc, argv, opt, 4)) return 2;
+    if (!bale_start(&argc, &argv, opt, 4, &me, &n)) return 2;
     int log_t = (int)opt[0].value, log_u = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t tsize = 1ULL << log_t, updates = 1ULL << log_u, per, lo, hi;
     bale_block(tsize, n, me, &per, &lo, &hi);
     uint64_t *counts = checked_alloc((hi - lo + 1) * sizeof(uint64_t));
     uint64_t *expect = checked_alloc((hi - lo + 1) * sizeof(uint64_t));
     struct exstack x;
-    exstack_init(&x, n, cap);
+    exstack_init(&x, n, cap, sizeof(uint32_t)); /* local counter indices */
     int failed = 0;
 
     for (int rep = 0; rep < reps; rep++) {
@@ -87,15 +40,17 @@ int main(int argc, char **argv) {
             while (drawn < updates) {
                 uint64_t keep = stream, g = bale_next(&stream) & (tsize - 1);
                 int d = (int)(g / per);
-                if (x.fill[d] == cap) {
+                uint32_t *slot = exstack_slot(&x, d);
+                if (!slot) {
                     stream = keep; /* this update waits for the next round */
                     break;
                 }
-                x.out[d * cap + x.fill[d]++] = (uint32_t)(g - per * d);
+                *slot = (uint32_t)(g - per * d);
                 drawn++;
             }
             int got = exstack_exchange(&x, drawn == updates, &all_done);
-            for (int k = 0; k < got; k++) counts[x.in[k]]++;
+            const uint32_t *in = (const uint32_t *)x.in;
+            for (int k = 0; k < got; k++) counts[in[k]]++;
         }
         double mine = MPI_Wtime() - start, worst;
         MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -36,13 +36,10 @@ static struct plan plan_new(int n) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int me, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     struct int_option opt[] = {
         {"--log-table", 20, 1, 32}, {"--log-requests", 21, 0, 32}, {"--batch", 1024, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
-    if (!bale_options(argc, argv, opt, 4)) return 2;
+    if (!bale_start(&argc, &argv, opt, 4, &me, &n)) return 2;
     int log_t = (int)opt[0].value, log_r = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t tsize = 1ULL << log_t, nreq = 1ULL << log_r, per, lo, hi;
     bale_block(tsize, n, me, &per, &lo, &hi);

@@ -28,12 +28,9 @@ struct dart {
 #define EMPTY UINT32_MAX
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int me, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     struct int_option opt[] = {{"--log-darts", 20, 0, 30}, {"--batch", 1024, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
-    if (!bale_options(argc, argv, opt, 3)) return 2;
+    if (!bale_start(&argc, &argv, opt, 3, &me, &n)) return 2;
     int log_d = (int)opt[0].value, cap = (int)opt[1].value, reps = (int)opt[2].value;
     uint64_t per = 1ULL << log_d, total = per * (uint64_t)n, per_slots = 2 * per, m = 2 * total;
     if (total > UINT32_MAX) {

@@ -22,58 +22,6 @@
  * and OK or FAILED; exit status 1 when a check failed. */
 #include "bale_mpi.h"
 
-/* Per-destination buffers of `size`-byte items, and one exchange's
- * counts and displacements (in bytes). */
-struct exstack {
-    int ranks, cap, size;
-    char *out, *in;
-    int *fill, *s_cnt, *s_off, *r_cnt, *r_off, *info_out, *info_in;
-};
-
-static void exstack_init(struct exstack *x, int ranks, int cap, int size) {
-    x->ranks = ranks;
-    x->cap = cap;
-    x->size = size;
-    x->out = checked_alloc((size_t)ranks * cap * size);
-    x->in = checked_alloc((size_t)ranks * cap * size);
-    x->fill = checked_alloc(ranks * sizeof(int));
-    x->s_cnt = checked_alloc(ranks * sizeof(int));
-    x->s_off = checked_alloc(ranks * sizeof(int));
-    x->r_cnt = checked_alloc(ranks * sizeof(int));
-    x->r_off = checked_alloc(ranks * sizeof(int));
-    x->info_out = checked_alloc(2 * ranks * sizeof(int));
-    x->info_in = checked_alloc(2 * ranks * sizeof(int));
-}
-
-/* The next free item of d's buffer, or NULL when it is full. */
-static inline void *exstack_slot(struct exstack *x, int d) {
-    if (x->fill[d] == x->cap) return NULL;
-    return x->out + ((size_t)d * x->cap + x->fill[d]++) * x->size;
-}
-
-/* Sends the buffers and empties them; returns how many items came in (in
- * x->in) and sets *all_done when no rank has more to send. */
-static int exstack_exchange(struct exstack *x, int done, int *all_done) {
-    for (int d = 0; d < x->ranks; d++) {
-        x->info_out[2 * d] = x->fill[d];
-        x->info_out[2 * d + 1] = done;
-    }
-    MPI_Alltoall(x->info_out, 2, MPI_INT, x->info_in, 2, MPI_INT, MPI_COMM_WORLD);
-    int total = 0;
-    *all_done = 1;
-    for (int d = 0; d < x->ranks; d++) {
-        x->s_cnt[d] = x->fill[d] * x->size;
-        x->s_off[d] = d * x->cap * x->size;
-        x->r_cnt[d] = x->info_in[2 * d] * x->size;
-        x->r_off[d] = total * x->size;
-        total += x->info_in[2 * d];
-        *all_done &= x->info_in[2 * d + 1];
-    }
-    MPI_Alltoallv(x->out, x->s_cnt, x->s_off, MPI_BYTE, x->in, x->r_cnt, x->r_off, MPI_BYTE, MPI_COMM_WORLD);
-    memset(x->fill, 0, x->ranks * sizeof(int));
-    return total;
-}
-
 struct entry {
     uint32_t col, row; /* the owner's local column, the global row */
 };
@@ -99,13 +47,10 @@ static int order_u32(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int me, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     struct int_option opt[] = {
         {"--log-rows", 16, 0, 28}, {"--nonzeros", 16, 1, 1 << 16}, {"--batch", 1024, 1, 1 << 24}, {"--reps", 1, 1, 1 << 20}};
-    if (!bale_options(argc, argv, opt, 4)) return 2;
+    if (!bale_start(&argc, &argv, opt, 4, &me, &n)) return 2;
     int log_r = (int)opt[0].value, nz = (int)opt[1].value, cap = (int)opt[2].value, reps = (int)opt[3].value;
     uint64_t per = 1ULL << log_r, nr = per * (uint64_t)n, first = per * (uint64_t)me, mine_nz = per * (uint64_t)nz;
     if (nr > UINT32_MAX || (uint64_t)nz > nr) {

@@ -195,11 +195,7 @@ impl Anchors {
     fn bench_mpi(&self, np: u32, launch: MpiLaunch) -> Result<Command, ChildRunError> {
         let prog = self
             .mpi_program(BENCH_MPI)
-            .map_err(|why| ChildRunError::Failed {
-                prog: BENCH_MPI.to_owned(),
-                status: why,
-                log: String::new(),
-            })?;
+            .map_err(|why| not_built(BENCH_MPI, why))?;
         Ok(mpirun(np, launch, &prog))
     }
 
@@ -251,11 +247,7 @@ impl Anchors {
     ) -> Result<Vec<PhysResult>, ChildRunError> {
         let prog = self
             .program(CACHELINE)
-            .map_err(|why| ChildRunError::Failed {
-                prog: CACHELINE.to_owned(),
-                status: why,
-                log: String::new(),
-            })?;
+            .map_err(|why| not_built(CACHELINE, why))?;
         let mut v = Vec::new();
         for lines in [1u32, 2] {
             let mut c = Command::new(&prog);
@@ -281,11 +273,7 @@ impl Anchors {
         ms: u32,
         log: &Path,
     ) -> Result<Vec<MemcpyPoint>, ChildRunError> {
-        let prog = self.program(MEMCPY).map_err(|why| ChildRunError::Failed {
-            prog: MEMCPY.to_owned(),
-            status: why,
-            log: String::new(),
-        })?;
+        let prog = self.program(MEMCPY).map_err(|why| not_built(MEMCPY, why))?;
         let mut c = Command::new(prog);
         c.args(["--runs", &runs.to_string(), "--ms", &ms.to_string()]);
         let out = child::run(c, Duration::from_secs(600), log)?;
@@ -394,6 +382,15 @@ pub fn parse_memcpy(out: &str) -> Vec<MemcpyPoint> {
             })
         })
         .collect()
+}
+
+/// The error of a run whose program `prog` was not built (`why`).
+fn not_built(prog: &str, why: String) -> ChildRunError {
+    ChildRunError::Failed {
+        prog: prog.to_owned(),
+        status: why,
+        log: String::new(),
+    }
 }
 
 #[cfg(test)]

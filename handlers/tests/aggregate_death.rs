@@ -3,10 +3,11 @@
 //! few seconds — never a hang. Two processes started by hand (fmrun would
 //! stop the survivor itself); rank 1 exits abruptly after a few items.
 
+mod common;
+
 use fastmsg::error::{ExtractError, SendError};
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_handlers::aggregate::{AggConfig, AggError, Aggregator};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The rank program (runs only as a child of the test below).
@@ -56,29 +57,16 @@ fn agg_death_rank() {
 
 #[test]
 fn a_peer_dying_during_aggregation_is_a_typed_error() {
-    let exe = std::env::current_exe().unwrap();
-    let job = format!("aggdeath-{}", std::process::id());
-    let spawn = |rank: u32| {
-        Command::new(&exe)
-            .args([
-                "agg_death_rank",
-                "--exact",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("AGG_DEATH", "1")
-            .env("FASTMSG_RANK", rank.to_string())
-            .env("FASTMSG_SIZE", "2")
-            .env("FASTMSG_JOB", &job)
-            .env("FASTMSG_CREDITS", "4")
-            .env("FASTMSG_TIMEOUT", "30")
-            .spawn()
-            .expect("spawn rank")
-    };
-    let (mut r0, mut r1) = (spawn(0), spawn(1));
-    let s1 = r1.wait().unwrap();
-    let s0 = r0.wait().unwrap();
+    let env = [
+        ("AGG_DEATH", "1"),
+        ("FASTMSG_CREDITS", "4"),
+        ("FASTMSG_TIMEOUT", "30"),
+    ];
+    let mut ranks = common::spawn_ranks("agg_death_rank", "aggdeath", 2, &env);
+    // Bounded: a rank still running after this is a hang.
+    let status = common::wait_bounded(&mut ranks, Duration::from_secs(90));
+    let s1 = status[1].expect("rank 1 hung instead of dying");
+    let s0 = status[0].expect("rank 0 hung instead of reporting the death");
     assert!(s1.success(), "rank 1 should exit 0");
     assert!(s0.success(), "rank 0 did not report the death as expected");
 }

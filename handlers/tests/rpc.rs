@@ -23,33 +23,15 @@ fn run<T: Send>(n: u32, body: impl Fn(EndpointBuilder) -> Result<T, Error> + Syn
     common::run_bounded(n, None, body)
 }
 
-/// The owner's answer to request `x` from `src`.
-fn answer(owner: u32, src: u32, x: u64) -> u64 {
-    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
-}
-
 #[test]
 fn completions_come_in_order_with_the_right_answers() {
     const CALLS: u64 = 20_000;
     let results = run(4, |mut b| {
         // Small buffers: many messages, some leaving from inside handlers.
         let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(256));
-        let rpc = agg.rpc(&mut b, "f", |ctx: &fastmsg::Ctx, src: Rank, x: u64| {
-            Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
-        });
+        let (rpc, (next, bad)) = common::ordered_rpc(&agg, &mut b);
         let n = b.size();
         let me = b.rank().0;
-        // Per owner, the next token expected.
-        let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
-        let bad = Rc::new(Cell::new(0u64));
-        let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
-        rpc.on_complete(move |_ctx, owner, token, r| {
-            let want = nx[owner.index()].get();
-            if token != want || r != Ok(answer(owner.0, me, token)) {
-                bd.set(bd.get() + 1);
-            }
-            nx[owner.index()].set(want + 1);
-        });
         let mut ep = b.start()?;
         let ctx = ep.ctx();
         let mut sent = vec![0u64; n as usize];

@@ -8,14 +8,15 @@
 //! more on the way. The parent kills the ranks and fails if they outlive
 //! a generous limit, so nothing hangs.
 
+mod common;
+
 use fastmsg::{EndpointBuilder, Rank, WordOp};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use fastmsg_handlers::memory::{RemoteWords, WordFuture};
 use fastmsg_handlers::rpc::{RpcError, RpcFuture};
 use std::cell::Cell;
-use std::process::Command;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Requests the owner handles before it dies.
 const DIE_AFTER: u64 = 50;
@@ -163,48 +164,16 @@ fn rpc_death_rank() {
 
 #[test]
 fn every_outstanding_call_completes_when_its_owner_dies() {
-    let exe = std::env::current_exe().unwrap();
-    let job = format!("rpcdeath-{}", std::process::id());
-    let spawn = |rank: u32| {
-        Command::new(&exe)
-            .args([
-                "rpc_death_rank",
-                "--exact",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("RPC_DEATH", "1")
-            .env("FASTMSG_RANK", rank.to_string())
-            .env("FASTMSG_SIZE", "2")
-            .env("FASTMSG_JOB", &job)
-            .env("FASTMSG_CREDITS", "4")
-            .env("FASTMSG_TIMEOUT", "30")
-            .spawn()
-            .expect("spawn rank")
-    };
-    let mut ranks = [spawn(0), spawn(1)];
+    let env = [
+        ("RPC_DEATH", "1"),
+        ("FASTMSG_CREDITS", "4"),
+        ("FASTMSG_TIMEOUT", "30"),
+    ];
+    let mut ranks = common::spawn_ranks("rpc_death_rank", "rpcdeath", 2, &env);
     // Bounded: a rank still running after this is a hang.
-    let limit = Duration::from_secs(90);
-    let t = Instant::now();
-    let mut status = [None, None];
-    while status.iter().any(Option::is_none) && t.elapsed() < limit {
-        for (r, s) in ranks.iter_mut().zip(status.iter_mut()) {
-            if s.is_none() {
-                *s = r.try_wait().expect("wait");
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (r, s) in ranks.iter_mut().zip(status.iter()) {
-        if s.is_none() {
-            let _ = r.kill();
-            let _ = r.wait();
-        }
-    }
-    let [s0, s1] = status;
-    let s1 = s1.expect("rank 1 hung instead of dying");
-    let s0 = s0.expect("rank 0 hung: a call to the dead owner never completed");
+    let status = common::wait_bounded(&mut ranks, Duration::from_secs(90));
+    let s1 = status[1].expect("rank 1 hung instead of dying");
+    let s0 = status[0].expect("rank 0 hung: a call to the dead owner never completed");
     assert!(s1.success(), "rank 1 should exit 0 from its handler");
     assert!(s0.success(), "rank 0 did not see every call complete");
 }

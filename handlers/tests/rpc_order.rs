@@ -8,19 +8,15 @@
 //! checked: token in order per owner, the owner's answer. Processes
 //! started by hand, killed if they outlive a generous limit.
 
+mod common;
+
 use fastmsg::{EndpointBuilder, Rank};
 use fastmsg_handlers::aggregate::{AggConfig, Aggregator};
 use std::cell::Cell;
-use std::process::Command;
-use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RANKS: u32 = 8;
 const CALLS: u64 = 1 << 19;
-
-fn answer(owner: u32, src: u32, x: u64) -> u64 {
-    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
-}
 
 /// The rank program (runs only as a child of the test below).
 #[test]
@@ -30,21 +26,9 @@ fn rpc_order_rank() {
     }
     let mut b = EndpointBuilder::from_env().expect("env");
     let agg = Aggregator::new(&mut b, AggConfig::default());
-    let rpc = agg.rpc(&mut b, "f", |ctx: &fastmsg::Ctx, src: Rank, x: u64| {
-        Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
-    });
+    let (rpc, (next, bad)) = common::ordered_rpc(&agg, &mut b);
     let me = b.rank().0;
     let n = b.size();
-    let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
-    let bad = Rc::new(Cell::new(0u64));
-    let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
-    rpc.on_complete(move |_ctx, owner, token, r| {
-        let want = nx[owner.index()].get();
-        if token != want || r != Ok(answer(owner.0, me, token)) {
-            bd.set(bd.get() + 1);
-        }
-        nx[owner.index()].set(want + 1);
-    });
     let mut ep = b.start().expect("start");
     let ctx = ep.ctx();
     let mut sent = vec![0u64; n as usize];
@@ -67,38 +51,9 @@ fn rpc_order_rank() {
 
 #[test]
 fn answers_keep_their_order_under_credit_pressure() {
-    let exe = std::env::current_exe().unwrap();
-    let job = format!("rpcorder-{}", std::process::id());
-    let mut ranks: Vec<_> = (0..RANKS)
-        .map(|rank| {
-            Command::new(&exe)
-                .args(["rpc_order_rank", "--exact", "--test-threads", "1"])
-                .env("RPC_ORDER", "1")
-                .env("FASTMSG_RANK", rank.to_string())
-                .env("FASTMSG_SIZE", RANKS.to_string())
-                .env("FASTMSG_JOB", &job)
-                .env("FASTMSG_TIMEOUT", "60")
-                .spawn()
-                .expect("spawn rank")
-        })
-        .collect();
-    let limit = Duration::from_secs(120);
-    let t = Instant::now();
-    let mut status = vec![None; ranks.len()];
-    while status.iter().any(Option::is_none) && t.elapsed() < limit {
-        for (r, s) in ranks.iter_mut().zip(status.iter_mut()) {
-            if s.is_none() {
-                *s = r.try_wait().expect("wait");
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (r, s) in ranks.iter_mut().zip(status.iter()) {
-        if s.is_none() {
-            let _ = r.kill();
-            let _ = r.wait();
-        }
-    }
+    let env = [("RPC_ORDER", "1"), ("FASTMSG_TIMEOUT", "60")];
+    let mut ranks = common::spawn_ranks("rpc_order_rank", "rpcorder", RANKS, &env);
+    let status = common::wait_bounded(&mut ranks, Duration::from_secs(120));
     for (k, s) in status.into_iter().enumerate() {
         let s = s.unwrap_or_else(|| panic!("rank {k} hung"));
         assert!(s.success(), "rank {k} failed: {s}");

@@ -1,14 +1,21 @@
 //! Helpers shared by the handlers' tests: deterministic inputs every
-//! rank can recompute for every other rank, and threaded job runners.
+//! rank can recompute for every other rank, threaded job runners, and
+//! jobs of rank processes bounded in time.
 
 #![allow(dead_code)]
 
 use fastmsg::threads;
 use fastmsg::{EndpointBuilder, Error};
+use fastmsg_handlers::aggregate::Aggregator;
+use fastmsg_handlers::rpc::Rpc;
 use fastmsg_handlers::{CollConfig, Collectives};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// A generator for (seed, iteration, rank, salt).
 pub fn rng(seed: u64, iter: u64, rank: u32, salt: u64) -> StdRng {
@@ -136,4 +143,79 @@ pub fn fmrun() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// Start this test binary's test `test` (exact name) as every rank of a
+/// `size`-rank job of processes, one process a rank: `FASTMSG_RANK`,
+/// `FASTMSG_SIZE` and `FASTMSG_JOB` (`<job>-<this process's id>`) set,
+/// then `env`. The test reads an entry of `env` to know it runs as a rank.
+pub fn spawn_ranks(test: &str, job: &str, size: u32, env: &[(&str, &str)]) -> Vec<Child> {
+    let exe = std::env::current_exe().expect("own path");
+    let job = format!("{job}-{}", std::process::id());
+    (0..size)
+        .map(|rank| {
+            Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+                .env("FASTMSG_RANK", rank.to_string())
+                .env("FASTMSG_SIZE", size.to_string())
+                .env("FASTMSG_JOB", &job)
+                .envs(env.iter().copied())
+                .spawn()
+                .expect("spawn rank")
+        })
+        .collect()
+}
+
+/// Wait for every rank process, at most `limit` in all: each one's exit
+/// status, `None` for one still running then (a hang), which is killed.
+pub fn wait_bounded(ranks: &mut [Child], limit: Duration) -> Vec<Option<ExitStatus>> {
+    let t = Instant::now();
+    let mut status = vec![None; ranks.len()];
+    while status.iter().any(Option::is_none) && t.elapsed() < limit {
+        for (r, s) in ranks.iter_mut().zip(status.iter_mut()) {
+            if s.is_none() {
+                *s = r.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (r, s) in ranks.iter_mut().zip(status.iter()) {
+        if s.is_none() {
+            let _ = r.kill();
+            let _ = r.wait();
+        }
+    }
+    status
+}
+
+/// The owner's answer to request `x` from `src` in [`ordered_rpc`].
+pub fn answer(owner: u32, src: u32, x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(owner) << 48) ^ u64::from(src)
+}
+
+/// Per owner, the next token expected; and how many completions came out
+/// of order or wrong.
+pub type OrderCheck = (Rc<Vec<Cell<u64>>>, Rc<Cell<u64>>);
+
+/// Register the call channel `f` on `agg`, whose owners answer with
+/// [`answer`], with a completion callback that checks the order: the
+/// calls to each owner must carry the tokens 0, 1, … in the order they
+/// are made, and each answer must be the owner's.
+pub fn ordered_rpc(agg: &Aggregator, b: &mut EndpointBuilder) -> (Rpc<u64, u64>, OrderCheck) {
+    let rpc = agg.rpc(b, "f", |ctx: &fastmsg::Ctx, src: fastmsg::Rank, x: u64| {
+        Ok::<u64, String>(answer(ctx.rank().0, src.0, x))
+    });
+    let me = b.rank().0;
+    let n = b.size();
+    let next: Rc<Vec<Cell<u64>>> = Rc::new((0..n).map(|_| Cell::new(0)).collect());
+    let bad = Rc::new(Cell::new(0u64));
+    let (nx, bd) = (Rc::clone(&next), Rc::clone(&bad));
+    rpc.on_complete(move |_ctx, owner, token, r| {
+        let want = nx[owner.index()].get();
+        if token != want || r != Ok(answer(owner.0, me, token)) {
+            bd.set(bd.get() + 1);
+        }
+        nx[owner.index()].set(want + 1);
+    });
+    (rpc, (next, bad))
 }
