@@ -23,6 +23,11 @@
 //! all alike; the table gives medians and the ratios of `auto` over the
 //! best of the others: target ≤ 1.2 busy and for the ring, ≤ 1.05 against
 //! `spin` on a quiet machine.
+//!
+//! A run that outlives [`BusyOptions::limit`] (a `yield` ping-pong beside
+//! the burners can) is killed and recorded as timed out; the other cases
+//! go on. The table marks such cells and counts a timed-out run as slower
+//! than every finished one in the median.
 
 use crate::child;
 use crate::stats::median;
@@ -49,6 +54,9 @@ pub struct BusyOptions {
     /// root): on a machine others use, a negative value makes the burners
     /// the competition the busy case measures, and the quiet case quiet.
     pub nice: i32,
+    /// How long one run may last before it is killed and recorded as
+    /// timed out.
+    pub limit: Duration,
 }
 
 /// The programs measured: name, unit of the figure.
@@ -85,8 +93,39 @@ pub struct Cell {
     pub busy: bool,
     /// `fmrun --wait`.
     pub policy: &'static str,
-    /// One figure per round (lower is better).
+    /// One figure per finished round (lower is better).
     pub runs: Vec<f64>,
+    /// Rounds killed at the time limit (no figure).
+    pub timed_out: usize,
+}
+
+impl Cell {
+    /// The median over every round, a timed-out round counting as slower
+    /// than any finished one (infinite); `None` without rounds.
+    pub fn median(&self) -> Option<f64> {
+        let mut all = self.runs.clone();
+        all.extend(std::iter::repeat_n(f64::INFINITY, self.timed_out));
+        median(&all)
+    }
+}
+
+/// What one run gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// The program's figure.
+    Figure(f64),
+    /// Killed at the time limit.
+    TimedOut,
+}
+
+/// A finished run's output, a timed-out run as [`Outcome::TimedOut`],
+/// any other failure as the error's text.
+fn finished(r: Result<String, child::ChildRunError>) -> Result<Option<String>, String> {
+    match r {
+        Ok(out) => Ok(Some(out)),
+        Err(child::ChildRunError::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// CPU-bound processes, killed when dropped.
@@ -185,7 +224,7 @@ fn secret_file(dir: &Path) -> Result<PathBuf, String> {
 
 /// The mixed-transport ring: two `fmrun`s of 2 ranks each, "hosts" `a`
 /// (ranks 0, 1) and `b` (ranks 2, 3), meeting on the loopback.
-fn measure_ring(o: &BusyOptions, policy: &str, log: &Path) -> Result<f64, String> {
+fn measure_ring(o: &BusyOptions, policy: &str, log: &Path) -> Result<Outcome, String> {
     let secret = secret_file(&o.out)?;
     let root = format!("127.0.0.1:{}", free_port()?);
     let job = format!("busy-ring-{}-{}", std::process::id(), free_port()?);
@@ -213,7 +252,7 @@ fn measure_ring(o: &BusyOptions, policy: &str, log: &Path) -> Result<f64, String
         .stderr(other_out)
         .spawn()
         .map_err(|e| format!("starting host b's fmrun: {e}"))?;
-    let out = child::run(host("a", "0"), Duration::from_secs(180), log);
+    let out = child::run(host("a", "0"), o.limit, log);
     // Host b ends with the job; a few seconds' grace, then it is stopped.
     let end = Instant::now() + Duration::from_secs(10);
     let b_ok = loop {
@@ -227,17 +266,19 @@ fn measure_ring(o: &BusyOptions, policy: &str, log: &Path) -> Result<f64, String
             }
         }
     };
-    let out = out.map_err(|e| e.to_string())?;
+    let Some(out) = finished(out)? else {
+        return Ok(Outcome::TimedOut);
+    };
     if !b_ok {
         return Err(format!(
             "host b's fmrun failed (output in {})",
             other_log.display()
         ));
     }
-    per_hop(&out)
+    per_hop(&out).map(Outcome::Figure)
 }
 
-fn measure(o: &BusyOptions, kernel: usize, policy: &str, log: &Path) -> Result<f64, String> {
+fn measure(o: &BusyOptions, kernel: usize, policy: &str, log: &Path) -> Result<Outcome, String> {
     if kernel == RING {
         return measure_ring(o, policy, log);
     }
@@ -276,21 +317,42 @@ fn measure(o: &BusyOptions, kernel: usize, policy: &str, log: &Path) -> Result<f
             ]);
         }
     }
-    let out = child::run(cmd, Duration::from_secs(180), log).map_err(|e| e.to_string())?;
+    let Some(out) = finished(child::run(cmd, o.limit, log))? else {
+        return Ok(Outcome::TimedOut);
+    };
     match kernel {
         0 => field(&out, "one_way_ns_mean"),
         2 => field(&out, "wave_us"),
         _ => Ok(field(&out, "time_s")? * 1e3),
     }
+    .map(Outcome::Figure)
 }
 
-/// Run every case `rounds` times, interleaved; progress on stderr.
+/// Run every case `rounds` times, interleaved; progress on stderr. A run
+/// past the time limit is counted in its cell's `timed_out` and the rest
+/// go on.
 ///
 /// # Errors
-/// A program that fails, times out or prints no figure.
+/// A program that fails or prints no figure.
 pub fn run(o: &BusyOptions) -> Result<Vec<Cell>, String> {
     std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cells = all_cells();
+    rounds(o, &mut cells, |c, log| {
+        let burners = if c.busy {
+            Some(Burners::start(cpus, o.nice)?)
+        } else {
+            None
+        };
+        let v = measure(o, c.kernel, c.policy, log);
+        drop(burners);
+        v
+    })?;
+    Ok(cells)
+}
+
+/// Every case, no runs yet.
+fn all_cells() -> Vec<Cell> {
     let mut cells = Vec::new();
     for kernel in 0..KERNELS.len() {
         for (busy, policies) in cases(kernel) {
@@ -300,46 +362,77 @@ pub fn run(o: &BusyOptions) -> Result<Vec<Cell>, String> {
                     busy,
                     policy: p,
                     runs: Vec::new(),
+                    timed_out: 0,
                 });
             }
         }
     }
+    cells
+}
+
+/// `o.rounds` rounds over `cells`, `one` measuring a cell into its log
+/// file; a timed-out run is counted and the next goes on.
+fn rounds(
+    o: &BusyOptions,
+    cells: &mut [Cell],
+    mut one: impl FnMut(&Cell, &Path) -> Result<Outcome, String>,
+) -> Result<(), String> {
     for round in 0..o.rounds {
-        for c in &mut cells {
+        for c in cells.iter_mut() {
             let log = o.out.join(format!(
                 "{}-{}-{}-{round}.log",
                 c.kernel,
                 if c.busy { "busy" } else { "quiet" },
                 c.policy
             ));
-            let burners = if c.busy {
-                Some(Burners::start(cpus, o.nice)?)
-            } else {
-                None
+            let what = match one(c, &log)? {
+                Outcome::Figure(v) => {
+                    c.runs.push(v);
+                    format!("{v:.1} {}", KERNELS[c.kernel].1)
+                }
+                Outcome::TimedOut => {
+                    c.timed_out += 1;
+                    format!(
+                        "TIMED OUT (killed after {} s; output in {})",
+                        o.limit.as_secs_f64(),
+                        log.display()
+                    )
+                }
             };
-            let v = measure(o, c.kernel, c.policy, &log);
-            drop(burners);
-            let v = v?;
             eprintln!(
-                "busy round {round}: {} {} {}: {v:.1} {}",
+                "busy round {round}: {} {} {}: {what}",
                 KERNELS[c.kernel].0,
                 if c.busy { "busy" } else { "quiet" },
                 c.policy,
-                KERNELS[c.kernel].1
             );
-            c.runs.push(v);
         }
     }
-    Ok(cells)
+    Ok(())
 }
 
-/// The table (Markdown) with the ratios and whether each target is met.
-pub fn markdown(cells: &[Cell], cpus: usize, load: &str, nice: i32) -> String {
+/// One cell's text: its median, or "timed out", with the number of
+/// timed-out rounds when some finished.
+fn cell_text(c: Option<&Cell>) -> String {
+    let Some(c) = c else {
+        return "–".to_owned();
+    };
+    let rounds = c.runs.len() + c.timed_out;
+    match c.median() {
+        None => "–".to_owned(),
+        Some(m) if m.is_infinite() => format!("**timed out** ({}/{rounds})", c.timed_out),
+        Some(m) if c.timed_out > 0 => format!("{m:.1} ({}/{rounds} **timed out**)", c.timed_out),
+        Some(m) => format!("{m:.1}"),
+    }
+}
+
+/// The table (Markdown) with the ratios and whether each target is met;
+/// `limit` is the time limit a timed-out run was killed at.
+pub fn markdown(cells: &[Cell], cpus: usize, load: &str, nice: i32, limit: Duration) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "2 ranks (the ring: 4, on two hosts of 2); busy = one CPU-bound process per CPU ({cpus}); ranks and burners at nice {nice}; load average before: {load}; medians of {} rounds, interleaved; lower is better.\n",
-        cells.first().map_or(0, |c| c.runs.len())
+        cells.first().map_or(0, |c| c.runs.len() + c.timed_out)
     );
     let _ = writeln!(
         s,
@@ -348,13 +441,12 @@ pub fn markdown(cells: &[Cell], cpus: usize, load: &str, nice: i32) -> String {
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---|");
     for (k, (name, unit)) in KERNELS.iter().enumerate() {
         for (busy, policies) in cases(k) {
-            let get = |p: &str| {
+            let cell = |p: &str| {
                 cells
                     .iter()
                     .find(|c| c.kernel == k && c.busy == busy && c.policy == p)
-                    .and_then(|c| median(&c.runs))
             };
-            let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
+            let get = |p: &str| cell(p).and_then(Cell::median);
             let auto = get("auto");
             let others: Vec<f64> = ["spin", "yield", "sleep"]
                 .iter()
@@ -363,32 +455,138 @@ pub fn markdown(cells: &[Cell], cpus: usize, load: &str, nice: i32) -> String {
             let best = others.iter().copied().fold(f64::INFINITY, f64::min);
             // Quiet with `spin` alone beside `auto`: within 5 % of it;
             // otherwise within 20 % of the best.
-            let limit = if busy || policies.len() > 2 {
+            let target = if busy || policies.len() > 2 {
                 1.2
             } else {
                 1.05
             };
-            let (ratio, limit) = match auto {
-                Some(a) if best.is_finite() => (Some(a / best), limit),
-                _ => (None, 0.0),
-            };
+            // A timed-out `auto` misses; timed-out others are no best.
+            let ratio = auto.filter(|_| best.is_finite()).map(|a| a / best);
             let verdict = ratio.map_or("–".to_owned(), |r| {
                 format!(
-                    "≤ {limit}: {}",
-                    if r <= limit { "met" } else { "**missed**" }
+                    "≤ {target}: {}",
+                    if r <= target { "met" } else { "**missed**" }
                 )
+            });
+            let ratio = ratio.map_or("–".to_owned(), |r| {
+                if r.is_infinite() {
+                    "∞ (timed out)".to_owned()
+                } else {
+                    format!("{r:.2}")
+                }
             });
             let _ = writeln!(
                 s,
-                "| {name} ({unit}) | {} | {} | {} | {} | {} | {} | {verdict} |",
+                "| {name} ({unit}) | {} | {} | {} | {} | {} | {ratio} | {verdict} |",
                 if busy { "busy" } else { "quiet" },
-                fmt(auto),
-                fmt(get("spin")),
-                fmt(get("yield")),
-                fmt(get("sleep")),
-                ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
+                cell_text(cell("auto")),
+                cell_text(cell("spin")),
+                cell_text(cell("yield")),
+                cell_text(cell("sleep")),
             );
         }
     }
+    let timed_out: usize = cells.iter().map(|c| c.timed_out).sum();
+    if timed_out > 0 {
+        let _ = writeln!(
+            s,
+            "\n**{timed_out} run(s) timed out**: killed after {} s, no figure; a timed-out round counts as slower than every finished one in its cell's median.",
+            limit.as_secs_f64()
+        );
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// A scratch directory with `release/fmrun` a shell script of `body`.
+    fn fake_target(name: &str, body: &str) -> BusyOptions {
+        let dir = std::env::temp_dir().join(format!("fmbench-busy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("release")).unwrap();
+        let fmrun = dir.join("release/fmrun");
+        std::fs::write(&fmrun, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&fmrun, std::fs::Permissions::from_mode(0o755)).unwrap();
+        BusyOptions {
+            target: dir.clone(),
+            rounds: 1,
+            scale: 1.0,
+            out: dir,
+            nice: 0,
+            limit: Duration::from_millis(300),
+        }
+    }
+
+    #[test]
+    fn a_run_past_the_limit_is_timed_out_not_an_error() {
+        let o = fake_target("slow", "exec sleep 30");
+        let log = o.out.join("slow.log");
+        assert_eq!(measure(&o, 0, "yield", &log), Ok(Outcome::TimedOut));
+        let _ = std::fs::remove_dir_all(&o.out);
+    }
+
+    #[test]
+    fn a_figure_is_read_and_a_failure_stays_an_error() {
+        let o = fake_target("ok", r#"echo '{"one_way_ns_mean": 42.5}'"#);
+        let log = o.out.join("ok.log");
+        assert_eq!(measure(&o, 0, "auto", &log), Ok(Outcome::Figure(42.5)));
+        let _ = std::fs::remove_dir_all(&o.out);
+        let o = fake_target("fail", "exit 3");
+        let log = o.out.join("fail.log");
+        let e = measure(&o, 0, "auto", &log).unwrap_err();
+        assert!(e.contains("exited with"), "{e}");
+        let _ = std::fs::remove_dir_all(&o.out);
+    }
+
+    #[test]
+    fn rounds_go_on_after_a_timeout_and_the_table_marks_it() {
+        let mut o = fake_target("rounds", "exit 0");
+        o.rounds = 3;
+        let mut cells = all_cells();
+        // Busy `yield` ping-pong times out in rounds 0 and 1, busy `sleep`
+        // ping-pong in round 2; every other run gives a figure.
+        let mut round_of = std::collections::HashMap::new();
+        rounds(&o, &mut cells, |c, _| {
+            let n = round_of.entry((c.kernel, c.busy, c.policy)).or_insert(0);
+            *n += 1;
+            let slow = c.kernel == 0
+                && c.busy
+                && ((c.policy == "yield" && *n <= 2) || (c.policy == "sleep" && *n == 3));
+            Ok(if slow {
+                Outcome::TimedOut
+            } else {
+                Outcome::Figure(10.0 * *n as f64)
+            })
+        })
+        .unwrap();
+        for c in &cells {
+            assert_eq!(c.runs.len() + c.timed_out, 3, "{c:?}");
+        }
+        let find = |p: &str| {
+            cells
+                .iter()
+                .find(|c| c.kernel == 0 && c.busy && c.policy == p)
+                .unwrap()
+        };
+        assert_eq!(find("yield").timed_out, 2);
+        assert_eq!(find("yield").median(), Some(f64::INFINITY));
+        assert_eq!(find("sleep").timed_out, 1);
+        assert_eq!(find("sleep").median(), Some(20.0));
+        assert_eq!(find("auto").median(), Some(20.0));
+        let table = markdown(&cells, 2, "0.0", 0, o.limit);
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("| pingpong") && l.contains("| busy |"))
+            .unwrap();
+        assert!(row.contains("**timed out** (2/3)"), "{row}");
+        assert!(row.contains("20.0 (1/3 **timed out**)"), "{row}");
+        assert!(
+            table.contains("3 run(s) timed out**: killed after 0.3 s"),
+            "{table}"
+        );
+        let _ = std::fs::remove_dir_all(&o.out);
+    }
 }

@@ -112,6 +112,10 @@ enum Cmd {
         /// shared machine, makes the burners the only competition).
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         nice: i32,
+        /// Seconds one run may last; a run past it is killed, recorded as
+        /// timed out in the table, and the other cases go on.
+        #[arg(long, default_value_t = 180.0)]
+        limit_secs: f64,
     },
     /// A CPU-bound process for `fmbench busy` (spins, then exits).
     #[command(hide = true)]
@@ -273,13 +277,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         rounds,
         scale,
         nice,
+        limit_secs,
     }) = args.cmd
     {
+        let limit = std::time::Duration::try_from_secs_f64(limit_secs)
+            .map_err(|e| format!("--limit-secs {limit_secs}: {e}"))?;
         return busy(
             &repo,
             &target,
             &args.out,
-            (rounds, scale, nice),
+            (rounds, scale, nice, limit),
             !args.no_build,
         );
     }
@@ -581,7 +588,7 @@ fn busy(
     repo: &std::path::Path,
     target: &std::path::Path,
     out: &std::path::Path,
-    (rounds, scale, nice): (usize, f64, i32),
+    (rounds, scale, nice, limit): (usize, f64, i32, std::time::Duration),
     build: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if build {
@@ -600,6 +607,7 @@ fn busy(
         scale,
         out,
         nice,
+        limit,
     };
     let cells = fastmsg_benches::busy::run(&o)?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -607,7 +615,7 @@ fn busy(
     write!(
         std::io::stdout().lock(),
         "{}",
-        fastmsg_benches::busy::markdown(&cells, cpus, &load, nice)
+        fastmsg_benches::busy::markdown(&cells, cpus, &load, nice, limit)
     )?;
     Ok(())
 }
