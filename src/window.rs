@@ -104,6 +104,17 @@ impl WindowTable {
             })
     }
 
+    /// The name window `id` was registered with.
+    pub(crate) fn name_of(&self, id: WindowId) -> Result<String, PutError> {
+        self.specs
+            .get(id.0 as usize)
+            .map(|s| s.name.clone())
+            .ok_or(PutError::UnknownWindow {
+                id: id.0,
+                registered: self.specs.len() as u32,
+            })
+    }
+
     /// As `locate`, for an aligned 8-byte word.
     pub(crate) fn locate_word(&self, id: WindowId, offset: usize) -> Result<u64, PutError> {
         let at = self.locate(id, offset, 8)?;
@@ -231,6 +242,27 @@ impl WindowArea {
     /// Apply `op` atomically to the word at `at` ([`update_word`]).
     pub(crate) fn update_u64(&self, at: u64, op: WordOp) -> u64 {
         update_word(self, at, op)
+    }
+
+    /// Ask the CPU to bring the line of byte `at` into the cache (a hint:
+    /// no architectural read, cannot fault; nothing on other targets). A
+    /// locked update waits for earlier loads, not for prefetches, so
+    /// updates issued after prefetches of their words find them cached
+    /// instead of paying their misses one after another.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, at: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if at < self.len {
+            // SAFETY: `at` is inside the area (checked above), so the
+            // address is in bounds of the mapping `new` was given; a
+            // prefetch has no architectural effect.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.base.add(at as usize) as *const i8);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
     }
 
     /// Copy `data` to `at`.

@@ -216,6 +216,62 @@ fn bad_calls_are_typed_errors() {
     });
 }
 
+/// `Ctx::update_own_words`: a batch with one index past the window fails
+/// naming it and applies nothing; a valid batch (repeated words, every
+/// operation) leaves each word as `update_u64` one by one would.
+#[test]
+fn a_batch_of_own_word_updates_is_checked_whole_then_applied_in_order() {
+    run(1, |mut b| {
+        let win = b.window("batch", 64 * 8);
+        let ep = b.start()?;
+        let ctx = ep.ctx();
+        let bad = [(3u64, WordOp::FetchAdd(5)), (64, WordOp::FetchAdd(1))];
+        assert!(matches!(
+            ctx.update_own_words(win, bad.len(), |k| bad[k]),
+            Err(PutError::OutOfBounds {
+                offset: 512,
+                len: 8,
+                size: 512,
+                ..
+            })
+        ));
+        assert_eq!(ctx.get_u64(win, Rank(0), 3 * 8)?, 0, "nothing applied");
+        // 1000 updates over the 64 words: adds, swaps, compare-swaps, f64 adds.
+        let op = |k: usize| -> (u64, WordOp) {
+            let w = (k * 37 % 64) as u64;
+            let op = match k % 7 {
+                0 => WordOp::Swap(k as u64),
+                1 => WordOp::CompareSwap {
+                    current: k as u64 - 1,
+                    new: 7,
+                },
+                _ if w == 63 => WordOp::AddF64(0.5),
+                _ => WordOp::FetchAdd(k as u64),
+            };
+            (w, op)
+        };
+        ctx.update_own_words(win, 1000, op)?;
+        let mut want = [0u64; 64];
+        for k in 0..1000 {
+            let (w, o) = op(k);
+            let v = &mut want[w as usize];
+            *v = match o {
+                WordOp::Swap(x) => x,
+                WordOp::CompareSwap { current, new } if *v == current => new,
+                WordOp::CompareSwap { .. } => *v,
+                WordOp::AddF64(x) => (f64::from_bits(*v) + x).to_bits(),
+                WordOp::FetchAdd(x) => v.wrapping_add(x),
+                _ => unreachable!("the test makes no other operation"),
+            };
+        }
+        for (w, &v) in want.iter().enumerate() {
+            assert_eq!(ctx.get_u64(win, Rank(0), w * 8)?, v, "word {w}");
+        }
+        ep.close()?;
+        Ok(())
+    });
+}
+
 #[test]
 fn get_reads_what_the_owner_wrote() {
     let results = run(4, |mut b| {

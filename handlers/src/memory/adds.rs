@@ -10,7 +10,16 @@
 //! A window of at most 2^31 words per rank uses the two compact forms;
 //! a larger one the wide form. The owner applies each item with the same
 //! CPU atomic an on-host caller would use, so adds through the owner and
-//! direct updates of the same word by other ranks add up exactly.
+//! direct updates of the same word by other ranks (fetching operations,
+//! `direct_adds`) add up exactly.
+//!
+//! The owner takes a compact buffer whole: it checks every item's index
+//! first (a buffer with a bad one is refused whole, nothing applied),
+//! then applies the items through `Ctx::update_own_words`, which
+//! prefetches the words of the items ahead. A locked add is a full
+//! barrier, so one that misses the cache stalls until its line arrives
+//! and the next cannot start; prefetches are not held back by it, so
+//! the misses of the items ahead overlap.
 //!
 //! When an add is visible: it waits in the caller's buffer for its owner
 //! until the buffer fills, is flushed, or the caller is idle, and is
@@ -24,7 +33,7 @@
 
 use crate::aggregate::{AggError, Aggregator, Channel};
 use bytemuck::{Pod, Zeroable};
-use fastmsg::{Ctx, EndpointBuilder, Rank, WindowId, WordOp};
+use fastmsg::{Ctx, EndpointBuilder, HandlerResult, Rank, WindowId, WordOp};
 
 /// Largest word count per rank that the compact forms address.
 const COMPACT_WORDS: u64 = 1 << 31;
@@ -63,6 +72,67 @@ fn apply(ctx: &Ctx, win: WindowId, words: u64, index: u64, op: WordOp) -> fastms
     Ok(())
 }
 
+/// The `k`-th native-endian `u32` of `bytes` (in bounds: checked by the
+/// caller).
+#[inline(always)]
+fn u32_at(bytes: &[u8], k: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&bytes[4 * k..4 * k + 4]);
+    u32::from_ne_bytes(b)
+}
+
+/// Apply a whole compact buffer of `bytes` from `src` on channel
+/// `channel`: items of `width` `u32`s, the first holding the word index
+/// (and, for 3-wide items, the f64 flag), the others the value. Every
+/// index is checked before any item is applied.
+fn apply_buffer(
+    ctx: &Ctx,
+    src: Rank,
+    (channel, win, words): (&str, WindowId, u64),
+    width: usize,
+    bytes: &[u8],
+) -> HandlerResult {
+    let item = 4 * width;
+    if bytes.len() % item != 0 {
+        return Err(AggError::Malformed {
+            src,
+            channel: channel.to_owned(),
+            why: format!(
+                "{} bytes are not a whole number of {item}-byte items",
+                bytes.len()
+            ),
+        }
+        .into());
+    }
+    let n = bytes.len() / item;
+    // A +1 item is a bare index; an add's first element carries the flag.
+    let mask = if width == 1 { u32::MAX } else { !FLOAT };
+    let index = |k: usize| u64::from(u32_at(bytes, k * width) & mask);
+    // One pass for the bounds; the first bad item named.
+    let highest = (0..n).map(index).max().unwrap_or(0);
+    if n > 0 && highest >= words {
+        let k = (0..n).find(|&k| index(k) >= words).unwrap_or(0);
+        return Err(format!(
+            "add to word {} out of range ({words} words; item {k} of a buffer of {n} from rank {}, none applied)",
+            index(k),
+            src.0
+        )
+        .into());
+    }
+    let op = |k: usize| {
+        if width == 1 {
+            WordOp::FetchAdd(1)
+        } else {
+            let first = u32_at(bytes, k * width);
+            let value = u64::from(u32_at(bytes, k * width + 1))
+                | u64::from(u32_at(bytes, k * width + 2)) << 32;
+            op_of(value, first & FLOAT != 0)
+        }
+    };
+    ctx.update_own_words(win, n, |k| (index(k), op(k)))?;
+    Ok(())
+}
+
 fn op_of(value: u64, float: bool) -> WordOp {
     if float {
         WordOp::AddF64(f64::from_bits(value))
@@ -82,20 +152,18 @@ impl Adds {
         win: WindowId,
         words: u64,
     ) -> Adds {
-        let inc = agg.channel(
-            b,
-            &format!("fastmsg-mem/{name}/inc"),
-            move |ctx, _src, i: u32| apply(ctx, win, words, u64::from(i), WordOp::FetchAdd(1)),
-        );
-        let add = agg.channel(
-            b,
-            &format!("fastmsg-mem/{name}/add"),
-            move |ctx, _src, [i, lo, hi]: [u32; 3]| {
-                let value = u64::from(lo) | u64::from(hi) << 32;
-                let op = op_of(value, i & FLOAT != 0);
-                apply(ctx, win, words, u64::from(i & !FLOAT), op)
-            },
-        );
+        // The compact channels take their buffers whole (`apply_buffer`).
+        let buffer = agg.config().buffer_bytes;
+        let inc_name = format!("fastmsg-mem/{name}/inc");
+        let inc: Channel<u32> = agg.declare(b, &inc_name);
+        b.define_whole(inc.handler(), buffer.max(4), move |ctx, src, bytes| {
+            apply_buffer(ctx, src, (&inc_name, win, words), 1, bytes)
+        });
+        let add_name = format!("fastmsg-mem/{name}/add");
+        let add: Channel<[u32; 3]> = agg.declare(b, &add_name);
+        b.define_whole(add.handler(), buffer.max(12), move |ctx, src, bytes| {
+            apply_buffer(ctx, src, (&add_name, win, words), 3, bytes)
+        });
         let wide = agg.channel(
             b,
             &format!("fastmsg-mem/{name}/add-wide"),

@@ -106,6 +106,59 @@ impl Ctx {
         Ok(core.area_of(dest)?.update_u64(at, op))
     }
 
+    /// Remote atomics in bulk on this rank's own window `win`, for an
+    /// owner applying a batch of updates it was sent: `n` updates, the
+    /// `k`-th being `item(k)` = (word index, operation). Every index is
+    /// checked before any update is made; then each update is made in
+    /// order exactly as [`update_u64`](Self::update_u64) would (atomic
+    /// with respect to every other update of the word, AcqRel), with the
+    /// words of the next few items prefetched, so that their cache misses
+    /// overlap instead of each waiting behind the previous locked update.
+    /// The previous values are not returned. `item` is called up to three
+    /// times per item and must give the same answer each time. Never runs
+    /// handlers.
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`]; [`PutError::OutOfBounds`] naming the
+    /// first item whose index is past the window (none applied);
+    /// [`PutError::Closed`].
+    pub fn update_own_words<F>(&self, win: WindowId, n: usize, item: F) -> Result<(), PutError>
+    where
+        F: Fn(usize) -> (u64, WordOp),
+    {
+        /// Items prefetched ahead of the one being applied.
+        const AHEAD: usize = 8;
+        let core = self.core();
+        let windows = core.windows();
+        let len = windows.len_of(win)?;
+        let words = (len / 8) as u64;
+        if let Some(k) = (0..n).find(|&k| item(k).0 >= words) {
+            let index = item(k).0;
+            return Err(PutError::OutOfBounds {
+                window: windows.name_of(win)?,
+                offset: usize::try_from(index.saturating_mul(8)).unwrap_or(usize::MAX),
+                len: 8,
+                size: len as u64,
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let base = windows.locate_word(win, 0)?;
+        let area = core.area_of(core.rank())?;
+        let at = |k: usize| base + item(k).0 * 8;
+        for k in 0..n.min(AHEAD) {
+            area.prefetch(at(k));
+        }
+        for k in 0..n {
+            if k + AHEAD < n {
+                area.prefetch(at(k + AHEAD));
+            }
+            area.update_u64(at(k), item(k).1);
+        }
+        Ok(())
+    }
+
     /// Whether `rank` shares this host's memory (this rank included): its
     /// windows are reached directly by [`get`](Self::get) and
     /// [`update_u64`](Self::update_u64).
