@@ -210,10 +210,13 @@ impl Endpoint {
     /// (`FM_begin_message`). Send its pieces with
     /// [`MessageWriter::send_piece`], then [`MessageWriter::end`].
     ///
-    /// **Runs handlers**: `begin_message` itself never does; the writer's
-    /// `send_piece` and `end` do when out of credit (they make progress
-    /// until credit returns), so state a handler borrows (a `RefCell`)
-    /// must not be borrowed across those calls.
+    /// **Runs handlers**: `begin_message` does only when sends parked
+    /// towards `dest` (by handlers) are ahead of it: it takes its place
+    /// behind them and makes progress until they have left (what handlers
+    /// send to `dest` meanwhile leaves after this message). The writer's
+    /// `send_piece` and `end` run handlers when out of credit (they make
+    /// progress until credit returns), so state a handler borrows (a
+    /// `RefCell`) must not be borrowed across those calls.
     ///
     /// # Errors
     /// [`SendError::BadDestination`], [`SendError::UnknownHandler`],
@@ -234,8 +237,9 @@ impl Endpoint {
     /// until credit returns, so state a handler borrows (a `RefCell`)
     /// must not be borrowed across this call. With credit it returns
     /// without running any. Behind sends already parked towards `dest`
-    /// (sent by handlers) it is parked too, so that it leaves after them
-    /// and before anything a handler sends later.
+    /// (sent by handlers) it takes its place and waits for them to leave
+    /// (making progress), then is written in place: it leaves after them
+    /// and before anything a handler sends meanwhile or later.
     ///
     /// # Errors
     /// As [`begin_message`](Self::begin_message).
@@ -360,8 +364,10 @@ impl Drop for Endpoint {
 }
 
 impl Core {
-    /// `Endpoint::begin_message`: wait until nothing is parked towards
-    /// `dest`, then open the main thread's stream to it.
+    /// `Endpoint::begin_message`: reserve the main thread's place in
+    /// `dest`'s pending order, wait (making progress) until the sends
+    /// parked ahead of it have left, then open its stream (see the send
+    /// side's order rules, `engine::net`).
     pub(in crate::endpoint) fn begin_message(
         self: &Rc<Self>,
         dest: Rank,
@@ -369,19 +375,39 @@ impl Core {
         handler: HandlerId,
     ) -> Result<MessageWriter<'_>, SendError> {
         self.check_send(dest, handler)?;
-        let mut waiter = Waiter::for_peer(dest);
-        while self.net.borrow().has_pending_to(dest) {
-            self.net.borrow_mut().drain_pending();
-            if self.net.borrow().has_pending_to(dest) {
-                self.wait_for_credit(dest, &mut waiter)?;
-            }
-        }
+        self.take_turn(dest)?;
         let s = OutStream::user(self.rank(), dest, handler, len as u64);
         Ok(MessageWriter::open(self, s))
     }
 
+    /// Reserve the main thread's place towards `dest` and wait for its
+    /// turn: handlers that run meanwhile (this makes progress) park what
+    /// they send to `dest` behind it. On error the place is released.
+    fn take_turn(self: &Rc<Self>, dest: Rank) -> Result<(), SendError> {
+        if self.net.borrow_mut().reserve_main(dest) {
+            return Ok(());
+        }
+        let mut waiter = Waiter::for_peer(dest);
+        loop {
+            {
+                let mut net = self.net.borrow_mut();
+                net.drain_pending();
+                if net.main_turn() {
+                    return Ok(());
+                }
+            }
+            if let Err(e) = self.wait_for_credit(dest, &mut waiter) {
+                self.net.borrow_mut().close_main();
+                return Err(e);
+            }
+            if self.net.borrow().main_turn() {
+                return Ok(());
+            }
+        }
+    }
+
     /// `Endpoint::send`: a whole message, waiting for credit (making
-    /// progress) rather than parking.
+    /// progress) rather than parking: written in place, in its turn.
     pub(in crate::endpoint) fn send_waiting(
         self: &Rc<Self>,
         dest: Rank,
@@ -400,12 +426,11 @@ impl Core {
         if inline {
             return Ok(());
         }
-        if self.net.borrow().has_pending_to(dest) {
-            // Sends are parked towards `dest`: waiting for them to drain
-            // would let handlers that run meanwhile park messages of
-            // their own, which would then leave before this one. Queued
-            // behind them now, it keeps its place (the bound on parked
-            // bytes still holds: `relieve`).
+        if self.net.borrow().main_busy() {
+            // A main-thread message is being written already (a `Ctx`
+            // used while a `MessageWriter` is open): this one cannot wait
+            // for its own turn inside that one's, so it takes its place in
+            // the pending order as a copy.
             let stream = OutStream::user(self.rank(), dest, handler, len as u64);
             self.net.borrow_mut().send_or_park(stream, pieces);
             return self.relieve();
@@ -535,6 +560,8 @@ impl Core {
     }
 }
 
+#[cfg(test)]
+mod order_tests;
 #[cfg(test)]
 mod stuck_tests;
 #[cfg(test)]

@@ -12,19 +12,18 @@
 //! is sent, and no borrow is held across the send: the send may make
 //! progress, which runs handlers that add items to these very buffers.
 //! Items added meanwhile go into the spare and leave after the buffer
-//! being sent, so order per destination holds: while a buffer to a
-//! destination is being sent (a send from the main loop waits for credit,
-//! running handlers and the idle hook), a flush of that destination from
-//! inside that progress does not send — it holds the buffer back, and the
-//! outer send sends the held buffers, in order, once its own has left.
-//! Otherwise a later buffer could take the credit first and overtake it
-//! (request/response matches answers by their order).
+//! being sent, so order per destination holds: a buffer flushed from
+//! inside that progress (a handler's, while the main loop's send waits
+//! for credit) is sent after the outer one, because the endpoint keeps
+//! per-destination order across nested sends ([`Ctx::post`] from the
+//! main loop takes its place in the destination's order before it waits,
+//! and what handlers send meanwhile parks behind it). Request/response
+//! matches answers by that order.
 
 use super::AggError;
 use bytemuck::Pod;
 use fastmsg::{Ctx, HandlerId, Rank};
 use std::cell::RefCell;
-use std::collections::VecDeque;
 
 /// What the aggregator does with every channel's buffers, whatever their
 /// item type.
@@ -60,9 +59,6 @@ pub(crate) struct Outbox<E: Pod> {
     pub(crate) cap: usize,
     bufs: RefCell<Vec<Buf<E>>>,
     spare: RefCell<Vec<Buf<E>>>,
-    /// Per destination: whether a buffer to it is being sent now, and the
-    /// buffers flushed meanwhile, to leave after it in this order.
-    sending: RefCell<Vec<Option<VecDeque<Buf<E>>>>>,
 }
 
 impl<E: Pod> Outbox<E> {
@@ -80,7 +76,6 @@ impl<E: Pod> Outbox<E> {
             cap,
             bufs: RefCell::new(Vec::new()),
             spare: RefCell::new(Vec::new()),
-            sending: RefCell::new(Vec::new()),
         }
     }
 
@@ -210,9 +205,8 @@ impl<E: Pod> Outbox<E> {
         Ok(())
     }
 
-    /// Send `dest`'s buffer if it holds anything (or hold it back, if a
-    /// buffer to `dest` is being sent by an outer call: that call sends
-    /// it next).
+    /// Send `dest`'s buffer if it holds anything, then keep it as a
+    /// spare.
     pub(crate) fn flush(&self, ctx: &Ctx, d: usize) -> Result<(), AggError> {
         let out = {
             let mut bufs = self.bufs.borrow_mut();
@@ -224,35 +218,9 @@ impl<E: Pod> Outbox<E> {
                 _ => return Ok(()),
             }
         };
-        {
-            let mut sending = self.sending.borrow_mut();
-            if sending.len() <= d {
-                sending.resize_with(d + 1, || None);
-            }
-            if let Some(held) = &mut sending[d] {
-                held.push_back(out);
-                return Ok(());
-            }
-            sending[d] = Some(VecDeque::new());
-        }
-        let mut r = self.send(ctx, d, out);
-        // Then what was flushed to `d` while it left, in order.
-        loop {
-            let next = self.sending.borrow_mut()[d]
-                .as_mut()
-                .and_then(VecDeque::pop_front);
-            let Some(b) = next else { break };
-            r = r.and(self.send(ctx, d, b));
-        }
-        self.sending.borrow_mut()[d] = None;
-        r
-    }
-
-    /// Post one buffer to `d`, then keep it as a spare.
-    fn send(&self, ctx: &Ctx, d: usize, out: Buf<E>) -> Result<(), AggError> {
-        // From the main loop this waits for credit (making progress)
-        // rather than copying the buffer into the pending queue; from a
-        // handler or the idle hook it never blocks.
+        // From the main loop this waits for its turn and for credit
+        // (making progress) rather than copying the buffer into the
+        // pending queue; from a handler or the idle hook it never blocks.
         let filled = &out.items[..out.n];
         let r = if std::mem::size_of::<E>() == 0 {
             ctx.post(Rank(d as u32), self.handler, &[&vec![0u8; out.n]])
@@ -283,13 +251,6 @@ impl<E: Pod> Buffers for Outbox<E> {
     }
 
     fn buffered(&self) -> usize {
-        let held: usize = self
-            .sending
-            .borrow()
-            .iter()
-            .flatten()
-            .flat_map(|h| h.iter().map(|b| b.n))
-            .sum();
-        (self.bufs.borrow().iter().map(|b| b.n).sum::<usize>() + held) * Self::WIRE
+        self.bufs.borrow().iter().map(|b| b.n).sum::<usize>() * Self::WIRE
     }
 }

@@ -8,10 +8,28 @@
 //! which must never block, parks the rest in the destination's *pending*
 //! queue (a copy), drained by later progress — UCX's pending-queue idea.
 //!
-//! Order per destination is kept by two rules: a destination with a
-//! pending queue, or with the main thread's stream open, takes new handler
-//! sends only into its pending queue; the main thread drains a
-//! destination's pending queue before opening a stream to it.
+//! # Order per destination
+//!
+//! Every message to a destination leaves in the order its send was
+//! issued, whoever issued it — the main thread or a handler, including a
+//! handler that runs *while* a main-thread send waits for credit. One
+//! mechanism keeps it, the destination's pending order:
+//!
+//! - a send from a handler (or hook, or control message) goes straight out
+//!   only when nothing is ahead of it (no pending queue, no main-thread
+//!   send reserved); otherwise it is copied to the back of the pending
+//!   queue;
+//! - a send from the main thread first *reserves its place*
+//!   ([`Net::reserve_main`]): it records how many parked sends are ahead
+//!   of it, and from then on the destination counts as taken, so what
+//!   handlers send meanwhile parks behind it. Draining sends only those
+//!   ahead; once they have left, the main thread writes its own message in
+//!   place from the caller's buffers (no copy), waiting for credit as it
+//!   goes, and releases the place when it ends ([`Net::close_main`]); the
+//!   sends parked behind it then drain.
+//!
+//! With nothing ahead and credit available the reservation costs two
+//! stores: the common send is still written straight into frames.
 
 use crate::endpoint::engine::control_op::ControlOp;
 use crate::endpoint::engine::health::Failure;
@@ -201,20 +219,35 @@ impl OutStream {
     }
 }
 
-/// The main thread's open stream (a `MessageWriter`): at most one
-/// destination at a time. While it is open, sends to that destination from
-/// handlers park, and parked sends to it wait, so the stream's fragments
-/// are not interleaved with another message's. Set and cleared only by
-/// [`Net::open_main`] and [`Net::close_main`] (a `MessageWriter` opening
-/// and ending).
+/// The main thread's place in one destination's pending order (a
+/// `MessageWriter`, reserved before it opens): at most one destination at
+/// a time. While it is held, sends to that destination from handlers
+/// park behind it, and of the sends parked to it only the `ahead` first
+/// may leave, so the main thread's fragments follow exactly those and are
+/// not interleaved with another message's. Set by [`Net::reserve_main`],
+/// cleared by [`Net::close_main`].
 #[derive(Debug, Default, Clone, Copy)]
-struct MainStream(Option<Rank>);
+struct MainStream {
+    to: Option<Rank>,
+    /// Parked sends to `to` still ahead of the main thread's message.
+    ahead: usize,
+}
 
 impl MainStream {
-    /// Whether the open stream goes to `dest`.
+    /// Whether the main thread holds a place towards `dest`.
     #[inline(always)]
     fn is_to(self, dest: Rank) -> bool {
-        self.0 == Some(dest)
+        self.to == Some(dest)
+    }
+
+    /// How many of `dest`'s parked sends may leave now.
+    #[inline(always)]
+    fn may_drain(self, dest: Rank) -> usize {
+        if self.is_to(dest) {
+            self.ahead
+        } else {
+            usize::MAX
+        }
     }
 }
 
@@ -370,16 +403,42 @@ impl Net {
         sent
     }
 
-    /// The main thread opens its stream to `dest` (nothing may be parked
-    /// for `dest`: the caller drained it first).
-    pub(in crate::endpoint) fn open_main(&mut self, dest: Rank) {
-        debug_assert!(!self.has_pending_to(dest));
-        self.open = MainStream(Some(dest));
+    /// The main thread reserves its place in `dest`'s pending order:
+    /// behind every send parked for `dest` now, ahead of every send
+    /// issued from here on (handlers' sends park behind it). Returns
+    /// whether it is already its turn (nothing ahead). Released by
+    /// [`close_main`](Self::close_main), whatever happens.
+    #[inline]
+    pub(in crate::endpoint) fn reserve_main(&mut self, dest: Rank) -> bool {
+        debug_assert!(self.open.to.is_none(), "one main-thread send at a time");
+        let ahead = self.pending[dest.index()].len();
+        self.open = MainStream {
+            to: Some(dest),
+            ahead,
+        };
+        ahead == 0
     }
 
-    /// The main thread's stream ended (sent whole, aborted, or given up).
+    /// Whether the main thread holds a place (reserved or writing) towards
+    /// any destination.
+    #[inline]
+    pub(in crate::endpoint) fn main_busy(&self) -> bool {
+        self.open.to.is_some()
+    }
+
+    /// Whether the main thread's reserved message may be written now: the
+    /// sends that were parked ahead of it have all left (or were dropped
+    /// with a failed destination).
+    #[inline]
+    pub(in crate::endpoint) fn main_turn(&self) -> bool {
+        self.open.ahead == 0
+    }
+
+    /// The main thread's message ended (sent whole, aborted, or given up
+    /// while it waited for its turn): its place is released, and what
+    /// parked behind it may leave.
     pub(in crate::endpoint) fn close_main(&mut self) {
-        self.open = MainStream(None);
+        self.open = MainStream::default();
     }
 
     /// User messages sent so far, parked ones included.
@@ -485,6 +544,10 @@ impl Net {
     /// delivered, and their memory is freed).
     pub(in crate::endpoint) fn drop_pending_to(&mut self, dest: Rank) {
         let d = dest.index();
+        if self.open.is_to(dest) {
+            // Nothing is ahead of the main thread's message any more.
+            self.open.ahead = 0;
+        }
         if self.pending.get(d).is_some_and(|p| !p.is_empty()) {
             let held: usize = self.pending[d].iter().map(|p| p.data.len() - p.off).sum();
             self.parked_bytes -= held;
@@ -501,8 +564,9 @@ impl Net {
         Ok(())
     }
 
-    /// Send a whole message from a handler: straight out if possible, else
-    /// (partly) parked. Never blocks.
+    /// Send a whole message from a handler: straight out if nothing is
+    /// ahead of it towards its destination (see the module doc) and credit
+    /// allows, else (partly) parked. Never blocks.
     pub(in crate::endpoint) fn send_or_park(&mut self, mut stream: OutStream, pieces: &[&[u8]]) {
         let dest = stream.dest;
         if !self.open.is_to(dest) && !self.has_pending_to(dest) {
@@ -558,15 +622,21 @@ impl Net {
         }
     }
 
-    /// Push parked sends out as far as credit allows (skipping the
-    /// destination of the main thread's open stream).
+    /// Push parked sends out as far as credit allows (towards the
+    /// destination the main thread holds a place for, only those ahead of
+    /// it).
     #[inline(never)]
     pub(in crate::endpoint) fn drain_pending(&mut self) {
         let mut i = 0;
         while i < self.pending_dests.len() {
             let d = self.pending_dests[i] as usize;
-            if !self.open.is_to(Rank(d as u32)) {
-                self.drain_dest(d);
+            let dest = Rank(d as u32);
+            let may = self.open.may_drain(dest);
+            if may > 0 {
+                let left = self.drain_dest(d, may);
+                if self.open.is_to(dest) {
+                    self.open.ahead -= left;
+                }
             }
             if self.pending[d].is_empty() {
                 self.pending_dests.swap_remove(i);
@@ -576,16 +646,24 @@ impl Net {
         }
     }
 
-    fn drain_dest(&mut self, d: usize) {
-        while let Some(mut p) = self.pending[d].pop_front() {
+    /// Send up to `max` of `d`'s parked sends, in order, as credit
+    /// allows; returns how many left whole.
+    fn drain_dest(&mut self, d: usize, max: usize) -> usize {
+        let mut left = 0;
+        while left < max {
+            let Some(mut p) = self.pending[d].pop_front() else {
+                break;
+            };
             let n = p.stream.write(self, &p.data[p.off..]);
             p.off += n;
             self.parked_bytes -= n;
             if p.off < p.data.len() || !p.stream.finish(self) {
                 self.pending[d].push_front(p);
-                return;
+                break;
             }
+            left += 1;
         }
+        left
     }
 
     /// Whether `progress` has anything to do: parked sends, credit to
@@ -596,12 +674,13 @@ impl Net {
     }
 
     /// Whether a sleeper has work: arrivals, or parked sends with credit
-    /// now (outside the main thread's open stream).
+    /// now (towards the main thread's destination, only those ahead of
+    /// it).
     pub(in crate::endpoint) fn has_work(&self) -> bool {
         self.has_arrivals()
             || self.pending_dests.iter().any(|&d| {
                 let d = Rank(d);
-                !self.open.is_to(d) && self.has_credit(d)
+                self.open.may_drain(d) > 0 && self.has_credit(d)
             })
     }
 

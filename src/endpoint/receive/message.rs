@@ -454,11 +454,12 @@ impl Ctx {
     /// hook (never blocks: parks without credit), and like
     /// [`Endpoint::send`](crate::Endpoint::send) from anywhere else —
     /// without credit it makes progress until credit returns instead of
-    /// copying the message into the pending queue (unless sends are
-    /// already parked towards `dest`: then it is queued behind them, so
-    /// that order holds against what handlers send meanwhile). What a library that
-    /// sends both from handlers and from the main loop wants (aggregation
-    /// buffers: no copy, no parked memory from the main loop).
+    /// copying the message into the pending queue (behind sends already
+    /// parked towards `dest` it takes its place and waits for them to
+    /// leave; what handlers send to `dest` meanwhile leaves after it).
+    /// What a library that sends both from handlers and from the main
+    /// loop wants (aggregation buffers: no copy, no parked memory from the
+    /// main loop, order per destination kept across both).
     ///
     /// # Errors
     /// As [`send`](Self::send); from outside handlers also as

@@ -30,11 +30,12 @@ pub struct MessageWriter<'a> {
 }
 
 impl<'a> MessageWriter<'a> {
-    /// Open the main thread's stream `s` (nothing is parked for its
-    /// destination: the caller drained it). It stays open until the
-    /// writer ends ([`close`](Self::close)).
+    /// Open the main thread's stream `s` in the place it reserved
+    /// (`Core::begin_message`: its turn has come, nothing parked is ahead
+    /// of it). The place stays taken until the writer ends
+    /// ([`close`](Self::close)).
     pub(in crate::endpoint) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
-        core.net.borrow_mut().open_main(s.dest);
+        debug_assert!(core.net.borrow().main_turn());
         MessageWriter {
             core,
             s,
