@@ -1,6 +1,7 @@
 //! A shared receive queue left holding a value the protocol itself writes,
-//! but only for a moment: senders end their wait with a typed error naming
-//! the queue's owner instead of spinning for ever.
+//! but never while a sender holding a credit waits on it: senders end
+//! their wait with a typed error naming the queue's owner instead of
+//! spinning for ever.
 
 use super::Endpoint;
 use crate::error::{ExtractError, ProtocolError, SendError};
@@ -13,12 +14,14 @@ fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
     f(&mut ep.core.net.borrow_mut().shm)
 }
 
-/// Ranks 1 and 2 share rank 0's one queue (4 slots: 2 credits each). Rank
-/// 1 sends 8 messages (two laps), rank 0 takes them, then rank 1 sets the
+/// The three ranks share rank 0's one queue (8 slots: 2 credits for each
+/// of 3 senders, rounded up to a power of two). Rank
+/// 1 sends 8 messages (a lap), rank 0 takes them, then rank 1 sets the
 /// stamp of the next slot back one lap — "recycled for the earlier
-/// position", whose sender would stamp it within moments — and sends:
-/// the send ends with the queue reported stuck, naming rank 0; before,
-/// it (and every later sender, `close` included) spun for ever.
+/// position", which the credit protocol rules out once that position was
+/// taken — and sends: the send ends with the queue reported corrupt,
+/// naming rank 0 and the stamp; before, it (and every later sender,
+/// `close` included) spun for ever.
 fn set_back_stamp(frames: bool) {
     let done = AtomicBool::new(false);
     let got = std::sync::Arc::new(AtomicU32::new(0));
@@ -74,11 +77,12 @@ fn set_back_stamp(frames: bool) {
                     assert!(
                         matches!(
                             &e,
-                            ExtractError::Protocol(ProtocolError::PeerQueueStuck { dest: 0, .. })
+                            ExtractError::Protocol(ProtocolError::PeerQueueCorrupt { dest: 0, pos, seq })
+                                if *seq + 8 == *pos
                         ) && e.failed_peer() == Some(Rank(0)),
                         "{e:?}"
                     );
-                    assert!(e.to_string().contains("stamped"), "{e}");
+                    assert!(e.to_string().contains("slot stamp"), "{e}");
                     // SYNC POINT test-done (release side).
                     done.store(true, Ordering::Release);
                     Ok(())

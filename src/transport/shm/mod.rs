@@ -11,6 +11,7 @@
 
 #![allow(unsafe_code)]
 
+mod audit;
 mod gather;
 mod holes;
 pub mod layout;
@@ -107,6 +108,9 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
+    /// Shared queues: positions popped and not yet recycled (see
+    /// `audit`).
+    held: u64,
 }
 
 /// The send side towards one local peer.
@@ -123,6 +127,10 @@ struct TxPeer {
     /// The peer's lifeline: a send waiting on its shared queue gives up
     /// once it says the peer is gone.
     life: MapRef<LifeLine>,
+    /// Dedicated queue: positions reserved (`try_reserve`) and not yet
+    /// committed, whose stamps may still be the previous lap's (see
+    /// `check_sent`).
+    open: u32,
 }
 
 /// The receive side's way back to one source: its credit count, the line
@@ -230,6 +238,9 @@ pub struct ShmTransport {
     /// What sends found corrupt in peers' queues, to report once each
     /// (`take_refusal`, after the alarm; `check_peers`).
     tx_corrupt: Vec<ProtocolError>,
+    /// The queue this rank's sends to itself go through was found
+    /// corrupt: reported by every `check_peers` (see `audit`).
+    own_broken: Option<ProtocolError>,
     /// The endpoint's alarm word (set once the watchdog exists), raised
     /// when a send finds a peer gone or its queue corrupt: the next
     /// `extract` reads it, whichever call path the send took.
@@ -364,6 +375,7 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
+                held: 0,
             });
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
@@ -380,6 +392,7 @@ impl ShmTransport {
                 bell: seg_ref.doorbell(smt),
                 area: area(smt),
                 life: lives[smt as usize].clone(),
+                open: 0,
             });
         }
         let local = layout.params.local as usize;
@@ -418,6 +431,7 @@ impl ShmTransport {
             gone: vec![false; local],
             holes: vec![holes::HoleWatch::default(); n_rx],
             tx_corrupt: Vec::new(),
+            own_broken: None,
             alarm: None,
             life,
             seg,
@@ -458,12 +472,13 @@ impl ShmTransport {
     /// frame (shared queues), and the credit of its sender.
     #[inline]
     fn give_back(&mut self, qi: usize, frame: u32, pos: u64, src_smt: u32) {
-        let rq = &self.rx[qi];
+        let rq = &mut self.rx[qi];
         if rq.q.is_shared() {
             if frame != NO_FRAME {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
             rq.q.recycle(pos);
+            rq.held = rq.held.saturating_sub(1);
         }
         self.credit_one(src_smt);
     }
@@ -486,6 +501,7 @@ impl ShmTransport {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
                 rq.q.recycle(pos);
+                self.rx[qi].held = self.rx[qi].held.saturating_sub(1);
             }
         }
         err
@@ -590,6 +606,9 @@ impl RxQueue {
             inline: b.inline.as_ptr(),
         });
         self.head += 1;
+        if self.q.is_shared() {
+            self.held += 1;
+        }
         self.q.prefetch(pos + PREFETCH_AHEAD);
         self.watch = self.q.watch(self.head);
         (pos, p)
@@ -830,12 +849,10 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let claimed =
-                FreeList::new(peer.free_head, &peer.frames).claim(|| peer.receiver_gone());
-            let frame = match claimed {
+            let frame = match peer.claim_frame() {
                 Ok(f) => f,
                 Err(e) => {
-                    self.refuse(dest, TxStalled::Frames(e));
+                    self.refuse(dest, e);
                     return None;
                 }
             };
@@ -844,8 +861,10 @@ impl Transport for ShmTransport {
             // is ours until the receiver releases it after our commit.
             Some(unsafe { TxFrame::external(dest, u64::from(frame), ptr, peer.frames.cap) })
         } else if use_inline {
+            peer.open += 1;
             Some(TxFrame::inline(dest, pos))
         } else {
+            peer.open += 1;
             let frame = (pos & (peer.q.capacity() - 1)) as u32;
             let ptr = peer.frames.payload(frame);
             // SAFETY: dedicated queue: frame `pos & mask` belongs to position
@@ -857,10 +876,14 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn commit(&mut self, frame: TxFrame, header: FragHeader) {
-        let Some(peer) = self.tx.get(frame.dest.index()).and_then(Option::as_ref) else {
+        let Some(peer) = self.tx.get_mut(frame.dest.index()).and_then(Option::as_mut) else {
             return;
         };
         let shared = peer.q.is_shared();
+        if !shared {
+            peer.open = peer.open.saturating_sub(1);
+        }
+        let peer = &*peer;
         let (index, inline): (u32, &[u8]) = match frame.inline_data() {
             // The payload's bytes only (at most the inline bytes).
             Some(d) => (NO_FRAME, &d[..(header.len as usize).min(INLINE_BYTES)]),
@@ -940,19 +963,28 @@ impl Transport for ShmTransport {
             }
             if let Err(c) = rq.q.check(rq.head) {
                 let sender = rq.sole_sender.map(|s| self.rank_of_smt[s as usize]);
-                let never = Watch::never(rq.q.watch(rq.head).stamp_ref());
-                self.rx[qi].watch = never;
-                return Err(ExtractError::Protocol(ProtocolError::QueueCorrupt {
+                let e = ProtocolError::QueueCorrupt {
                     queue: qi as u32,
                     sender,
                     head: c.head,
                     seq: c.seq,
-                }));
+                };
+                self.take_out_of_service(qi, &e);
+                return Err(ExtractError::Protocol(e));
             }
+        }
+        // Values the polls and sends do not judge (see `audit`).
+        if let Some(e) = self.audit() {
+            return Err(ExtractError::Protocol(e));
         }
         // A shared queue whose head a dead writer left claimed and empty.
         if let Some(e) = self.find_hole() {
             return Err(ExtractError::Protocol(e));
+        }
+        // Our own queue is broken: every wait ends (see `own_queue_broken`),
+        // once the checks above have had their say.
+        if let Some(e) = &self.own_broken {
+            return Err(ExtractError::Protocol(e.clone()));
         }
         // Liveness is not asked here: the endpoint's watchdog probes the
         // lifelines (`life_probe`) and the engine reads their verdicts
