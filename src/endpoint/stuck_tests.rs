@@ -103,6 +103,64 @@ fn the_same_for_a_send_through_a_frame() {
     set_back_stamp(true);
 }
 
+/// Rank 1 fills its dedicated queue on rank 0 (4 credits) while rank 0
+/// does not poll, then sets the stamps of those slots back one lap ("not
+/// yet published" to rank 0, which would wait for them for ever) and
+/// sends once more: the send, waiting for credit, ends with the queue
+/// reported corrupt, naming rank 0 and a stamp. Before, it waited for
+/// credit for ever (here: until the test's bound).
+#[test]
+fn a_dedicated_queue_set_back_one_lap_ends_the_senders_credit_wait() {
+    let filled = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    threads::run(
+        2,
+        |c| c.shm.credits = 4,
+        |mut b| {
+            let h = b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let bounded = || t0.elapsed() < Duration::from_secs(20);
+            if ep.rank() == Rank(0) {
+                // SYNC POINT test-filled (acquire side).
+                while !filled.load(Ordering::Acquire) && bounded() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // SYNC POINT test-done (acquire side).
+                while !done.load(Ordering::Acquire) && bounded() {
+                    let _ = ep.extract(usize::MAX);
+                }
+                return Ok(());
+            }
+            for _ in 0..4 {
+                ep.send(Rank(0), h, &[b"x"])?;
+            }
+            shm(&ep, |t| t.set_back_sent_stamps(Rank(0)));
+            // SYNC POINT test-filled (release side).
+            filled.store(true, Ordering::Release);
+            let r = ep.send(Rank(0), h, &[b"y"]);
+            let e = match r {
+                Err(SendError::PeerGone { rank: Rank(0) }) => ep
+                    .extract(usize::MAX)
+                    .expect_err("the corrupt queue is reported"),
+                other => panic!("the send on a set-back queue gave {other:?}"),
+            };
+            assert!(
+                matches!(
+                    &e,
+                    ExtractError::Protocol(ProtocolError::PeerQueueCorrupt { dest: 0, pos, seq })
+                        if *seq != *pos + 1
+                ) && e.failed_peer() == Some(Rank(0)),
+                "{e:?}"
+            );
+            // SYNC POINT test-done (release side).
+            done.store(true, Ordering::Release);
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// A receiver that only polls with `extract` learns that its dedicated
 /// queue was scribbled on (the next slot's stamp set to a value of no lap:
 /// the empty poll compares with one value only and would wait for ever),

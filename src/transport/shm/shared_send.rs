@@ -250,3 +250,39 @@ impl ShmTransport {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OddStamp;
+
+    /// Position 21 of an 8-slot queue waits on the stamp of position 13:
+    /// 14 (published, held by the receiver) may stay; 21 ends the wait.
+    /// Anything else is judged once seen twice in a row.
+    #[test]
+    fn only_stamps_the_credit_protocol_allows_are_waited_on() {
+        let (cap, pos) = (8, 21);
+        for allowed in [14, 21] {
+            let mut odd = OddStamp::default();
+            assert!(!odd.seen_twice(cap, pos, allowed));
+            assert!(!odd.seen_twice(cap, pos, allowed), "{allowed} may stay");
+            assert_eq!(odd.found, None);
+        }
+        // Recycled for position 13 (not yet published: ruled out once
+        // position 21 was claimed), published one lap earlier, garbage.
+        for odd_one in [13, 6, 0xdead_beef] {
+            let mut odd = OddStamp::default();
+            assert!(
+                !odd.seen_twice(cap, pos, odd_one),
+                "a first look may be stale"
+            );
+            assert!(odd.seen_twice(cap, pos, odd_one));
+            assert_eq!(odd.found, Some(odd_one));
+        }
+        // A stamp that moves on between looks is judged afresh.
+        let mut odd = OddStamp::default();
+        assert!(!odd.seen_twice(cap, pos, 13));
+        assert!(!odd.seen_twice(cap, pos, 14));
+        assert!(!odd.seen_twice(cap, pos, 6));
+        assert_eq!(odd.found, None);
+    }
+}
