@@ -64,6 +64,7 @@ fn names_queue(e: &impl std::fmt::Debug) -> bool {
         "QueueCorrupt",
         "QueueTailCorrupt",
         "QueueFramesCorrupt",
+        "CreditLineCorrupt",
         "PeerFramesCorrupt",
         "PeerCreditCorrupt",
         "PeerQueueStuck",

@@ -91,6 +91,19 @@ pub enum ProtocolError {
         /// Stamp found.
         seq: u64,
     },
+    /// The credit line through which this rank returns a sender's credit
+    /// held a count it never published (only this rank writes it): the
+    /// right count was published again, so the sender does not wait for
+    /// credit for ever.
+    #[error("the credit line through which this rank returns rank {src}'s credit was overwritten: it held {found}, this rank had published {released}; the count was published again")]
+    CreditLineCorrupt {
+        /// The sender whose credit the line returns.
+        src: u32,
+        /// The count found.
+        found: u64,
+        /// The count this rank published.
+        released: u64,
+    },
     /// More frames of a shared receive queue are flagged in use than its
     /// senders hold credits, while this rank holds none of them: flags
     /// the protocol never leaves set. The queue is taken out of service.

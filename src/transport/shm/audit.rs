@@ -20,7 +20,9 @@
 //!   has not had credited back holds exactly `position + 1`, the sender's
 //!   own last write. Any other value there (one lap old, say) makes the
 //!   receiver wait for ever at that position while the sender waits for
-//!   its credit.
+//!   its credit;
+//! - a credit line is written by its receiver only, with the count it
+//!   released: it holds exactly that count.
 //!
 //! [`ShmTransport::check_peers`] runs the audit (every blocking wait makes
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
@@ -40,6 +42,9 @@ impl ShmTransport {
     /// The first corruption the audit finds (see the module docs), once.
     pub(super) fn audit(&mut self) -> Option<ProtocolError> {
         if let Some(e) = self.audit_received() {
+            return Some(e);
+        }
+        if let Some(e) = self.audit_credit_lines() {
             return Some(e);
         }
         self.audit_sent()
@@ -102,6 +107,28 @@ impl ShmTransport {
             in_use,
             credits,
         })
+    }
+
+    /// The credit lines we return credit through: each holds the count
+    /// we last published, as only we write it. A line set back (to a
+    /// count its sender has already seen, say) would leave the sender
+    /// waiting for credit we never publish again once we hold nothing of
+    /// its: the count is published anew (the line is ours) and the
+    /// overwrite reported.
+    fn audit_credit_lines(&mut self) -> Option<ProtocolError> {
+        for (smt, s) in self.sources.iter().enumerate() {
+            let (found, released) = (s.line.read(), s.returns.released());
+            if found != released {
+                s.line.publish(released);
+                self.ringer.ring(s.bell);
+                return Some(ProtocolError::CreditLineCorrupt {
+                    src: self.rank_of_smt[smt],
+                    found,
+                    released,
+                });
+            }
+        }
+        None
     }
 
     /// How many credits the senders of our queue `queue` hold at most
