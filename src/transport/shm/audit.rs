@@ -27,8 +27,9 @@
 //! [`ShmTransport::check_peers`] runs the audit (every blocking wait makes
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
 //! service (receive side) or its receiver taken as failed (send side).
-//! The audit costs the hot paths one counter per shared-queue pop and
-//! release (`RxQueue::held`) and one per reservation (`TxPeer::open`).
+//! The audit costs the hot paths one counter per shared-queue release
+//! (`RxQueue::recycled`) and one per reservation (`ShmTransport::open`, not on
+//! the whole-message fast path).
 
 use super::shared_send::TxStalled;
 use super::{ShmTransport, Watch};
@@ -83,7 +84,7 @@ impl ShmTransport {
                 capacity,
             });
         }
-        if rq.held != 0 {
+        if rq.head != rq.recycled {
             return None;
         }
         let seq = rq.q.stamp(head);
@@ -174,7 +175,7 @@ impl ShmTransport {
         let mut bad = None;
         for (rank, peer) in self.tx.iter().enumerate() {
             let Some(peer) = peer else { continue };
-            if peer.q.is_shared() || peer.open != 0 || self.is_gone(Rank(rank as u32)) {
+            if peer.q.is_shared() || self.open[rank] != 0 || self.is_gone(Rank(rank as u32)) {
                 continue;
             }
             let sent = peer.window.sent();

@@ -108,9 +108,9 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
-    /// Shared queues: positions popped and not yet recycled (see
-    /// `audit`).
-    held: u64,
+    /// Shared queues: positions recycled so far (`head - recycled` are
+    /// held; see `audit`). Counted on the shared path only.
+    recycled: u64,
 }
 
 /// The send side towards one local peer.
@@ -127,10 +127,6 @@ struct TxPeer {
     /// The peer's lifeline: a send waiting on its shared queue gives up
     /// once it says the peer is gone.
     life: MapRef<LifeLine>,
-    /// Dedicated queue: positions reserved (`try_reserve`) and not yet
-    /// committed, whose stamps may still be the previous lap's (see
-    /// `check_sent`).
-    open: u32,
 }
 
 /// The receive side's way back to one source: its credit count, the line
@@ -222,6 +218,11 @@ pub struct ShmTransport {
     /// bounds check on the release path instead of three).
     sources: Vec<SourceBack>,
     tx: Vec<Option<TxPeer>>,
+    /// Per global rank, dedicated queues: positions reserved
+    /// (`try_reserve`) and not yet committed, whose stamps may still be
+    /// the previous lap's (see `audit`). Kept apart from `TxPeer`: the
+    /// whole-message fast path never touches it.
+    open: Vec<u32>,
     smt_of_rank: Vec<u32>,
     /// Per global rank: (its SMT id, which of our queues it writes to), or
     /// `u32::MAX` twice if it is not on this host.
@@ -375,7 +376,7 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
-                held: 0,
+                recycled: 0,
             });
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
@@ -392,7 +393,6 @@ impl ShmTransport {
                 bell: seg_ref.doorbell(smt),
                 area: area(smt),
                 life: lives[smt as usize].clone(),
-                open: 0,
             });
         }
         let local = layout.params.local as usize;
@@ -413,6 +413,7 @@ impl ShmTransport {
                     bell: seg_ref.doorbell(s),
                 })
                 .collect(),
+            open: vec![0; job.world as usize],
             tx,
             peer_of_rank: smt_of_rank
                 .iter()
@@ -478,7 +479,7 @@ impl ShmTransport {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
             rq.q.recycle(pos);
-            rq.held = rq.held.saturating_sub(1);
+            rq.recycled += 1;
         }
         self.credit_one(src_smt);
     }
@@ -501,7 +502,7 @@ impl ShmTransport {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
                 rq.q.recycle(pos);
-                self.rx[qi].held = self.rx[qi].held.saturating_sub(1);
+                self.rx[qi].recycled += 1;
             }
         }
         err
@@ -606,9 +607,6 @@ impl RxQueue {
             inline: b.inline.as_ptr(),
         });
         self.head += 1;
-        if self.q.is_shared() {
-            self.held += 1;
-        }
         self.q.prefetch(pos + PREFETCH_AHEAD);
         self.watch = self.q.watch(self.head);
         (pos, p)
@@ -861,10 +859,10 @@ impl Transport for ShmTransport {
             // is ours until the receiver releases it after our commit.
             Some(unsafe { TxFrame::external(dest, u64::from(frame), ptr, peer.frames.cap) })
         } else if use_inline {
-            peer.open += 1;
+            self.open[dest.index()] += 1;
             Some(TxFrame::inline(dest, pos))
         } else {
-            peer.open += 1;
+            self.open[dest.index()] += 1;
             let frame = (pos & (peer.q.capacity() - 1)) as u32;
             let ptr = peer.frames.payload(frame);
             // SAFETY: dedicated queue: frame `pos & mask` belongs to position
@@ -876,14 +874,14 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn commit(&mut self, frame: TxFrame, header: FragHeader) {
-        let Some(peer) = self.tx.get_mut(frame.dest.index()).and_then(Option::as_mut) else {
+        let Some(peer) = self.tx.get(frame.dest.index()).and_then(Option::as_ref) else {
             return;
         };
         let shared = peer.q.is_shared();
         if !shared {
-            peer.open = peer.open.saturating_sub(1);
+            let open = &mut self.open[frame.dest.index()];
+            *open = open.saturating_sub(1);
         }
-        let peer = &*peer;
         let (index, inline): (u32, &[u8]) = match frame.inline_data() {
             // The payload's bytes only (at most the inline bytes).
             Some(d) => (NO_FRAME, &d[..(header.len as usize).min(INLINE_BYTES)]),
