@@ -5,16 +5,16 @@
 //! receive-queue slot stamps (garbage, or set back one lap: a value the
 //! protocol itself writes there), frames' in-use flags (garbage, or "in
 //! use": a protocol value), free-list heads, queue tails, credit lines;
-//! the runs cover the kinds of [`ROTATION`], with dedicated queues or
-//! shared ones (`FASTMSG_QUEUES=1`); its comment names the kinds left out
-//! and why.
+//! the runs cover every kind of [`ROTATION`], with dedicated queues or
+//! shared ones (`FASTMSG_QUEUES=1`).
 //!
 //! Every rank must end within [`END_WITHIN`] of the scribble, either with
 //! success (the word was not in use then, or any value of it is sound: the
 //! output says so) or with a typed error; when any rank fails, at least
-//! one names the queue failure itself (`PeerQueueCorrupt`,
-//! `PeerFramesCorrupt`, `PeerQueueStuck`), the others may report the peer
-//! as gone. No rank may hang, panic (the storm checks every byte: a wrong
+//! one names the queue failure itself (`QueueCorrupt` and its kin on the
+//! receiving side, `PeerQueueCorrupt`, `PeerFramesCorrupt`,
+//! `PeerCreditCorrupt`, `PeerQueueStuck` on the sending side), the others
+//! may report the peer as gone. The output prints each rank's error. No rank may hang, panic (the storm checks every byte: a wrong
 //! byte panics) or leave a file in the directory.
 //!
 //! Also: a job whose directory (a small tmpfs the test mounts; root only,
@@ -24,7 +24,8 @@
 //! `NoSpace`), never a signal (SIGBUS), and nothing is left behind.
 //!
 //! Ranks are processes started by hand. The seed of each run is printed;
-//! `CHAOS_SEED` replays one.
+//! `CHAOS_SEED` replays one; `CHAOSQ_KINDS` (say `StampLapOld:Shared`) runs only
+//! the kinds named.
 
 mod common;
 
@@ -61,6 +62,9 @@ fn names_queue(e: &impl std::fmt::Debug) -> bool {
     let d = format!("{e:?}");
     [
         "QueueCorrupt",
+        "QueueTailCorrupt",
+        "QueueFramesCorrupt",
+        "CreditLineCorrupt",
         "PeerFramesCorrupt",
         "PeerCreditCorrupt",
         "PeerQueueStuck",
@@ -145,33 +149,30 @@ enum Kind {
 enum Queues {
     /// One queue per sender (the default).
     Dedicated,
-    /// Either, by the seed (shared: one queue per receiver,
-    /// `FASTMSG_QUEUES=1`).
+    /// One queue per receiver, all senders share it (`FASTMSG_QUEUES=1`).
+    Shared,
+    /// Either, by the seed.
     Either,
 }
 
-/// The rotation: every (kind, queues) a run may scribble. Left out, as a
-/// rank waits on them without bound today (the senders warn after 10 s
-/// that the receiver takes no messages): garbage stamps (the senders of
-/// a shared queue report `PeerQueueCorrupt`, and the receiver's periodic
-/// check finds `QueueCorrupt`, but in most runs every rank is then
-/// already waiting for credit or in `close`, where nothing reports it) and
-/// one-lap-old stamps (the receiver's poll sees "not yet published" for
-/// ever: a value the protocol writes), "in use" flags on shared queues (the claim walk
-/// never finds a free frame while the receiver lives), a garbage tail on a
-/// shared queue (a sender may wait on a slot no claim will recycle).
-const ROTATION: [(Kind, Queues); 6] = [
+/// The rotation: every (kind, queues) a run may scribble; each run of
+/// the test takes every entry once, in an order the seed rotates.
+/// `CHAOSQ_KINDS` (comma-separated `Kind:queues` names, e.g.
+/// `StampLapOld:Shared`) runs only those.
+const ROTATION: [(Kind, Queues); 12] = [
     (Kind::CreditGarbage, Queues::Either),
     (Kind::CreditZero, Queues::Either),
     (Kind::FlagGarbage, Queues::Either),
     (Kind::FlagInUse, Queues::Dedicated),
+    (Kind::FlagInUse, Queues::Shared),
     (Kind::FreeHead, Queues::Either),
     (Kind::Tail, Queues::Dedicated),
+    (Kind::Tail, Queues::Shared),
+    (Kind::StampGarbage, Queues::Dedicated),
+    (Kind::StampGarbage, Queues::Shared),
+    (Kind::StampLapOld, Queues::Dedicated),
+    (Kind::StampLapOld, Queues::Shared),
 ];
-
-/// Kinds not in the rotation (kept so the scribbler can name them).
-#[allow(dead_code)]
-const LEFT_OUT: [Kind; 3] = [Kind::StampGarbage, Kind::Tail, Kind::StampLapOld];
 
 /// The words of the segment, found from its header the way the layout
 /// code computes them (`src/transport/shm/layout.rs`); the computed total
@@ -433,6 +434,7 @@ fn scribble_run(run: usize, seed: u64, (kind, queues): (Kind, Queues)) -> Result
     let mut g = rand::rngs::StdRng::seed_from_u64(seed);
     let shared = match queues {
         Queues::Dedicated => false,
+        Queues::Shared => true,
         Queues::Either => g.random_bool(0.5),
     };
     let delay = Duration::from_micros(g.random_range(0..30_000));
@@ -478,9 +480,14 @@ fn scribble_run(run: usize, seed: u64, (kind, queues): (Kind, Queues)) -> Result
                 "{kind:?} ({mode}): ranks failed but none named the queue: {codes:?} {lines:?}"
             ));
         };
+        let errors: Vec<String> = lines
+            .iter()
+            .map(|l| l.chars().take(400).collect())
+            .collect();
         Ok(format!(
             "{kind:?} ({mode} queues, {words} words, {delay:?} after start): codes {codes:?}, \
-             all ended within {took:?}: {verdict}"
+             all ended within {took:?}: {verdict}\n    {}",
+            errors.join("\n    ")
         ))
     })();
     for c in &mut ranks {
@@ -517,15 +524,25 @@ fn scribbles_on_a_running_jobs_queues_end_every_rank_with_a_typed_error() {
     let seed = base_seed();
     println!("chaos_queues seed {seed:#x} (CHAOS_SEED={seed:x} replays it)");
     let t = Instant::now();
+    let only = std::env::var("CHAOSQ_KINDS").unwrap_or_default();
+    let mut runs = 0;
     for run in 0..ROTATION.len() {
         let s = seed ^ (run as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let kind = ROTATION[(seed as usize % ROTATION.len() + run) % ROTATION.len()];
+        if !only.is_empty()
+            && !only
+                .split(',')
+                .any(|k| k == format!("{:?}:{:?}", kind.0, kind.1))
+        {
+            continue;
+        }
+        runs += 1;
         match scribble_run(run, s, kind) {
             Ok(line) => println!("scribble run {run}: {line}"),
             Err(e) => panic!("scribble run {run} (seed {seed:#x}): {e}"),
         }
     }
-    println!("{} scribble runs in {:?}", ROTATION.len(), t.elapsed());
+    println!("{runs} scribble runs in {:?}", t.elapsed());
 }
 
 /// When the directory fills up.

@@ -1,6 +1,7 @@
 //! A shared receive queue left holding a value the protocol itself writes,
-//! but only for a moment: senders end their wait with a typed error naming
-//! the queue's owner instead of spinning for ever.
+//! but never while a sender holding a credit waits on it: senders end
+//! their wait with a typed error naming the queue's owner instead of
+//! spinning for ever.
 
 use super::Endpoint;
 use crate::error::{ExtractError, ProtocolError, SendError};
@@ -13,12 +14,14 @@ fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
     f(&mut ep.core.net.borrow_mut().shm)
 }
 
-/// Ranks 1 and 2 share rank 0's one queue (4 slots: 2 credits each). Rank
-/// 1 sends 8 messages (two laps), rank 0 takes them, then rank 1 sets the
+/// The three ranks share rank 0's one queue (8 slots: 2 credits for each
+/// of 3 senders, rounded up to a power of two). Rank
+/// 1 sends 8 messages (a lap), rank 0 takes them, then rank 1 sets the
 /// stamp of the next slot back one lap — "recycled for the earlier
-/// position", whose sender would stamp it within moments — and sends:
-/// the send ends with the queue reported stuck, naming rank 0; before,
-/// it (and every later sender, `close` included) spun for ever.
+/// position", which the credit protocol rules out once that position was
+/// taken — and sends: the send ends with the queue reported corrupt,
+/// naming rank 0 and the stamp; before, it (and every later sender,
+/// `close` included) spun for ever.
 fn set_back_stamp(frames: bool) {
     let done = AtomicBool::new(false);
     let got = std::sync::Arc::new(AtomicU32::new(0));
@@ -74,11 +77,12 @@ fn set_back_stamp(frames: bool) {
                     assert!(
                         matches!(
                             &e,
-                            ExtractError::Protocol(ProtocolError::PeerQueueStuck { dest: 0, .. })
+                            ExtractError::Protocol(ProtocolError::PeerQueueCorrupt { dest: 0, pos, seq })
+                                if *seq + 8 == *pos
                         ) && e.failed_peer() == Some(Rank(0)),
                         "{e:?}"
                     );
-                    assert!(e.to_string().contains("stamped"), "{e}");
+                    assert!(e.to_string().contains("slot stamp"), "{e}");
                     // SYNC POINT test-done (release side).
                     done.store(true, Ordering::Release);
                     Ok(())
@@ -97,6 +101,64 @@ fn a_slot_stamp_set_back_one_lap_ends_the_senders_wait_with_a_typed_error() {
 #[test]
 fn the_same_for_a_send_through_a_frame() {
     set_back_stamp(true);
+}
+
+/// Rank 1 fills its dedicated queue on rank 0 (4 credits) while rank 0
+/// does not poll, then sets the stamps of those slots back one lap ("not
+/// yet published" to rank 0, which would wait for them for ever) and
+/// sends once more: the send, waiting for credit, ends with the queue
+/// reported corrupt, naming rank 0 and a stamp. Before, it waited for
+/// credit for ever (here: until the test's bound).
+#[test]
+fn a_dedicated_queue_set_back_one_lap_ends_the_senders_credit_wait() {
+    let filled = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    threads::run(
+        2,
+        |c| c.shm.credits = 4,
+        |mut b| {
+            let h = b.register_fn("h", |_c, _p| Ok(()));
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let bounded = || t0.elapsed() < Duration::from_secs(20);
+            if ep.rank() == Rank(0) {
+                // SYNC POINT test-filled (acquire side).
+                while !filled.load(Ordering::Acquire) && bounded() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // SYNC POINT test-done (acquire side).
+                while !done.load(Ordering::Acquire) && bounded() {
+                    let _ = ep.extract(usize::MAX);
+                }
+                return Ok(());
+            }
+            for _ in 0..4 {
+                ep.send(Rank(0), h, &[b"x"])?;
+            }
+            shm(&ep, |t| t.set_back_sent_stamps(Rank(0)));
+            // SYNC POINT test-filled (release side).
+            filled.store(true, Ordering::Release);
+            let r = ep.send(Rank(0), h, &[b"y"]);
+            let e = match r {
+                Err(SendError::PeerGone { rank: Rank(0) }) => ep
+                    .extract(usize::MAX)
+                    .expect_err("the corrupt queue is reported"),
+                other => panic!("the send on a set-back queue gave {other:?}"),
+            };
+            assert!(
+                matches!(
+                    &e,
+                    ExtractError::Protocol(ProtocolError::PeerQueueCorrupt { dest: 0, pos, seq })
+                        if *seq != *pos + 1
+                ) && e.failed_peer() == Some(Rank(0)),
+                "{e:?}"
+            );
+            // SYNC POINT test-done (release side).
+            done.store(true, Ordering::Release);
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// A receiver that only polls with `extract` learns that its dedicated

@@ -77,7 +77,9 @@ pub enum ProtocolError {
         /// Frames in the queue.
         count: u32,
     },
-    /// A queue slot's stamp is from neither this lap nor the last.
+    /// A queue slot's stamp is one the protocol never leaves at the
+    /// consumer's position: from neither this lap nor the last, or one
+    /// lap old once the consumer recycled every slot it read.
     #[error("receive queue {queue} (written by {}) is corrupt: slot stamp {seq} at position {head}; the queue is taken out of service", match sender { Some(r) => format!("rank {r}"), None => "several ranks".to_owned() })]
     QueueCorrupt {
         /// Queue index on this rank.
@@ -88,6 +90,57 @@ pub enum ProtocolError {
         head: u64,
         /// Stamp found.
         seq: u64,
+    },
+    /// The credit line through which this rank returns a sender's credit
+    /// held a count it never published (only this rank writes it): the
+    /// right count was published again, so the sender does not wait for
+    /// credit for ever.
+    #[error("the credit line through which this rank returns rank {src}'s credit was overwritten: it held {found}, this rank had published {released}; the count was published again")]
+    CreditLineCorrupt {
+        /// The sender whose credit the line returns.
+        src: u32,
+        /// The count found.
+        found: u64,
+        /// The count this rank published.
+        released: u64,
+    },
+    /// More frames of a shared receive queue are flagged in use than its
+    /// senders hold credits, while this rank holds none of them: flags
+    /// the protocol never leaves set. The queue is taken out of service.
+    #[error("receive queue {queue} is corrupt: {in_use} of its frames are flagged in use, but its senders hold at most {credits} credits and this rank holds no frame; the queue is taken out of service")]
+    QueueFramesCorrupt {
+        /// Queue index on this rank.
+        queue: u32,
+        /// Frames found flagged in use.
+        in_use: u64,
+        /// Credits its senders hold at most.
+        credits: u64,
+    },
+    /// The receive queue through which this rank's messages to itself go
+    /// was found corrupt (`why`): they cannot be delivered any more, nor
+    /// what waits for them (a close among them). Reported by every
+    /// blocking wait from then on.
+    #[error("receive queue {queue}, which carries this rank's messages to itself, is corrupt ({why}); nothing this rank sends itself can be delivered")]
+    OwnQueueCorrupt {
+        /// Queue index on this rank.
+        queue: u32,
+        /// What was found.
+        why: String,
+    },
+    /// A shared receive queue's tail (the count of positions its senders
+    /// claimed) is below the consumer's head or more than the queue's
+    /// capacity above it: values the credit protocol never allows. The
+    /// queue is taken out of service.
+    #[error("receive queue {queue} is corrupt: its tail says {tail} positions were claimed, with the head at {head} and {capacity} slots (the tail stays within the slots above the head); the queue is taken out of service")]
+    QueueTailCorrupt {
+        /// Queue index on this rank.
+        queue: u32,
+        /// Consumer position.
+        head: u64,
+        /// Tail found.
+        tail: u64,
+        /// Slots in the queue.
+        capacity: u64,
     },
     /// A shared receive queue's head position was claimed but never
     /// written for a second after a rank that writes on the queue died: most likely that rank died
@@ -105,10 +158,12 @@ pub enum ProtocolError {
         /// A rank that writes on the queue and died.
         died: u32,
     },
-    /// A send found the shared receive queue it writes on another rank
-    /// corrupt: the slot it must fill holds a stamp the protocol never
-    /// leaves there (see `RecvQueue::publish`). The fragment was not sent;
-    /// the rank is taken as failed.
+    /// A send found the receive queue it writes on another rank corrupt:
+    /// the slot it must fill (shared queues) holds a stamp the protocol
+    /// never leaves there while a sender waits, or a slot it filled
+    /// (dedicated queues, whose stamps only it writes) no longer holds the
+    /// stamp it wrote. The fragment was not sent; the rank is taken as
+    /// failed.
     #[error("the receive queue that this rank writes on rank {dest} is corrupt: slot stamp {seq} for position {pos}; rank {dest} is taken as failed")]
     PeerQueueCorrupt {
         /// The receiving rank.
@@ -149,8 +204,8 @@ pub enum ProtocolError {
     },
     /// A send waited on the shared receive queue it writes on another rank
     /// while a value that the protocol leaves there only for a moment
-    /// stayed unchanged (a slot's stamp set back to an earlier lap, no free
-    /// frame in whole laps of the free list), the rank alive: something
+    /// stayed unchanged (no free frame in whole laps of the free list),
+    /// the rank alive: something
     /// outside the protocol wrote it. The fragment was not sent; the rank
     /// is taken as failed.
     #[error("the receive queue that this rank writes on rank {dest} is corrupt: {what} stayed unchanged for {waited_ms} ms while rank {dest} lives (the protocol leaves it only for a moment); rank {dest} is taken as failed")]

@@ -11,6 +11,7 @@
 
 #![allow(unsafe_code)]
 
+mod audit;
 mod failed_mark;
 mod gather;
 mod holes;
@@ -108,6 +109,9 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
+    /// Shared queues: positions recycled so far (`head - recycled` are
+    /// held; see `audit`). Counted on the shared path only.
+    recycled: u64,
 }
 
 /// The send side towards one local peer.
@@ -215,6 +219,11 @@ pub struct ShmTransport {
     /// bounds check on the release path instead of three).
     sources: Vec<SourceBack>,
     tx: Vec<Option<TxPeer>>,
+    /// Per global rank, dedicated queues: positions reserved
+    /// (`try_reserve`) and not yet committed, whose stamps may still be
+    /// the previous lap's (see `audit`). Kept apart from `TxPeer`: the
+    /// whole-message fast path never touches it.
+    open: Vec<u32>,
     smt_of_rank: Vec<u32>,
     /// Per global rank: (its SMT id, which of our queues it writes to), or
     /// `u32::MAX` twice if it is not on this host.
@@ -231,6 +240,9 @@ pub struct ShmTransport {
     /// What sends found corrupt in peers' queues, to report once each
     /// (`take_refusal`, after the alarm; `check_peers`).
     tx_corrupt: Vec<ProtocolError>,
+    /// The queue this rank's sends to itself go through was found
+    /// corrupt: reported by every `check_peers` (see `audit`).
+    own_broken: Option<ProtocolError>,
     /// The endpoint's alarm word (set once the watchdog exists), raised
     /// when a send finds a peer gone or its queue corrupt: the next
     /// `extract` reads it, whichever call path the send took.
@@ -365,6 +377,7 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
+                recycled: 0,
             });
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
@@ -401,6 +414,7 @@ impl ShmTransport {
                     bell: seg_ref.doorbell(s),
                 })
                 .collect(),
+            open: vec![0; job.world as usize],
             tx,
             peer_of_rank: smt_of_rank
                 .iter()
@@ -419,6 +433,7 @@ impl ShmTransport {
             gone: vec![false; local],
             holes: vec![holes::HoleWatch::default(); n_rx],
             tx_corrupt: Vec::new(),
+            own_broken: None,
             alarm: None,
             life,
             seg,
@@ -459,12 +474,13 @@ impl ShmTransport {
     /// frame (shared queues), and the credit of its sender.
     #[inline]
     fn give_back(&mut self, qi: usize, frame: u32, pos: u64, src_smt: u32) {
-        let rq = &self.rx[qi];
+        let rq = &mut self.rx[qi];
         if rq.q.is_shared() {
             if frame != NO_FRAME {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
             rq.q.recycle(pos);
+            rq.recycled += 1;
         }
         self.credit_one(src_smt);
     }
@@ -487,6 +503,7 @@ impl ShmTransport {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
                 rq.q.recycle(pos);
+                self.rx[qi].recycled += 1;
             }
         }
         err
@@ -831,12 +848,10 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let claimed =
-                FreeList::new(peer.free_head, &peer.frames).claim(|| peer.receiver_gone());
-            let frame = match claimed {
+            let frame = match peer.claim_frame() {
                 Ok(f) => f,
                 Err(e) => {
-                    self.refuse(dest, TxStalled::Frames(e));
+                    self.refuse(dest, e);
                     return None;
                 }
             };
@@ -845,8 +860,10 @@ impl Transport for ShmTransport {
             // is ours until the receiver releases it after our commit.
             Some(unsafe { TxFrame::external(dest, u64::from(frame), ptr, peer.frames.cap) })
         } else if use_inline {
+            self.open[dest.index()] += 1;
             Some(TxFrame::inline(dest, pos))
         } else {
+            self.open[dest.index()] += 1;
             let frame = (pos & (peer.q.capacity() - 1)) as u32;
             let ptr = peer.frames.payload(frame);
             // SAFETY: dedicated queue: frame `pos & mask` belongs to position
@@ -862,6 +879,10 @@ impl Transport for ShmTransport {
             return;
         };
         let shared = peer.q.is_shared();
+        if !shared {
+            let open = &mut self.open[frame.dest.index()];
+            *open = open.saturating_sub(1);
+        }
         let (index, inline): (u32, &[u8]) = match frame.inline_data() {
             // The payload's bytes only (at most the inline bytes).
             Some(d) => (NO_FRAME, &d[..(header.len as usize).min(INLINE_BYTES)]),
@@ -941,19 +962,28 @@ impl Transport for ShmTransport {
             }
             if let Err(c) = rq.q.check(rq.head) {
                 let sender = rq.sole_sender.map(|s| self.rank_of_smt[s as usize]);
-                let never = Watch::never(rq.q.watch(rq.head).stamp_ref());
-                self.rx[qi].watch = never;
-                return Err(ExtractError::Protocol(ProtocolError::QueueCorrupt {
+                let e = ProtocolError::QueueCorrupt {
                     queue: qi as u32,
                     sender,
                     head: c.head,
                     seq: c.seq,
-                }));
+                };
+                self.take_out_of_service(qi, &e);
+                return Err(ExtractError::Protocol(e));
             }
+        }
+        // Values the polls and sends do not judge (see `audit`).
+        if let Some(e) = self.audit() {
+            return Err(ExtractError::Protocol(e));
         }
         // A shared queue whose head a dead writer left claimed and empty.
         if let Some(e) = self.find_hole() {
             return Err(ExtractError::Protocol(e));
+        }
+        // Our own queue is broken: every wait ends (see `own_queue_broken`),
+        // once the checks above have had their say.
+        if let Some(e) = &self.own_broken {
+            return Err(ExtractError::Protocol(e.clone()));
         }
         // Liveness is not asked here: the endpoint's watchdog probes the
         // lifelines (`life_probe`) and the engine reads their verdicts

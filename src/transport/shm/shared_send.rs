@@ -35,24 +35,39 @@ impl TxPeer {
         write: impl FnOnce(&mut SlotBody),
     ) -> Result<(), TxStalled> {
         let pos = self.q.claim();
-        let cap = self.q.capacity();
-        let mut clock = StallClock::default();
+        let mut odd = OddStamp::default();
         let r = self.q.publish_with(pos, write, || {
-            if self.receiver_gone() {
-                return true;
-            }
-            // Recycled for an earlier position of this slot: that
-            // position's sender stamps it within moments (see `stall`).
-            let seq = self.q.stamp(pos);
-            clock.stuck_at(seq, seq < pos && (pos - seq) % cap == 0)
+            self.receiver_gone() || odd.seen_twice(self.q.capacity(), pos, self.q.stamp(pos))
         });
-        r.map_err(|e| match (e, clock.stuck) {
-            (PublishStalled::GaveUp, Some((seq, waited))) => TxStalled::Stuck {
-                at: StuckAt::Slot { pos, seq },
-                waited,
-            },
+        r.map_err(|e| match (e, odd.found) {
+            (PublishStalled::GaveUp, Some(seq)) => {
+                TxStalled::Queue(PublishStalled::Corrupt { pos, seq })
+            }
             (e, _) => TxStalled::Queue(e),
         })
+    }
+
+    /// Claim a free frame of the shared queue for a fragment whose credit
+    /// is held.
+    ///
+    /// # Errors
+    /// A corrupt in-use flag, the receiver gone, or no free frame in
+    /// whole laps of the free list for `STUCK_AFTER` (see
+    /// `stall`): no frame is taken.
+    #[inline]
+    pub(super) fn claim_frame(&self) -> Result<u32, TxStalled> {
+        let mut clock = StallClock::default();
+        // Asked after each whole lap without a free frame: with a credit
+        // held, a free frame exists at every instant (see `stall`).
+        FreeList::new(self.free_head, &self.frames)
+            .claim(|| self.receiver_gone() || clock.stuck_at(0, true))
+            .map_err(|e| match (e, clock.stuck) {
+                (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
+                    at: StuckAt::Frames,
+                    waited,
+                },
+                (e, _) => TxStalled::Frames(e),
+            })
     }
 
     /// As [`send_framed`](Self::send_framed), to a shared queue: the frame
@@ -62,20 +77,55 @@ impl TxPeer {
     /// What the claim or the publication stalled on (nothing published).
     #[inline(never)]
     fn send_framed_shared(&self, header: FragHeader, pieces: &[&[u8]]) -> Result<(), TxStalled> {
-        let mut clock = StallClock::default();
-        // Asked after each whole lap without a free frame: with a credit
-        // held, a free frame exists at every instant (see `stall`).
-        let frame = FreeList::new(self.free_head, &self.frames)
-            .claim(|| self.receiver_gone() || clock.stuck_at(0, true))
-            .map_err(|e| match (e, clock.stuck) {
-                (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
-                    at: StuckAt::Frames,
-                    waited,
-                },
-                (e, _) => TxStalled::Frames(e),
-            })?;
+        let frame = self.claim_frame()?;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
         self.publish_shared(|b| fill_slot(b, header, frame, &[]))
+    }
+}
+
+/// A waiting sender's judgement of the stamps it sees that the credit
+/// protocol rules out (those `RecvQueue::publish` itself lets pass, not
+/// knowing of credit).
+///
+/// Every position claimed and not yet popped holds a credit of its
+/// sender (taken before the claim, returned after the release), and the
+/// queue has at least as many slots as its senders have credits. So
+/// while the sender of `pos` waits, fewer than `capacity` positions from
+/// the consumer's head on are claimed: the slot's previous position
+/// `pos - capacity` has been popped, hence published. Its stamp is then
+/// `pos - capacity + 1` (the consumer still holds it: a wait without
+/// bound, as a consumer may hold a fragment as long as it likes, or be
+/// stopped) or `pos` (recycled: the wait is over). Any other stamp —
+/// `pos - capacity`, "recycled for the previous position, not yet
+/// published", or one lap older than the protocol can leave it — was
+/// written by something outside the protocol.
+///
+/// Judged when seen at two looks in a row (a yield apart), so that a
+/// first look at the slot before this process's view of it caught up
+/// is not taken for corruption.
+#[derive(Debug, Default)]
+pub(super) struct OddStamp {
+    last: Option<u64>,
+    /// The stamp found twice.
+    pub(super) found: Option<u64>,
+}
+
+impl OddStamp {
+    /// The waiting sender of `pos` sees `seq` on a queue of `cap` slots:
+    /// true once a stamp the credit protocol rules out was seen at two
+    /// looks in a row (recorded in `found`).
+    pub(super) fn seen_twice(&mut self, cap: u64, pos: u64, seq: u64) -> bool {
+        let allowed = seq == pos || seq == pos.wrapping_sub(cap).wrapping_add(1);
+        if allowed {
+            self.last = None;
+            return false;
+        }
+        if self.last == Some(seq) {
+            self.found = Some(seq);
+            return true;
+        }
+        self.last = Some(seq);
+        false
     }
 }
 
@@ -108,8 +158,6 @@ pub(super) enum TxStalled {
 /// The value a stuck wait saw.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum StuckAt {
-    /// The slot of position `pos`, stamped `seq` (an earlier lap's).
-    Slot { pos: u64, seq: u64 },
     /// Every frame in use, lap after lap.
     Frames,
 }
@@ -177,9 +225,6 @@ impl ShmTransport {
             TxStalled::Stuck { at, waited } => Some(ProtocolError::PeerQueueStuck {
                 dest,
                 what: match at {
-                    StuckAt::Slot { pos, seq } => format!(
-                        "the slot of position {pos} stamped {seq} (recycled for an earlier lap, never published)"
-                    ),
                     StuckAt::Frames => "every frame flagged in use".to_owned(),
                 },
                 waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
@@ -188,7 +233,14 @@ impl ShmTransport {
                 None
             }
         };
-        self.tx_corrupt.extend(error);
+        match error {
+            // Our own queue (sends to ourselves): see `own_queue_broken`.
+            Some(e) if self.rank_of_smt[self.me_smt as usize] == dest => {
+                let queue = self.layout.queue_of_sender(self.me_smt);
+                self.own_queue_broken(queue, &e);
+            }
+            e => self.tx_corrupt.extend(e),
+        }
         // The engine reads what happened at its next look at the alarm
         // (`extract`, any blocking wait), whether this send waits for
         // credit or parks.
@@ -196,5 +248,41 @@ impl ShmTransport {
             alarm.raise();
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OddStamp;
+
+    /// Position 21 of an 8-slot queue waits on the stamp of position 13:
+    /// 14 (published, held by the receiver) may stay; 21 ends the wait.
+    /// Anything else is judged once seen twice in a row.
+    #[test]
+    fn only_stamps_the_credit_protocol_allows_are_waited_on() {
+        let (cap, pos) = (8, 21);
+        for allowed in [14, 21] {
+            let mut odd = OddStamp::default();
+            assert!(!odd.seen_twice(cap, pos, allowed));
+            assert!(!odd.seen_twice(cap, pos, allowed), "{allowed} may stay");
+            assert_eq!(odd.found, None);
+        }
+        // Recycled for position 13 (not yet published: ruled out once
+        // position 21 was claimed), published one lap earlier, garbage.
+        for odd_one in [13, 6, 0xdead_beef] {
+            let mut odd = OddStamp::default();
+            assert!(
+                !odd.seen_twice(cap, pos, odd_one),
+                "a first look may be stale"
+            );
+            assert!(odd.seen_twice(cap, pos, odd_one));
+            assert_eq!(odd.found, Some(odd_one));
+        }
+        // A stamp that moves on between looks is judged afresh.
+        let mut odd = OddStamp::default();
+        assert!(!odd.seen_twice(cap, pos, 13));
+        assert!(!odd.seen_twice(cap, pos, 14));
+        assert!(!odd.seen_twice(cap, pos, 6));
+        assert_eq!(odd.found, None);
     }
 }

@@ -1,43 +1,40 @@
-//! The bound on a sender's wait in a shared receive queue.
+//! The bound on a sender's wait for a free frame of a shared receive
+//! queue.
 //!
 //! A sender into a shared queue may wait for two values another process
 //! writes: its slot's stamp (recycled by the receiver) and a free frame
 //! (an in-use flag cleared by the receiver). The receiver's lifeline ends
-//! the wait when the receiver is gone; the values seen end it when they
-//! are ones no process following the protocol writes
-//! (`PublishStalled::Corrupt`, `ClaimStalled::Corrupt`). What is left is a
-//! value the protocol does write, left there for good by something that
-//! does not follow it — a slot's stamp set back one lap, every frame
-//! flagged in use — while the receiver lives. The protocol bounds how
-//! long such a value can legitimately stay:
+//! either wait when the receiver is gone. The values seen end it when
+//! they are ones no process following the protocol leaves there: a
+//! garbage flag (`ClaimStalled::Corrupt`), a stamp the slot cannot hold
+//! while a sender holding a credit waits (`PublishStalled::Corrupt`,
+//! judged in `shared_send::OddStamp`, with no clock: only "published, not
+//! yet recycled" may stay, for as long as the receiver holds the
+//! fragment). What is left is every frame flagged in use, a value the
+//! protocol writes, left there for good by something that does not follow
+//! it, while the receiver lives. The protocol bounds how long it can
+//! legitimately last: a sender holds a credit, and frames are released
+//! before their credit returns, so a free frame exists at every instant
+//! (a walk of the free list can only miss it under unfair scheduling).
+//! The receiver's own audit (`audit`) finds more frames in use than its
+//! senders hold credits, when it looks.
 //!
-//! - a stamp that says the slot was recycled for an earlier position of
-//!   the slot (`pos - k * capacity`): that position's sender claimed it and
-//!   stamps it a few instructions later (the claim-to-stamp window, the
-//!   one the receiver's hole watch bounds with its grace);
-//! - no free frame in whole laps of the free list: a sender holds a
-//!   credit, and frames are released before their credit returns, so a
-//!   free frame exists at every instant (the walk can only miss it under
-//!   unfair scheduling).
-//!
-//! So once such a value has stayed unchanged for [`STUCK_AFTER`] the wait
+//! So once no free frame has been found for [`STUCK_AFTER`] the wait
 //! ends, the receiver is taken as failed and
 //! [`ProtocolError::PeerQueueStuck`] names the queue, the peer and the
-//! value. A stamp that says "published, not yet recycled" is not bounded:
-//! a receiver may hold a fragment (its handler still reading it) for as
-//! long as it likes.
+//! value.
 //!
-//! The clock is read only in the wait's slow path (every lap of spins):
-//! nothing on the send's fast path.
+//! The clock is read only in the wait's slow path (every lap of the
+//! walk): nothing on the send's fast path.
 //!
 //! [`ProtocolError::PeerQueueStuck`]: crate::error::ProtocolError::PeerQueueStuck
 
 use std::time::{Duration, Instant};
 
-/// How long a value the protocol leaves only for a few instructions may
-/// stay unchanged before the queue is taken as corrupt: twice the hole
-/// watch's grace, so that a sender that died between claim and stamp is
-/// reported by the receiver first, as a hole.
+/// How long a sender may find no free frame before the queue is taken as
+/// corrupt: twice the hole watch's grace, so that what a dead sender left
+/// is reported by the receiver first, and far beyond any descheduling of
+/// a live walk.
 pub(super) const STUCK_AFTER: Duration = Duration::from_secs(2);
 
 /// What a waiting sender last saw, and since when.

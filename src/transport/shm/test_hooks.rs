@@ -56,6 +56,24 @@ impl ShmTransport {
             .store(pos - cap, crate::sync::Ordering::Relaxed);
     }
 
+    /// Set the stamp of every slot we filled on `dest`'s dedicated queue
+    /// and have not had credited back one lap back — "not yet published"
+    /// to the receiver, a value the protocol writes there — as another
+    /// process of the same user could.
+    pub(crate) fn set_back_sent_stamps(&mut self, dest: Rank) {
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
+        assert!(!peer.q.is_shared(), "a dedicated queue");
+        let cap = peer.q.capacity();
+        for pos in peer.window.returned()..peer.window.sent() {
+            let back = (pos + 1).checked_sub(cap).unwrap_or(pos);
+            // Relaxed: a scribble, ordered with nothing.
+            peer.q
+                .watch(pos)
+                .stamp_ref()
+                .store(back, crate::sync::Ordering::Relaxed);
+        }
+    }
+
     /// Overwrite the in-use flag of every frame of the queue we write on
     /// `dest` with `value` (as another process scribbling would).
     pub(crate) fn scribble_frames(&mut self, dest: Rank, value: u32) {
