@@ -237,7 +237,7 @@ fn a_full_directory_is_no_space_and_leaves_no_file() {
             c
         })
         .collect();
-    // Well below the 30 s time-out: the creator holds its mark for 1 s.
+    // Well below the 30 s time-out: the creator holds its mark for 0.5 s.
     let st = common::procs::wait_all(&mut ranks, std::time::Duration::from_secs(10), "full dir");
     let mut errs = Vec::new();
     for c in &mut ranks {

@@ -9,7 +9,11 @@
 //! The creator holds the mark for [`HOLD`] (openers look every 10 ms at
 //! most) and then removes the file, so nothing is left behind; a creator
 //! killed while it holds the mark leaves the marked file, which the next
-//! creator of the name removes as stale.
+//! creator of the name removes as stale. An opener that sees the mark
+//! waits until the name is gone (at most twice [`HOLD`]) and a moment
+//! more ([`wait_cause_first`]) before it fails, so that the creator's own
+//! error, the cause, comes first: a launcher that stops the job at its
+//! first failing rank then shows the cause, not the consequence.
 //!
 //! [`SegmentError::CreatorFailed`]: crate::error::SegmentError::CreatorFailed
 
@@ -23,7 +27,11 @@ const MODE: u32 = 0o100;
 
 /// How long the creator keeps the mark before it removes the file: ranks
 /// that are still starting when it fails learn of it within this time.
-pub(super) const HOLD: Duration = Duration::from_secs(1);
+pub(super) const HOLD: Duration = Duration::from_millis(500);
+
+/// How long after the mark is gone an opener waits before failing: time
+/// for the creator to report its error and end first.
+const AFTER_GONE: Duration = Duration::from_millis(100);
 
 /// Mark `file` (just created at `path`, by this process) as failed, hold
 /// the mark for [`HOLD`], then remove the name. Best effort: a mark that
@@ -46,4 +54,15 @@ pub(super) fn is_marked(path: &Path) -> bool {
         let me = unsafe { libc::geteuid() };
         m.is_file() && m.uid() == me && m.mode() & 0o7777 == MODE
     })
+}
+
+/// For an opener that saw the mark: wait until the name is gone (bounded
+/// by twice [`HOLD`], for a creator killed while it held it), then
+/// [`AFTER_GONE`] more.
+pub(super) fn wait_cause_first(path: &Path) {
+    let start = std::time::Instant::now();
+    while is_marked(path) && start.elapsed() < 2 * HOLD {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(AFTER_GONE);
 }

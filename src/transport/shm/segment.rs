@@ -514,6 +514,7 @@ impl Segment {
         // Looked at after the open: a mark set since is seen now, and an
         // open refused because of the mark's mode is not an I/O error.
         if failed_mark::is_marked(path) {
+            failed_mark::wait_cause_first(path);
             return Err(SegmentError::CreatorFailed {
                 path: path.to_path_buf(),
             });
