@@ -135,6 +135,13 @@ fn zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Remove the announcement of `rank` of `job` in `dir`: a rank known
+/// to have died (its lifeline says so), whose process may still be
+/// ending, so that [`remove_dead_announcements`] would find it alive.
+pub(crate) fn remove_announcement(dir: &Path, job: &str, rank: u32) {
+    let _ = std::fs::remove_file(who_file(dir, job, rank));
+}
+
 /// Remove the announcements of `job` in `dir` whose process is gone
 /// (killed before it could remove its own): what a rank whose start
 /// failed does on its way out.

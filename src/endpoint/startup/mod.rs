@@ -46,7 +46,7 @@ use crate::endpoint::startup::config::Config;
 use crate::endpoint::startup::config::ConnectMode;
 use crate::endpoint::wait::Waiter;
 use crate::endpoint::Endpoint;
-use crate::error::{ConnectError, StartError};
+use crate::error::{ConnectError, ExtractError, SegmentError, StartError};
 use crate::id::Rank;
 use crate::transport::net::provider::{Caps, OpenPlan};
 use crate::transport::net::NetTargets;
@@ -68,9 +68,19 @@ pub(super) fn start(
 ) -> Result<Endpoint, StartError> {
     let (dir, job) = (config.shm_dir.clone(), config.job.job.clone());
     let started = join(config, registry, windows, hooks);
-    if started.is_err() {
+    if let Err(e) = &started {
         // A peer killed during start-up left its host-identity
-        // announcement behind (see `bootstrap::layout`).
+        // announcement behind (see `bootstrap::layout`). One whose
+        // lifeline said it died is removed by rank: its process may
+        // still be ending, alive to a look at its pid.
+        let died = match e {
+            StartError::Segment(SegmentError::RankGone { rank, .. }) => Some(*rank),
+            StartError::Exchange(ExtractError::PeerDied { rank, .. }) => Some(rank.0),
+            _ => None,
+        };
+        if let Some(rank) = died {
+            crate::bootstrap::layout::remove_announcement(&dir, &job, rank);
+        }
         crate::bootstrap::layout::remove_dead_announcements(&dir, &job);
     }
     started
