@@ -190,7 +190,7 @@ impl Endpoint {
     /// their connection), in rank order. See [`extract`](Self::extract)
     /// for how failures are reported.
     pub fn failed_peers(&self) -> Vec<Rank> {
-        self.core.health.failed()
+        self.core.health().failed()
     }
 
     /// The ranks this rank holds a network connection to now, sorted.
@@ -198,12 +198,12 @@ impl Endpoint {
     /// are the peers it has talked to (and rank 0, which every rank
     /// reports to at start and close); with `eager`, every network peer.
     pub fn network_connections(&self) -> Vec<Rank> {
-        self.core.net.borrow().net_connected()
+        self.core.net().borrow().net_connected()
     }
 
     /// The name `id` was registered under.
     pub fn handler_name(&self, id: HandlerId) -> String {
-        self.core.registry.borrow().name(id).to_owned()
+        self.core.registry().borrow().name(id).to_owned()
     }
 
     /// Start a message of exactly `len` bytes to `handler` on `dest`
@@ -270,14 +270,14 @@ impl Endpoint {
         if let Some(e) = self.core.take_deferred() {
             return Err(e);
         }
-        if self.core.hooks.pending.get() {
+        if self.core.hooks().has_work() {
             // An idle hook has work (one load and a branch when none has).
             return self.core.extract_then_hooks(max_bytes);
         }
         let r = self.core.progress(max_bytes);
         #[cfg(feature = "stats")]
         if matches!(&r, Ok(x) if !x.any()) {
-            self.core.net.borrow().tally.empty_extract();
+            self.core.net().borrow().tally.empty_extract();
         }
         r
     }
@@ -344,11 +344,11 @@ impl Endpoint {
         // landed here (the release may have overtaken it on another path);
         // a live peer however long, saying so after `close_warn`.
         let warn = core.close_warn();
-        core.net.borrow_mut().for_each(|t| t.quiesce(warn))?;
+        core.net().borrow_mut().for_each(|t| t.quiesce(warn))?;
         // Everything sent to us before its sender closed is visible now.
         while core.progress(usize::MAX)?.any() {}
         // A `Ctx` kept past `close` sends nothing any more, and says so.
-        core.health.set_self_closed();
+        core.health().set_self_closed();
         self.print_stats_if_asked();
         match core.take_deferred() {
             Some(e) => Err(e),
@@ -384,23 +384,23 @@ impl Core {
     /// turn: handlers that run meanwhile (this makes progress) park what
     /// they send to `dest` behind it. On error the place is released.
     fn take_turn(self: &Rc<Self>, dest: Rank) -> Result<(), SendError> {
-        if self.net.borrow_mut().reserve_main(dest) {
+        if self.net().borrow_mut().reserve_main(dest) {
             return Ok(());
         }
         let mut waiter = Waiter::for_peer(dest);
         loop {
             {
-                let mut net = self.net.borrow_mut();
+                let mut net = self.net().borrow_mut();
                 net.drain_pending();
                 if net.main_turn() {
                     return Ok(());
                 }
             }
             if let Err(e) = self.wait_for_credit(dest, &mut waiter) {
-                self.net.borrow_mut().close_main();
+                self.net().borrow_mut().close_main();
                 return Err(e);
             }
-            if self.net.borrow().main_turn() {
+            if self.net().borrow().main_turn() {
                 return Ok(());
             }
         }
@@ -420,19 +420,19 @@ impl Core {
         }
         self.check_send(dest, handler)?;
         let inline =
-            self.net
+            self.net()
                 .borrow_mut()
                 .try_send_inline(self.rank(), dest, handler, len as u64, pieces);
         if inline {
             return Ok(());
         }
-        if self.net.borrow().main_busy() {
+        if self.net().borrow().main_busy() {
             // A main-thread message is being written already (a `Ctx`
             // used while a `MessageWriter` is open): this one cannot wait
             // for its own turn inside that one's, so it takes its place in
             // the pending order as a copy.
             let stream = OutStream::user(self.rank(), dest, handler, len as u64);
-            self.net.borrow_mut().send_or_park(stream, pieces);
+            self.net().borrow_mut().send_or_park(stream, pieces);
             return self.relieve();
         }
         let mut w = self.begin_message(dest, len, handler)?;
@@ -463,8 +463,8 @@ impl Core {
         }
         // A failed or closed destination (one cached load while every
         // peer lives).
-        if self.health.is_gone(dest) {
-            if self.health.self_closed() {
+        if self.health().is_gone(dest) {
+            if self.health().self_closed() {
                 return Err(SendError::Closed { rank: self.rank() });
             }
             return Err(SendError::PeerGone { rank: dest });
@@ -475,7 +475,7 @@ impl Core {
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
     pub(in crate::endpoint) fn set_closed(&self) {
-        let mut net = self.net.borrow_mut();
+        let mut net = self.net().borrow_mut();
         net.shm.set_closed();
         for t in &mut net.wide {
             crate::transport::NetTransport::set_closed(t);
@@ -508,16 +508,16 @@ impl Core {
         dest: Rank,
         waiter: &mut Waiter,
     ) -> Result<(), SendError> {
-        if self.health.is_gone(dest) || self.net.borrow().is_gone(dest) {
+        if self.health().is_gone(dest) || self.net().borrow().is_gone(dest) {
             // Gone (the rare path): say so, with the cause when it fell silent.
             if let Some(why) = self.silence(dest) {
                 return Err(SendError::PeerSilent { rank: dest, why });
             }
-            if self.health.is_gone(dest) {
+            if self.health().is_gone(dest) {
                 return Err(SendError::PeerGone { rank: dest });
             }
             // Its connection could not be made (lazy set-up): say why.
-            if let Some(why) = self.net.borrow().unreachable(dest) {
+            if let Some(why) = self.net().borrow().unreachable(dest) {
                 return Err(SendError::Unreachable { rank: dest, why });
             }
             // The transport found it gone before the engine did (a corrupt
@@ -525,19 +525,19 @@ impl Core {
             // raised the alarm: the next `extract` names the cause.
             return Err(SendError::PeerGone { rank: dest });
         }
-        let credit = self.net.borrow().has_credit(dest);
+        let credit = self.net().borrow().has_credit(dest);
         if let Some(waited) = waiter.credit_overdue(credit, self.close_warn()) {
             tracing::warn!(
                 "rank {} has waited {waited:?} for credit towards rank {dest}, which has taken none of its messages for that long (busy without polling, stopped or hung); still waiting",
                 self.rank()
             );
         }
-        let mut ready = || self.net.borrow().has_credit(dest);
+        let mut ready = || self.net().borrow().has_credit(dest);
         #[cfg(feature = "stats")]
         let t0 = std::time::Instant::now();
         let round = self.progress_round(waiter, &mut ready);
         #[cfg(feature = "stats")]
-        self.net
+        self.net()
             .borrow()
             .tally
             .credit_wait(dest.index(), t0.elapsed());

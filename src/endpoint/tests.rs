@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
-    f(&mut ep.core.net.borrow_mut().shm)
+    f(&mut ep.core.net().borrow_mut().shm)
 }
 
 fn whole(src: u32, handler: u32, len: u32) -> SlotBody {
@@ -293,7 +293,7 @@ fn what_a_stuck_async_handler_holds_is_bounded_by_the_senders_credits() {
                 return Ok(());
             }
             let core = ep.core.clone();
-            let held = || core.streams.borrow().get(Rank(1)).unwrap().held();
+            let held = || core.streams().borrow().get(Rank(1)).unwrap().held();
             // Take in until the credits' worth is here, then a while
             // longer: nothing more may arrive (bounded: 10 s at most).
             let t0 = std::time::Instant::now();
@@ -487,7 +487,7 @@ fn a_later_fragment_naming_another_handler_still_goes_to_its_messages() {
                 shm(&ep, |t| t.publish_raw(Rank(0), first));
                 shm(&ep, |t| t.publish_raw(Rank(0), rest));
                 // One whole message, as far as the close barrier counts.
-                ep.core.net.borrow_mut().count_crafted_message();
+                ep.core.net().borrow_mut().count_crafted_message();
             } else {
                 while seen.borrow().len() < 2 {
                     ep.extract(usize::MAX)?;

@@ -9,11 +9,13 @@
 
 use crate::endpoint::engine::control::Control;
 use crate::endpoint::engine::control_op::ControlOp;
+use crate::endpoint::engine::deferred::Deferred;
 use crate::endpoint::engine::handler::Registry;
 use crate::endpoint::engine::health::{Failure, Health, Scope};
+use crate::endpoint::engine::hooks::Hooks;
 use crate::endpoint::engine::net::{Bell, Net, SHM};
 use crate::endpoint::engine::stream::{Fast, Streams};
-use crate::endpoint::engine::termination::CloseCounts;
+use crate::endpoint::engine::termination::{CloseCounts, Counting};
 use crate::endpoint::engine::wait_policy::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
@@ -26,7 +28,6 @@ use crate::watch::Watchdog;
 use crate::window;
 use crate::window::{WindowTable, WindowView};
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -67,12 +68,21 @@ impl Drop for Inside<'_> {
     }
 }
 
-/// Errors kept for the next `extract` at most.
-const MAX_DEFERRED: usize = 64;
-
 /// Fragments taken from one transport before moving to the next.
 const BATCH: usize = 32;
 
+/// The engine's state. Each part belongs to the room that changes it and
+/// is reached through that room's own type and methods, never through a
+/// field: the settings fixed at start (read through the accessors below);
+/// the send queues and routes ([`Net`], `net`); the receive state machine
+/// ([`Streams`], `stream`, performed by `crate::endpoint::receive`); the
+/// handler table ([`Registry`], `handler`); the control plane ([`Control`],
+/// `control`) and this rank's termination counts ([`Counting`],
+/// `termination`); peers' failures ([`Health`], `health`); the errors kept
+/// for the next `extract` ([`Deferred`], `deferred`); the idle hooks
+/// ([`Hooks`], `hooks`, run by `crate::endpoint::wait`). What this file
+/// owns itself: the poll loop, how deep in it the rank is (handlers run
+/// inside), and the watchdog's alarm and the abort flag it reads.
 pub(in crate::endpoint) struct Core {
     rank: Rank,
     size: u32,
@@ -81,20 +91,19 @@ pub(in crate::endpoint) struct Core {
     /// read (the segment's lifelines, the NIC's link words) themselves.
     watchdog: Watchdog,
     /// What is known of peers' failures (sticky).
-    pub(in crate::endpoint) health: Health,
+    health: Health,
     /// The supervisor's abort was reported by `extract`.
     abort_reported: Cell<bool>,
-    pub(in crate::endpoint) net: RefCell<Net>,
+    net: RefCell<Net>,
     /// The receive state machine, one stream per source (`crate::endpoint::engine::stream`;
     /// performed by `crate::endpoint::receive::dispatch`).
-    pub(in crate::endpoint) streams: RefCell<Streams>,
-    pub(in crate::endpoint) registry: RefCell<Registry>,
-    pub(in crate::endpoint) control: RefCell<Control>,
-    /// User messages whose last fragment arrived (the close barrier's count).
-    pub(in crate::endpoint) received: Cell<u64>,
-    deferred: RefCell<VecDeque<ExtractError>>,
-    /// Whether `deferred` is non-empty (checked on every extract).
-    has_deferred: Cell<bool>,
+    streams: RefCell<Streams>,
+    registry: RefCell<Registry>,
+    control: RefCell<Control>,
+    /// This rank's termination counts: messages received, rounds entered.
+    counting: Counting,
+    /// Errors kept for the next `extract`.
+    deferred: Deferred,
     wait: WaitConfig,
     abort: Option<Arc<AtomicBool>>,
     /// One-sided windows: the table, and this rank's own area (a view that
@@ -109,17 +118,15 @@ pub(in crate::endpoint) struct Core {
     /// How long `close` waits before saying whom it waits for.
     close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    pub(in crate::endpoint) hooks: crate::endpoint::engine::hooks::Hooks,
+    hooks: Hooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
-    pub(in crate::endpoint) depth: Cell<u32>,
+    depth: Cell<u32>,
     /// Parked bytes past which a send from outside handlers makes
     /// progress instead (see `crate::endpoint::send::backpressure`).
     max_parked: usize,
     /// The longest message `Message::receive_vec` allocates for.
     max_receive: usize,
-    /// Termination rounds this rank has entered (`quiesce` and `close`).
-    pub(in crate::endpoint) rounds: Cell<u32>,
 }
 
 /// What the builder hands the engine besides transports and handlers.
@@ -211,6 +218,59 @@ impl Core {
     }
 }
 
+/// The parts of the engine, each its room's type (see [`Core`]).
+impl Core {
+    /// The send queues and routes (`crate::endpoint::engine::net`).
+    #[inline(always)]
+    pub(in crate::endpoint) fn net(&self) -> &RefCell<Net> {
+        &self.net
+    }
+
+    /// The receive state machine (`crate::endpoint::engine::stream`).
+    #[inline(always)]
+    pub(in crate::endpoint) fn streams(&self) -> &RefCell<Streams> {
+        &self.streams
+    }
+
+    /// The handler table, frozen at start.
+    #[inline(always)]
+    pub(in crate::endpoint) fn registry(&self) -> &RefCell<Registry> {
+        &self.registry
+    }
+
+    /// The control plane: the start-up table check, termination rounds,
+    /// stragglers.
+    #[inline]
+    pub(in crate::endpoint) fn control(&self) -> &RefCell<Control> {
+        &self.control
+    }
+
+    /// This rank's termination counts.
+    #[inline(always)]
+    pub(in crate::endpoint) fn counting(&self) -> &Counting {
+        &self.counting
+    }
+
+    /// What is known of peers' failures.
+    #[inline]
+    pub(in crate::endpoint) fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// The idle hooks and their flag.
+    #[inline(always)]
+    pub(in crate::endpoint) fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Whether this runs inside a handler (a pass of `progress` is on the
+    /// stack) or an idle hook: where sends never block.
+    #[inline(always)]
+    pub(in crate::endpoint) fn in_handler(&self) -> bool {
+        self.depth.get() > 0 || self.hooks.running()
+    }
+}
+
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
@@ -242,9 +302,8 @@ impl Core {
             streams: RefCell::new(Streams::new(size, registry.fn_kinds())),
             registry: RefCell::new(registry),
             control: RefCell::new(Control::new(size)),
-            received: Cell::new(0),
-            deferred: RefCell::new(VecDeque::new()),
-            has_deferred: Cell::new(false),
+            counting: Counting::default(),
+            deferred: Deferred::default(),
             wait: setup.wait,
             abort: setup.abort,
             windows: setup.windows,
@@ -252,36 +311,24 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
-            hooks: crate::endpoint::engine::hooks::Hooks::new(setup.hooks),
+            hooks: Hooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
             max_receive: setup.max_receive,
-            rounds: Cell::new(0),
         }
     }
 
     /// Report an error at the next `extract` (used where progress runs on
     /// behalf of a send).
+    #[inline]
     pub(in crate::endpoint) fn defer(&self, e: ExtractError) {
-        let mut d = self.deferred.borrow_mut();
-        // Bounded: a program that never calls `extract` again must not grow
-        // without limit; the oldest errors (the causes) are kept.
-        if d.len() < MAX_DEFERRED {
-            d.push_back(e);
-        }
-        self.has_deferred.set(true);
+        self.deferred.push(e);
     }
 
     /// The oldest error kept for the next `extract`.
     #[inline]
     pub(in crate::endpoint) fn take_deferred(&self) -> Option<ExtractError> {
-        if !self.has_deferred.get() {
-            return None;
-        }
-        let mut d = self.deferred.borrow_mut();
-        let e = d.pop_front();
-        self.has_deferred.set(!d.is_empty());
-        e
+        self.deferred.take()
     }
 
     /// Poll every transport in turn and run handlers: one pass, up to
@@ -431,12 +478,12 @@ impl Core {
             match fast {
                 Fast::Piece => {
                     out.messages += 1;
-                    self.received.set(self.received.get() + 1);
+                    self.counting.received_one();
                     self.run_fast_piece(&frag)?;
                 }
                 Fast::Async => {
                     out.messages += 1;
-                    self.received.set(self.received.get() + 1);
+                    self.counting.received_one();
                     self.run_fast_async(frag)?;
                 }
                 Fast::No => out.messages += usize::from(self.deliver(frag)?),
@@ -462,7 +509,7 @@ impl Core {
     pub(in crate::endpoint) fn close_counts(&self) -> CloseCounts {
         CloseCounts {
             sent: self.net.borrow().sent_count(),
-            received: self.received.get(),
+            received: self.counting.received(),
         }
     }
 
@@ -558,7 +605,7 @@ impl Core {
     #[cold]
     #[inline(never)]
     pub(in crate::endpoint) fn learn_failures(self: &Rc<Self>) {
-        if self.depth.get() == 0 && !self.hooks.running() {
+        if !self.in_handler() {
             self.absorb_alarm();
         }
     }

@@ -15,7 +15,7 @@ pub(in crate::endpoint) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
 pub(in crate::endpoint) struct Hooks {
     list: RefCell<Vec<Hook>>,
     /// Some hook has work (raised by `Ctx::note_idle_work`).
-    pub(in crate::endpoint) pending: Cell<bool>,
+    pending: Cell<bool>,
     /// Hooks are running (they do not nest).
     running: Cell<bool>,
 }
@@ -35,6 +35,18 @@ impl Hooks {
             list: RefCell::new(list),
             ..Hooks::default()
         }
+    }
+
+    /// Raise the flag: some hook has work.
+    #[inline]
+    pub(in crate::endpoint) fn note_work(&self) {
+        self.pending.set(true);
+    }
+
+    /// Whether the flag is up.
+    #[inline(always)]
+    pub(in crate::endpoint) fn has_work(&self) -> bool {
+        self.pending.get()
     }
 
     /// Whether hooks are running now.

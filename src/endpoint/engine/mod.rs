@@ -3,7 +3,10 @@
 //! (`net`), the receive state machine (`stream`), the handler registry
 //! (`handler`), the control messages and termination counting
 //! (`control`, `control_op`, `termination`), what this rank knows of its
-//! peers' failures (`health`) and the counters (`stats`).
+//! peers' failures (`health`), the errors kept for the next `extract`
+//! (`deferred`), the idle hooks (`hooks`) and the counters (`stats`).
+//! `Core` holds one of each and hands it out by an accessor; a room
+//! changes a part only through that part's methods.
 //!
 //! Promises: single-threaded (`Rc` + `RefCell`, one endpoint per
 //! thread); progress happens only inside calls into the library; borrows
@@ -16,22 +19,25 @@
 //!
 //! ```text
 //! layers:begin
-//! core                             | `Core`: the state every call shares, the poll
-//!                                  | loop, failures and closing
-//! net stream control               | send queues and routes; the receive state
-//!                                  | machine; the control messages (start, rounds)
-//! termination                      | the counting termination rounds
-//! control_op hooks                 | control operations and their wire codes; the
-//!                                  | idle hooks and their flag
-//! handler health stats wait_policy | the handler registry; peers' failures;
-//!                                  | the counters; the wait policy as resolved
-//!                                  | at start
+//! core                                      | `Core`: the state every call shares, the
+//!                                           | poll loop, failures and closing
+//! net stream control                        | send queues and routes; the receive
+//!                                           | state machine; the control messages
+//!                                           | (start, rounds)
+//! termination                               | the counting termination rounds
+//! control_op hooks                          | control operations and their wire codes;
+//!                                           | the idle hooks and their flag
+//! handler health stats wait_policy deferred | the handler registry; peers' failures;
+//!                                           | the counters; the wait policy as
+//!                                           | resolved at start; the errors kept for
+//!                                           | the next `extract`
 //! layers:end
 //! ```
 
 pub(crate) mod control;
 pub(crate) mod control_op;
 pub(in crate::endpoint) mod core;
+pub(in crate::endpoint) mod deferred;
 pub(crate) mod handler;
 pub(in crate::endpoint) mod health;
 pub(in crate::endpoint) mod hooks;

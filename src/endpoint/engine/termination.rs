@@ -32,6 +32,7 @@
 use crate::endpoint::engine::control_op::{ControlOp, Sends, REPORT_BYTES};
 use crate::error::{ExtractError, ProtocolError};
 use crate::id::Rank;
+use std::cell::Cell;
 
 /// A rank's report for a wave of a round (to rank 0).
 pub(crate) const OP_REPORT: ControlOp = ControlOp::Report;
@@ -49,6 +50,45 @@ pub(crate) struct CloseCounts {
     pub(crate) sent: u64,
     /// User messages whose last fragment arrived here.
     pub(crate) received: u64,
+}
+
+/// This rank's side of the counting, as the engine keeps it while it
+/// runs: user messages that arrived whole (the receive path counts each
+/// once, in `crate::endpoint::engine::core` and
+/// `crate::endpoint::receive::dispatch`) and the rounds entered (the
+/// round loop, `crate::endpoint::rounds::quiesce`, takes the next number).
+/// Messages sent are counted by the send queues (`Net::sent_count`).
+#[derive(Debug, Default)]
+pub(crate) struct Counting {
+    received: Cell<u64>,
+    rounds: Cell<u32>,
+}
+
+impl Counting {
+    /// A user message's last fragment arrived.
+    #[inline(always)]
+    pub(crate) fn received_one(&self) {
+        self.received.set(self.received.get() + 1);
+    }
+
+    /// `n` user messages' last fragments arrived (0 or 1 per fragment).
+    #[inline(always)]
+    pub(crate) fn received_n(&self, n: u64) {
+        self.received.set(self.received.get() + n);
+    }
+
+    /// User messages that arrived whole so far.
+    #[inline]
+    pub(crate) fn received(&self) -> u64 {
+        self.received.get()
+    }
+
+    /// The number of the round this rank enters now (from 0).
+    pub(crate) fn next_round(&self) -> u32 {
+        let round = self.rounds.get();
+        self.rounds.set(round + 1);
+        round
+    }
 }
 
 /// What a round is for.

@@ -35,7 +35,7 @@ impl Core {
     /// The stream of `src`, a validated source (the transports checked the
     /// header against the job's size).
     fn stream(&self, src: Rank) -> RefMut<'_, SourceStream> {
-        RefMut::map(self.streams.borrow_mut(), |s| {
+        RefMut::map(self.streams().borrow_mut(), |s| {
             s.get_mut(src).expect("the transport validated the source")
         })
     }
@@ -46,7 +46,7 @@ impl Core {
     /// fast path with few registers.
     #[inline(always)]
     pub(in crate::endpoint) fn release(&self, f: &RxFragment) {
-        let mut net = self.net.borrow_mut();
+        let mut net = self.net().borrow_mut();
         net.unflushed |= net.flush_needed;
         if f.transport == SHM {
             net.shm.release(&f.token);
@@ -69,11 +69,10 @@ impl Core {
         // validation was never a message anyone sent.
         let flags = frag.header.flags & (FragFlags::LAST.0 | FragFlags::SYSTEM.0);
         let user_last = flags == FragFlags::LAST.0;
-        let accepted = self.streams.borrow_mut().accept(frag);
+        let accepted = self.streams().borrow_mut().accept(frag);
         match accepted {
             Ok(action) => {
-                self.received
-                    .set(self.received.get() + u64::from(user_last));
+                self.counting().received_n(u64::from(user_last));
                 let started = match &action {
                     Action::Start(_) => true,
                     Action::Piece(_, info) => info.offset == 0,
@@ -139,7 +138,7 @@ impl Core {
                     self.ran(src, start.handler, run)?
                 }
                 Action::Resume { handler, slot } => {
-                    let run = self.registry.borrow_mut().entry(handler).resume(slot);
+                    let run = self.registry().borrow_mut().entry(handler).resume(slot);
                     self.ran(src, handler, run)?
                 }
             }
@@ -171,7 +170,7 @@ impl Core {
     ) -> Result<(), ExtractError> {
         let src = Rank(frag.header.src);
         let handler = fast_handler(&frag.header);
-        let start = self.streams.borrow_mut().enter_whole(frag, handler);
+        let start = self.streams().borrow_mut().enter_whole(frag, handler);
         let run = self.start_handler(src, start);
         match self.ran(src, start.handler, run)? {
             Action::Wait => Ok(()),
@@ -202,13 +201,13 @@ impl Core {
             aborted,
         };
         #[cfg(feature = "stats")]
-        let t = self.net.borrow().tally.call_start();
+        let t = self.net().borrow().tally.call_start();
         let result =
-            self.registry
+            self.registry()
                 .borrow_mut()
                 .call_fn(piece.handler, Ctx::from_core(self), &piece);
         #[cfg(feature = "stats")]
-        self.net.borrow().tally.call_end(t);
+        self.net().borrow().tally.call_end(t);
         self.release(frag);
         result
     }
@@ -225,7 +224,7 @@ impl Core {
             data: &[],
             aborted: true,
         };
-        self.registry
+        self.registry()
             .borrow_mut()
             .call_fn(info.handler, Ctx::from_core(self), &piece)
     }
@@ -234,7 +233,7 @@ impl Core {
     /// once.
     #[inline(always)]
     fn start_handler(self: &Rc<Self>, src: Rank, s: Start) -> Run {
-        let mut registry = self.registry.borrow_mut();
+        let mut registry = self.registry().borrow_mut();
         let entry = registry.entry(s.handler);
         // The message is built in the call itself: built before the
         // borrow, it was written field by field and then copied to the
@@ -300,7 +299,7 @@ impl Core {
     fn handler_error(&self, src: Rank, handler: HandlerId, source: BoxError) -> ExtractError {
         ExtractError::Handler {
             src,
-            handler: self.registry.borrow().name(handler).to_owned(),
+            handler: self.registry().borrow().name(handler).to_owned(),
             source,
         }
     }
@@ -308,9 +307,9 @@ impl Core {
     /// A complete control message from `src`: hand it to the control state
     /// and send what that answers.
     fn on_control(&self, src: Rank, op: ControlOp, payload: &[u8]) -> Result<(), ExtractError> {
-        let busy = self.hooks.pending.get() || self.hooks.running();
+        let busy = self.hooks().has_work() || self.hooks().running();
         let sends =
-            self.control
+            self.control()
                 .borrow_mut()
                 .on_message(src, op, payload, self.close_counts(), busy)?;
         for (dest, op, payload) in sends {
@@ -325,7 +324,7 @@ impl Core {
         self: &Rc<Self>,
         src: Rank,
     ) -> Result<(), ExtractError> {
-        let next = match self.streams.borrow_mut().get_mut(src) {
+        let next = match self.streams().borrow_mut().get_mut(src) {
             Some(s) => {
                 s.cut_open();
                 s.next()
@@ -344,7 +343,7 @@ impl Core {
         seq: u64,
         buf: &mut [u8],
     ) -> Option<Read> {
-        let mut streams = self.streams.borrow_mut();
+        let mut streams = self.streams().borrow_mut();
         let (read, used) = streams.get_mut(src)?.read(seq, buf)?;
         for f in used {
             self.release(&f);
@@ -354,7 +353,7 @@ impl Core {
 
     /// Bytes of message `seq` from `src` that have arrived and are unread.
     pub(in crate::endpoint) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
-        self.streams.borrow().get(src)?.available(seq)
+        self.streams().borrow().get(src)?.available(seq)
     }
 }
 

@@ -440,7 +440,7 @@ impl Ctx {
         }
         self.core.check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
-        let mut net = self.core.net.borrow_mut();
+        let mut net = self.core.net().borrow_mut();
         if net.try_send_inline(self.core.rank(), dest, handler, total, pieces) {
             return Ok(());
         }
@@ -467,7 +467,7 @@ impl Ctx {
     /// while this waits for its credit: [`SendError::PeerGone`]).
     #[inline]
     pub fn post(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
-        if self.core.depth.get() > 0 || self.core.hooks.running() {
+        if self.core.in_handler() {
             self.send(dest, handler, pieces)
         } else {
             self.core.send_waiting(dest, handler, pieces)
@@ -478,7 +478,7 @@ impl Ctx {
     /// sends never block).
     #[inline]
     pub fn in_handler(&self) -> bool {
-        self.core.depth.get() > 0 || self.core.hooks.running()
+        self.core.in_handler()
     }
 
     /// Raise the idle-work flag: some idle hook
@@ -491,18 +491,18 @@ impl Ctx {
     /// [`close`](crate::Endpoint::close) wait for the hooks to run.
     #[inline]
     pub fn note_idle_work(&self) {
-        self.core.hooks.pending.set(true);
+        self.core.hooks().note_work();
     }
 
     /// Whether the idle-work flag is up (see [`note_idle_work`](Self::note_idle_work)).
     #[inline]
     pub fn idle_work_pending(&self) -> bool {
-        self.core.hooks.pending.get()
+        self.core.hooks().has_work()
     }
 
     /// Bytes of this rank's sends parked for credit now (see
     /// [`Config::max_parked`](crate::Config::max_parked)).
     pub fn parked_bytes(&self) -> usize {
-        self.core.net.borrow().parked_bytes()
+        self.core.net().borrow().parked_bytes()
     }
 }

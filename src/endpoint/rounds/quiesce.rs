@@ -62,7 +62,7 @@ impl Core {
         tick: &mut dyn FnMut(&Core),
     ) -> Result<(), ExtractError> {
         self.check_failures(Scope::Any)?;
-        if let Some(e) = self.control.borrow().rounds.mismatch() {
+        if let Some(e) = self.control().borrow().rounds.mismatch() {
             return Err(e);
         }
         // What hooks hold leaves now (it may still be parked: that counts
@@ -70,14 +70,13 @@ impl Core {
         if let Err(e) = self.idle_hooks() {
             self.defer(e);
         }
-        let round = self.rounds.get();
-        self.rounds.set(round + 1);
-        let busy = self.hooks.pending.get();
-        let report = self
-            .control
-            .borrow_mut()
-            .rounds
-            .enter(round, kind, self.close_counts(), busy);
+        let round = self.counting().next_round();
+        let busy = self.hooks().has_work();
+        let report =
+            self.control()
+                .borrow_mut()
+                .rounds
+                .enter(round, kind, self.close_counts(), busy);
         self.send_control(
             Rank(0),
             crate::endpoint::engine::control::OP_REPORT,
@@ -85,7 +84,7 @@ impl Core {
         );
         let mut waiter = Waiter::new();
         let over = |c: &Core| {
-            let ctl = c.control.borrow();
+            let ctl = c.control().borrow();
             ctl.rounds.released(round) || ctl.rounds.mismatch().is_some()
         };
         while !over(self) {
@@ -94,7 +93,7 @@ impl Core {
             // in a job, rank 0 probes itself back to back), and a rank
             // whose hooks have work reports busy, so waiting for an idle
             // moment could go on for ever.
-            if self.hooks.pending.get() {
+            if self.hooks().has_work() {
                 if let Err(e) = self.idle_hooks() {
                     self.defer(e);
                 }
@@ -102,7 +101,7 @@ impl Core {
             self.progress_round(&mut waiter, &mut || over(self))?;
             tick(self);
         }
-        match self.control.borrow().rounds.mismatch() {
+        match self.control().borrow().rounds.mismatch() {
             Some(e) => Err(e),
             None => Ok(()),
         }

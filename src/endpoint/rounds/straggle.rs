@@ -46,7 +46,7 @@ impl StraggleWatch {
     /// Called after each round of the close loop.
     pub(in crate::endpoint) fn tick(&mut self, core: &Core) {
         let me = core.rank();
-        if let Some(missing) = core.control.borrow_mut().take_stragglers() {
+        if let Some(missing) = core.control().borrow_mut().take_stragglers() {
             say(format!(
                 "rank {me} is waiting in close: rank 0 reports that rank(s) {} have not called close",
                 list(&missing)
@@ -62,7 +62,7 @@ impl StraggleWatch {
             ));
             return;
         }
-        let (missing, closing) = core.control.borrow().close_census();
+        let (missing, closing) = core.control().borrow().close_census();
         if missing.is_empty() {
             return; // everyone is in: the release is a few rounds away
         }

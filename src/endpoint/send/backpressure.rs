@@ -28,10 +28,7 @@ impl Core {
     /// reported by the next `extract`.
     #[inline]
     pub(in crate::endpoint) fn relieve(self: &Rc<Self>) -> Result<(), SendError> {
-        if self.net.borrow().parked_bytes() <= self.max_parked()
-            || self.depth.get() > 0
-            || self.hooks.running()
-        {
+        if self.net().borrow().parked_bytes() <= self.max_parked() || self.in_handler() {
             return Ok(());
         }
         self.relieve_slow()
@@ -42,8 +39,8 @@ impl Core {
     fn relieve_slow(self: &Rc<Self>) -> Result<(), SendError> {
         let mut waiter = Waiter::draining();
         let max = self.max_parked();
-        while self.net.borrow().parked_bytes() > max {
-            let mut ready = || self.net.borrow().parked_bytes() <= max;
+        while self.net().borrow().parked_bytes() > max {
+            let mut ready = || self.net().borrow().parked_bytes() <= max;
             match self.progress_round(&mut waiter, &mut ready) {
                 Ok(()) => {}
                 Err(ExtractError::Aborted) => return Err(SendError::Aborted),

@@ -22,7 +22,7 @@ impl Core {
     /// host.
     fn area_of(&self, rank: Rank) -> Result<WindowArea, PutError> {
         window::check_dest(rank, self.size())?;
-        let net = self.net.borrow();
+        let net = self.net().borrow();
         if net.shm.is_closed() {
             return Err(PutError::Closed);
         }
@@ -32,7 +32,7 @@ impl Core {
         if self.local().binary_search(&rank).is_err() {
             return Err(PutError::NotOnHost { rank });
         }
-        if self.health.is_gone(rank) {
+        if self.health().is_gone(rank) {
             return Err(PutError::PeerGone { rank });
         }
         net.shm.peer_area(rank)
@@ -170,7 +170,7 @@ impl Ctx {
     /// network) or left. A library that waits for answers from `rank`
     /// (request/response) stops waiting once this is true.
     pub fn is_gone(&self, rank: Rank) -> bool {
-        self.core().health.is_gone(rank)
+        self.core().health().is_gone(rank)
     }
 
     /// Bytes of window `win` (as registered).

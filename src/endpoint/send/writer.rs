@@ -35,7 +35,7 @@ impl<'a> MessageWriter<'a> {
     /// of it). The place stays taken until the writer ends
     /// ([`close`](Self::close)).
     pub(in crate::endpoint) fn open(core: &'a Rc<Core>, s: OutStream) -> Self {
-        debug_assert!(core.net.borrow().main_turn());
+        debug_assert!(core.net().borrow().main_turn());
         MessageWriter {
             core,
             s,
@@ -76,7 +76,9 @@ impl<'a> MessageWriter<'a> {
         let mut off = 0;
         let mut waiter = Waiter::for_peer(self.s.dest);
         loop {
-            off += self.s.write(&mut self.core.net.borrow_mut(), &data[off..]);
+            off += self
+                .s
+                .write(&mut self.core.net().borrow_mut(), &data[off..]);
             if off == data.len() {
                 return Ok(());
             }
@@ -121,7 +123,7 @@ impl<'a> MessageWriter<'a> {
         let mut waiter = Waiter::for_peer(self.s.dest);
         let result = loop {
             let done = {
-                let mut net = self.core.net.borrow_mut();
+                let mut net = self.core.net().borrow_mut();
                 if aborted {
                     self.s.finish_aborted(&mut net)
                 } else {
@@ -135,7 +137,7 @@ impl<'a> MessageWriter<'a> {
                 break Err(e);
             }
         };
-        self.core.net.borrow_mut().close_main();
+        self.core.net().borrow_mut().close_main();
         result
     }
 }

@@ -281,14 +281,14 @@ fn routed(size: u32, wide: Vec<AnyTransport>, shm: ShmTransport) -> Net {
 /// verdict on every rank's.
 fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<(), StartError> {
     if ep.core.rank().0 == 0 {
-        ep.core.control.borrow_mut().set_own_table(names.clone());
+        ep.core.control().borrow_mut().set_own_table(names.clone());
     }
     ep.core
         .send_control(Rank(0), OP_TABLE, &encode_table(&names));
     let started = Instant::now();
     let mut waiter = Waiter::new();
     loop {
-        let verdict = ep.core.control.borrow_mut().verdict.take();
+        let verdict = ep.core.control().borrow_mut().verdict.take();
         if let Some(v) = verdict {
             return v.into_result();
         }
@@ -299,6 +299,8 @@ fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<()
             });
         }
         let core = &ep.core;
-        core.progress_round(&mut waiter, &mut || core.control.borrow().verdict.is_some())?;
+        core.progress_round(&mut waiter, &mut || {
+            core.control().borrow().verdict.is_some()
+        })?;
     }
 }

@@ -36,7 +36,7 @@ impl Core {
     /// after it do not run this time (the flag is raised again for them).
     #[inline]
     pub(in crate::endpoint) fn idle_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
-        if !self.hooks.pending.get() || self.hooks.running() {
+        if !self.hooks().has_work() || self.hooks().running() {
             return Ok(());
         }
         self.run_hooks()
@@ -59,6 +59,6 @@ impl Core {
 
     #[inline(never)]
     fn run_hooks(self: &Rc<Self>) -> Result<(), ExtractError> {
-        self.hooks.run(Ctx::from_core(self))
+        self.hooks().run(Ctx::from_core(self))
     }
 }

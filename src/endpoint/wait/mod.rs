@@ -255,7 +255,7 @@ impl Waiter {
                 if let Some(bell) = core.bell() {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
-                    let has_work = || core.net.borrow().has_work() || ready();
+                    let has_work = || core.net().borrow().has_work() || ready();
                     if bell.sleep(SLEEP_TIMEOUT, has_work) {
                         // A woken sleeper's wait for a CPU is the wake-up's
                         // cost, not a sign that the core is wanted: judge
