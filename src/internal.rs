@@ -235,15 +235,14 @@ pub mod control {
         ) -> Vec<u8> {
             let counts = CloseCounts { sent, received };
             self.0
-                .rounds
-                .enter(round, kind(close), counts, busy)
+                .enter_round(round, kind(close), counts, busy)
                 .encode()
         }
 
         /// The mismatch rank 0 reported, as (round, a quiescing rank, a
         /// closing rank).
         pub fn mismatch(&self) -> Option<(u32, u32, u32)> {
-            match self.0.rounds.mismatch()? {
+            match self.0.mismatch()? {
                 crate::error::ExtractError::CloseQuiesceMismatch {
                     round,
                     quiescing,
@@ -255,12 +254,12 @@ pub mod control {
 
         /// The verdict received, as `start` would report it.
         pub fn verdict(&self) -> Option<Result<(), StartError>> {
-            self.0.verdict.clone().map(inner::Verdict::into_result)
+            self.0.verdict().cloned().map(inner::Verdict::into_result)
         }
 
         /// Whether rank 0 has released this rank from round `round`.
         pub fn released(&self, round: u32) -> bool {
-            self.0.rounds.released(round)
+            self.0.released(round)
         }
     }
 }

@@ -12,8 +12,8 @@
 
 use crate::endpoint::engine::control_op::{ControlOp, Sends};
 use crate::endpoint::engine::handler::{decode_table, first_difference};
-use crate::endpoint::engine::termination::{CloseCounts, Rounds};
-use crate::error::{ProtocolError, StartError};
+use crate::endpoint::engine::termination::{CloseCounts, Report, RoundKind, Rounds};
+use crate::error::{ExtractError, ProtocolError, StartError};
 use crate::id::Rank;
 
 /// A rank's handler table, to rank 0.
@@ -136,9 +136,9 @@ pub(crate) struct Control {
     own_table: Vec<String>,
     tables: Vec<Option<Vec<String>>>,
     tables_in: u32,
-    pub(crate) verdict: Option<Verdict>,
+    verdict: Option<Verdict>,
     /// Termination rounds (`quiesce`, `close`).
-    pub(crate) rounds: Rounds,
+    rounds: Rounds,
     /// A straggler list from rank 0, not yet shown.
     stragglers: Option<Vec<Rank>>,
 }
@@ -160,6 +160,38 @@ impl Control {
     /// round (not called `close`), and those that have.
     pub(crate) fn close_census(&self) -> (Vec<Rank>, Vec<Rank>) {
         self.rounds.census()
+    }
+
+    /// Rank 0's verdict on the handler tables, once it came.
+    pub(crate) fn verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
+    }
+
+    /// Rank 0's verdict, taken (start-up reads it once).
+    pub(crate) fn take_verdict(&mut self) -> Option<Verdict> {
+        self.verdict.take()
+    }
+
+    /// Enter termination round `round` of `kind`: the wave-0 report to
+    /// send rank 0.
+    pub(crate) fn enter_round(
+        &mut self,
+        round: u32,
+        kind: RoundKind,
+        counts: CloseCounts,
+        busy: bool,
+    ) -> Report {
+        self.rounds.enter(round, kind, counts, busy)
+    }
+
+    /// Whether rank 0 has released this rank from `round`.
+    pub(crate) fn released(&self, round: u32) -> bool {
+        self.rounds.released(round)
+    }
+
+    /// The round mismatch error, once rank 0 has found one (sticky).
+    pub(crate) fn mismatch(&self) -> Option<ExtractError> {
+        self.rounds.mismatch()
     }
 
     /// A straggler list rank 0 sent, once.

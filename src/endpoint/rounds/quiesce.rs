@@ -62,7 +62,7 @@ impl Core {
         tick: &mut dyn FnMut(&Core),
     ) -> Result<(), ExtractError> {
         self.check_failures(Scope::Any)?;
-        if let Some(e) = self.control().borrow().rounds.mismatch() {
+        if let Some(e) = self.control().borrow().mismatch() {
             return Err(e);
         }
         // What hooks hold leaves now (it may still be parked: that counts
@@ -75,8 +75,7 @@ impl Core {
         let report =
             self.control()
                 .borrow_mut()
-                .rounds
-                .enter(round, kind, self.close_counts(), busy);
+                .enter_round(round, kind, self.close_counts(), busy);
         self.send_control(
             Rank(0),
             crate::endpoint::engine::control::OP_REPORT,
@@ -85,7 +84,7 @@ impl Core {
         let mut waiter = Waiter::new();
         let over = |c: &Core| {
             let ctl = c.control().borrow();
-            ctl.rounds.released(round) || ctl.rounds.mismatch().is_some()
+            ctl.released(round) || ctl.mismatch().is_some()
         };
         while !over(self) {
             // Hooks with work run every round, not only when idle: the
@@ -101,7 +100,7 @@ impl Core {
             self.progress_round(&mut waiter, &mut || over(self))?;
             tick(self);
         }
-        match self.control().borrow().rounds.mismatch() {
+        match self.control().borrow().mismatch() {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -288,7 +288,7 @@ fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<()
     let started = Instant::now();
     let mut waiter = Waiter::new();
     loop {
-        let verdict = ep.core.control().borrow_mut().verdict.take();
+        let verdict = ep.core.control().borrow_mut().take_verdict();
         if let Some(v) = verdict {
             return v.into_result();
         }
@@ -300,7 +300,7 @@ fn check_tables(ep: &Endpoint, names: Vec<String>, config: &Config) -> Result<()
         }
         let core = &ep.core;
         core.progress_round(&mut waiter, &mut || {
-            core.control().borrow().verdict.is_some()
+            core.control().borrow().verdict().is_some()
         })?;
     }
 }
