@@ -10,11 +10,14 @@
 //! the parts it is made of; the rooms above it are the calls a program or
 //! a handler makes on it. Rooms import only down this table
 //! (`scripts/layers.py check`), naming the file they use; everything may
-//! use what this file defines (`Endpoint`). One edge goes up, through the
-//! re-exports here, and cannot be cut without type erasure: the engine's
-//! handler registry and idle hooks hold functions of the handles
-//! (`Ctx`, `Message`, `Piece`, defined in `receive`), and the handles
-//! hold the engine.
+//! use what this file defines (`Endpoint`). The handles a handler gets
+//! (`Ctx`, `Message`) hold the engine, and the engine's handler table and
+//! idle hooks hold functions of them: the handles are therefore defined
+//! with `Core` (`engine::core`), the table and the hooks are generic over
+//! them (`engine::handler`, `engine::hooks`), and what a handler can do
+//! with a handle is written in `receive` — no edge goes up. `Core` keeps
+//! each part of its state in the type of the room that changes it and
+//! hands it out by an accessor; no field of `Core` is visible outside it.
 //!
 //! ```text
 //! layers:begin
@@ -46,8 +49,10 @@ pub use self::startup::config::{
 };
 // The transports' tuning, as `Config` holds it (the transports are private).
 pub use self::engine::core::Extracted;
+pub use self::engine::core::{Ctx, Message};
+pub use self::engine::handler::piece::Piece;
 pub use self::engine::wait_policy::WaitPolicy;
-pub use self::receive::message::{Ctx, Message, Piece, Receive};
+pub use self::receive::message::Receive;
 pub use self::send::writer::MessageWriter;
 pub use crate::transport::net::NetRingConfig;
 pub use crate::transport::shm::ShmConfig;

@@ -1,5 +1,8 @@
 //! The engine shared by an [`Endpoint`](crate::endpoint::Endpoint), its handlers'
-//! [`Ctx`](crate::endpoint::Ctx) and [`Message`](crate::endpoint::Message) handles.
+//! [`Ctx`](crate::endpoint::Ctx) and [`Message`](crate::endpoint::Message) handles;
+//! and those handles, defined here because they hold the engine and the
+//! engine's handler table holds functions of them (what a handler can do
+//! with one is written in `crate::endpoint::receive::message`).
 //!
 //! Single-threaded (`Rc` + `RefCell`): an endpoint belongs to one thread,
 //! and progress happens only inside calls into the library. Borrows of the
@@ -12,7 +15,7 @@ use crate::endpoint::engine::control_op::ControlOp;
 use crate::endpoint::engine::deferred::Deferred;
 use crate::endpoint::engine::handler::Registry;
 use crate::endpoint::engine::health::{Failure, Health, Scope};
-use crate::endpoint::engine::hooks::Hooks;
+use crate::endpoint::engine::hooks;
 use crate::endpoint::engine::net::{Bell, Net, SHM};
 use crate::endpoint::engine::stream::{Fast, Streams};
 use crate::endpoint::engine::termination::{CloseCounts, Counting};
@@ -20,8 +23,7 @@ use crate::endpoint::engine::wait_policy::WaitConfig;
 use crate::error::{ExtractError, ProtocolError, PutError};
 #[cfg(feature = "stats")]
 use crate::frame::FragFlags;
-use crate::id::Rank;
-use crate::id::WindowId;
+use crate::id::{HandlerId, Rank, WindowId};
 use crate::sync::AtomicBool;
 use crate::transport::{RxFragment, Transport};
 use crate::watch::Watchdog;
@@ -49,6 +51,97 @@ impl Extracted {
         self.fragments > 0
     }
 }
+
+/// An arriving message, as seen by its handler.
+///
+/// The handler starts when the first fragment arrives. [`receive`] pulls
+/// the next bytes straight out of the arrived frames into the handler's
+/// buffer and suspends (`.await`) while they have not arrived; frames are
+/// released as they are used up. Whatever the handler has not read when it
+/// returns is dropped.
+///
+/// [`receive`]: Message::receive
+#[derive(Debug)]
+pub struct Message {
+    core: Rc<Core>,
+    pub(in crate::endpoint) src: Rank,
+    pub(in crate::endpoint) seq: u64,
+    pub(in crate::endpoint) total: u64,
+    /// Bytes the handler has received so far.
+    pub(in crate::endpoint) read: u64,
+    pub(in crate::endpoint) handler: HandlerId,
+}
+
+impl Message {
+    pub(in crate::endpoint) fn new(
+        core: Rc<Core>,
+        src: Rank,
+        seq: u64,
+        total: u64,
+        handler: HandlerId,
+    ) -> Self {
+        Message {
+            core,
+            src,
+            seq,
+            total,
+            read: 0,
+            handler,
+        }
+    }
+
+    /// The engine behind this handle.
+    #[inline(always)]
+    pub(in crate::endpoint) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+}
+
+/// What a handler can do besides reading its message: send.
+///
+/// Sends from a handler never block. Without credit, the rest of the message
+/// is copied into a pending queue and sent by later progress, in order.
+/// From outside any handler (a `Ctx` got from
+/// [`Endpoint::ctx`](crate::Endpoint::ctx) in the main loop), a send that
+/// finds more than [`Config::max_parked`](crate::Config::max_parked) bytes
+/// parked makes progress until they are under it: memory stays bounded
+/// however fast the main loop sends.
+#[derive(Debug, Clone)]
+#[repr(transparent)]
+pub struct Ctx {
+    core: Rc<Core>,
+}
+
+impl Ctx {
+    pub(in crate::endpoint) fn new(core: Rc<Core>) -> Self {
+        Ctx { core }
+    }
+
+    /// The engine behind this handle.
+    #[inline(always)]
+    pub(in crate::endpoint) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+
+    /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
+    #[inline]
+    #[allow(unsafe_code)] // a cast between types of one layout, below
+    pub(in crate::endpoint) fn from_core(core: &Rc<Core>) -> &Ctx {
+        // SAFETY: `Ctx` is `repr(transparent)` over `Rc<Core>`, so the two
+        // have the same layout; the returned reference borrows `core`.
+        unsafe { &*(core as *const Rc<Core> as *const Ctx) }
+    }
+}
+
+/// The handler table as the engine holds it: its handlers get a [`Ctx`]
+/// and, when async, a [`Message`].
+pub(in crate::endpoint) type HandlerTable = Registry<Ctx, Message>;
+
+/// The idle hooks as the engine holds them: each gets a [`Ctx`].
+pub(in crate::endpoint) type IdleHooks = hooks::Hooks<Ctx>;
+
+/// An idle hook, type-erased.
+pub(in crate::endpoint) type Hook = hooks::Hook<Ctx>;
 
 /// Marks a pass of `progress` on the stack for its length.
 struct Inside<'a>(&'a Core);
@@ -98,7 +191,7 @@ pub(in crate::endpoint) struct Core {
     /// The receive state machine, one stream per source (`crate::endpoint::engine::stream`;
     /// performed by `crate::endpoint::receive::dispatch`).
     streams: RefCell<Streams>,
-    registry: RefCell<Registry>,
+    registry: RefCell<HandlerTable>,
     control: RefCell<Control>,
     /// This rank's termination counts: messages received, rounds entered.
     counting: Counting,
@@ -118,7 +211,7 @@ pub(in crate::endpoint) struct Core {
     /// How long `close` waits before saying whom it waits for.
     close_warn: std::time::Duration,
     /// Idle hooks and their flag.
-    hooks: Hooks,
+    hooks: IdleHooks,
     /// Passes of `progress` on the stack (handlers run inside them): a
     /// send made there never blocks.
     depth: Cell<u32>,
@@ -138,7 +231,7 @@ pub(in crate::endpoint) struct CoreSetup {
     pub(in crate::endpoint) local: Vec<Rank>,
     pub(in crate::endpoint) watchdog: Watchdog,
     pub(in crate::endpoint) close_warn: std::time::Duration,
-    pub(in crate::endpoint) hooks: Vec<crate::endpoint::engine::hooks::Hook>,
+    pub(in crate::endpoint) hooks: Vec<Hook>,
     pub(in crate::endpoint) max_parked: usize,
     pub(in crate::endpoint) max_receive: usize,
 }
@@ -234,7 +327,7 @@ impl Core {
 
     /// The handler table, frozen at start.
     #[inline(always)]
-    pub(in crate::endpoint) fn registry(&self) -> &RefCell<Registry> {
+    pub(in crate::endpoint) fn registry(&self) -> &RefCell<HandlerTable> {
         &self.registry
     }
 
@@ -259,7 +352,7 @@ impl Core {
 
     /// The idle hooks and their flag.
     #[inline(always)]
-    pub(in crate::endpoint) fn hooks(&self) -> &Hooks {
+    pub(in crate::endpoint) fn hooks(&self) -> &IdleHooks {
         &self.hooks
     }
 
@@ -285,7 +378,7 @@ impl Core {
         rank: Rank,
         size: u32,
         net: Net,
-        registry: Registry,
+        registry: HandlerTable,
         setup: CoreSetup,
     ) -> Core {
         // Only the shm transport has a doorbell (the network transports'
@@ -311,7 +404,7 @@ impl Core {
             local: setup.local,
             bell,
             close_warn: setup.close_warn,
-            hooks: Hooks::new(setup.hooks),
+            hooks: IdleHooks::new(setup.hooks),
             depth: Cell::new(0),
             max_parked: setup.max_parked,
             max_receive: setup.max_receive,

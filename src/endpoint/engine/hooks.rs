@@ -3,24 +3,23 @@
 //! what a hook may do, is the waiting room's (`crate::endpoint::wait::hook`).
 
 use crate::endpoint::engine::handler::HandlerResult;
-use crate::endpoint::Ctx;
 use crate::error::ExtractError;
 use std::cell::{Cell, RefCell};
 
-/// An idle hook, type-erased.
-pub(in crate::endpoint) type Hook = Box<dyn FnMut(&Ctx) -> HandlerResult>;
+/// An idle hook, type-erased, given the context `C` (the endpoint's
+/// `Ctx`, named where the engine is: it holds the engine).
+pub(in crate::endpoint) type Hook<C> = Box<dyn FnMut(&C) -> HandlerResult>;
 
 /// The hooks of one endpoint and their flag.
-#[derive(Default)]
-pub(in crate::endpoint) struct Hooks {
-    list: RefCell<Vec<Hook>>,
+pub(in crate::endpoint) struct Hooks<C> {
+    list: RefCell<Vec<Hook<C>>>,
     /// Some hook has work (raised by `Ctx::note_idle_work`).
     pending: Cell<bool>,
     /// Hooks are running (they do not nest).
     running: Cell<bool>,
 }
 
-impl std::fmt::Debug for Hooks {
+impl<C> std::fmt::Debug for Hooks<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
             .field("count", &self.list.borrow().len())
@@ -29,11 +28,12 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
-impl Hooks {
-    pub(in crate::endpoint) fn new(list: Vec<Hook>) -> Self {
+impl<C> Hooks<C> {
+    pub(in crate::endpoint) fn new(list: Vec<Hook<C>>) -> Self {
         Hooks {
             list: RefCell::new(list),
-            ..Hooks::default()
+            pending: Cell::new(false),
+            running: Cell::new(false),
         }
     }
 
@@ -62,7 +62,7 @@ impl Hooks {
     /// # Errors
     /// The first hook's error, as [`ExtractError::IdleHook`].
     #[inline]
-    pub(in crate::endpoint) fn run(&self, ctx: &Ctx) -> Result<(), ExtractError> {
+    pub(in crate::endpoint) fn run(&self, ctx: &C) -> Result<(), ExtractError> {
         self.pending.set(false);
         self.running.set(true);
         // Taken out while they run: a hook may reach the engine again.

@@ -20,14 +20,16 @@
 //! ```text
 //! layers:begin
 //! core                                      | `Core`: the state every call shares, the
-//!                                           | poll loop, failures and closing
+//!                                           | poll loop, failures and closing; the
+//!                                           | handles `Ctx` and `Message`
 //! net stream control                        | send queues and routes; the receive
 //!                                           | state machine; the control messages
 //!                                           | (start, rounds)
 //! termination                               | the counting termination rounds
 //! control_op hooks                          | control operations and their wire codes;
 //!                                           | the idle hooks and their flag
-//! handler health stats wait_policy deferred | the handler registry; peers' failures;
+//! handler health stats wait_policy deferred | the handler registry (generic over the
+//!                                           | handles) and `Piece`; peers' failures;
 //!                                           | the counters; the wait policy as
 //!                                           | resolved at start; the errors kept for
 //!                                           | the next `extract`

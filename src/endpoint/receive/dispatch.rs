@@ -17,13 +17,14 @@
 
 use crate::endpoint::engine::control_op::ControlOp;
 use crate::endpoint::engine::core::Core;
+use crate::endpoint::engine::core::{Ctx, Message};
+use crate::endpoint::engine::handler::piece::Piece;
 use crate::endpoint::engine::handler::pool::Run;
 use crate::endpoint::engine::handler::HandlerResult;
 use crate::endpoint::engine::net::{on_transport, Net, SHM};
 use crate::endpoint::engine::stream::{
     fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start,
 };
-use crate::endpoint::receive::message::{Ctx, Message, Piece};
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank};

@@ -1,55 +1,21 @@
-//! The handles a handler receives: [`Message`] (an async handler pulls the
-//! message's bytes, streamed), [`Piece`] (a plain-function handler gets each
-//! arriving piece) and [`Ctx`] (send from inside a handler).
+//! What a handler can do with the handles it receives: [`Message`] (an
+//! async handler pulls the message's bytes, streamed) and [`Ctx`] (send
+//! from inside a handler). The handles themselves are defined with the
+//! engine (`crate::endpoint::engine::core`): they hold it, and its handler
+//! table holds functions of them. A plain-function handler's
+//! [`Piece`](crate::endpoint::Piece) is plain data
+//! (`crate::endpoint::engine::handler::piece`).
 
-#![allow(unsafe_code)]
-
-use crate::endpoint::engine::core::Core;
+// The handles, for the rooms that use them with their methods.
+pub(in crate::endpoint) use crate::endpoint::engine::core::{Ctx, Message};
 use crate::endpoint::engine::net::OutStream;
 use crate::error::{PutError, ReceiveError, SendError};
 use crate::id::{HandlerId, Rank, WindowId};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
-/// An arriving message, as seen by its handler.
-///
-/// The handler starts when the first fragment arrives. [`receive`] pulls
-/// the next bytes straight out of the arrived frames into the handler's
-/// buffer and suspends (`.await`) while they have not arrived; frames are
-/// released as they are used up. Whatever the handler has not read when it
-/// returns is dropped.
-///
-/// [`receive`]: Message::receive
-#[derive(Debug)]
-pub struct Message {
-    core: Rc<Core>,
-    src: Rank,
-    seq: u64,
-    total: u64,
-    read: u64,
-    handler: HandlerId,
-}
-
 impl Message {
-    pub(in crate::endpoint) fn new(
-        core: Rc<Core>,
-        src: Rank,
-        seq: u64,
-        total: u64,
-        handler: HandlerId,
-    ) -> Self {
-        Message {
-            core,
-            src,
-            seq,
-            total,
-            read: 0,
-            handler,
-        }
-    }
-
     /// The sending rank.
     #[inline]
     pub fn source(&self) -> Rank {
@@ -89,7 +55,7 @@ impl Message {
     /// abort has been received.
     pub fn try_receive(&mut self, buf: &mut [u8]) -> Result<usize, ReceiveError> {
         let r = self
-            .core
+            .core()
             .read_message(self.src, self.seq, buf)
             .ok_or(ReceiveError::Stale)?;
         self.read += r.n as u64;
@@ -101,7 +67,7 @@ impl Message {
 
     /// Bytes that have arrived and not been received yet.
     pub fn available(&self) -> usize {
-        self.core.available(self.src, self.seq).unwrap_or(0) as usize
+        self.core().available(self.src, self.seq).unwrap_or(0) as usize
     }
 
     /// Fill `buf` with the next bytes of the message, waiting for them to
@@ -141,7 +107,7 @@ impl Message {
     /// readable with [`receive`](Self::receive)); otherwise as
     /// [`receive`](Self::receive).
     pub async fn receive_vec(&mut self) -> Result<Vec<u8>, ReceiveError> {
-        let max = self.core.max_receive();
+        let max = self.core().max_receive();
         self.receive_vec_max(max).await
     }
 
@@ -195,7 +161,7 @@ impl Future for Receive<'_> {
         let this = self.get_mut();
         let msg = &mut *this.msg;
         let r = msg
-            .core
+            .core()
             .read_message(msg.src, msg.seq, &mut this.buf[this.filled..]);
         let Some(r) = r else {
             return Poll::Ready(Err(ReceiveError::Stale));
@@ -215,149 +181,22 @@ impl Future for Receive<'_> {
     }
 }
 
-/// A piece of an arriving message, as given to a plain-function handler
-/// (see [`EndpointBuilder::register_fn`](crate::EndpointBuilder::register_fn)).
-///
-/// The bytes are borrowed straight from the transport's frame and released
-/// when the handler returns. A message that fits one frame comes as one
-/// piece; a longer one as several, in order, with increasing
-/// [`offset`](Piece::offset).
-///
-/// A message that ends short — its sender aborted it, or failed while
-/// sending it — ends with a last piece flagged [`is_aborted`]
-/// (possibly empty): the bytes before are what was sent, nothing is
-/// padded. [`check`](Piece::check) turns the flag into an error.
-///
-/// [`is_aborted`]: Piece::is_aborted
-#[derive(Debug, Clone, Copy)]
-pub struct Piece<'a> {
-    pub(in crate::endpoint) source: Rank,
-    pub(in crate::endpoint) offset: u64,
-    pub(in crate::endpoint) total: u64,
-    pub(in crate::endpoint) handler: HandlerId,
-    pub(in crate::endpoint) data: &'a [u8],
-    pub(in crate::endpoint) aborted: bool,
-}
-
-impl<'a> Piece<'a> {
-    /// The sending rank.
-    #[inline]
-    pub fn source(&self) -> Rank {
-        self.source
-    }
-
-    /// The bytes of this piece.
-    #[inline]
-    pub fn data(&self) -> &'a [u8] {
-        self.data
-    }
-
-    /// Where this piece starts in the message.
-    #[inline]
-    pub fn offset(&self) -> usize {
-        self.offset as usize
-    }
-
-    /// The whole message's length.
-    #[inline]
-    pub fn message_len(&self) -> usize {
-        self.total as usize
-    }
-
-    /// Whether this is the message's first piece.
-    #[inline]
-    pub fn is_first(&self) -> bool {
-        self.offset == 0
-    }
-
-    /// Whether this is the message's last piece (also when it ends
-    /// aborted).
-    #[inline]
-    pub fn is_last(&self) -> bool {
-        self.aborted || self.offset + self.data.len() as u64 == self.total
-    }
-
-    /// Whether the message ends here, aborted: fewer bytes arrived than
-    /// [`message_len`](Self::message_len) declared (the sender aborted the
-    /// message or failed while sending it).
-    #[inline]
-    pub fn is_aborted(&self) -> bool {
-        self.aborted
-    }
-
-    /// `Ok` unless the message ends here aborted.
-    ///
-    /// # Errors
-    /// [`ReceiveError::Aborted`] on an aborted message's last piece.
-    #[inline]
-    pub fn check(&self) -> Result<(), ReceiveError> {
-        if self.aborted {
-            Err(ReceiveError::Aborted {
-                src: self.source,
-                declared: self.total,
-                received: self.offset + self.data.len() as u64,
-            })
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The handler this message names.
-    #[inline]
-    pub fn handler(&self) -> HandlerId {
-        self.handler
-    }
-}
-
-/// What a handler can do besides reading its message: send.
-///
-/// Sends from a handler never block. Without credit, the rest of the message
-/// is copied into a pending queue and sent by later progress, in order.
-/// From outside any handler (a `Ctx` got from
-/// [`Endpoint::ctx`](crate::Endpoint::ctx) in the main loop), a send that
-/// finds more than [`Config::max_parked`](crate::Config::max_parked) bytes
-/// parked makes progress until they are under it: memory stays bounded
-/// however fast the main loop sends.
-#[derive(Debug, Clone)]
-#[repr(transparent)]
-pub struct Ctx {
-    core: Rc<Core>,
-}
-
 impl Ctx {
-    pub(in crate::endpoint) fn new(core: Rc<Core>) -> Self {
-        Ctx { core }
-    }
-
-    /// The engine behind this handle.
-    #[inline(always)]
-    pub(in crate::endpoint) fn core(&self) -> &Rc<Core> {
-        &self.core
-    }
-
-    /// View an `Rc<Core>` as a `Ctx` without touching the reference count.
-    #[inline]
-    pub(in crate::endpoint) fn from_core(core: &Rc<Core>) -> &Ctx {
-        // SAFETY: `Ctx` is `repr(transparent)` over `Rc<Core>`, so the two
-        // have the same layout; the returned reference borrows `core`.
-        unsafe { &*(core as *const Rc<Core> as *const Ctx) }
-    }
-
     /// This rank.
     #[inline]
     pub fn rank(&self) -> Rank {
-        self.core.rank()
+        self.core().rank()
     }
 
     /// Ranks in the job.
     #[inline]
     pub fn size(&self) -> u32 {
-        self.core.size()
+        self.core().size()
     }
 
     /// The ranks on this host (sharing its memory), in rank order.
     pub fn local_ranks(&self) -> &[Rank] {
-        self.core.local()
+        self.core().local()
     }
 
     /// One-sided put: copy `data` to byte `offset` of window `win` on
@@ -375,7 +214,7 @@ impl Ctx {
         offset: usize,
         data: &[u8],
     ) -> Result<(), PutError> {
-        self.core.put(win, dest, offset, data)
+        self.core().put(win, dest, offset, data)
     }
 
     /// One-sided put of an 8-byte word, stored atomically with Release
@@ -391,7 +230,7 @@ impl Ctx {
         offset: usize,
         value: u64,
     ) -> Result<(), PutError> {
-        self.core.put_u64(win, dest, offset, value)
+        self.core().put_u64(win, dest, offset, value)
     }
 
     /// Read a word of this rank's own window (Acquire).
@@ -400,7 +239,7 @@ impl Ctx {
     /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`],
     /// [`PutError::Misaligned`].
     pub fn read_u64(&self, win: WindowId, offset: usize) -> Result<u64, PutError> {
-        self.core.read_u64(win, offset)
+        self.core().read_u64(win, offset)
     }
 
     /// Copy bytes out of this rank's own window.
@@ -413,7 +252,7 @@ impl Ctx {
         offset: usize,
         buf: &mut [u8],
     ) -> Result<(), PutError> {
-        self.core.read_window(win, offset, buf)
+        self.core().read_window(win, offset, buf)
     }
 
     /// Send a message made of `pieces` (gathered) to `handler` on `dest`.
@@ -432,22 +271,22 @@ impl Ctx {
     /// progress for the parked-send bound.
     #[inline]
     pub fn send(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
-        if self.core.watchdog().alarm().raised() {
+        if self.core().watchdog().alarm().raised() {
             // A peer failed (one relaxed load while none did): learn which
             // before sending, so that sends to a dead peer fail now instead
             // of parking until the parked-send bound makes progress.
-            self.core.learn_failures();
+            self.core().learn_failures();
         }
-        self.core.check_send(dest, handler)?;
+        self.core().check_send(dest, handler)?;
         let total = pieces.iter().map(|p| p.len() as u64).sum();
-        let mut net = self.core.net().borrow_mut();
-        if net.try_send_inline(self.core.rank(), dest, handler, total, pieces) {
+        let mut net = self.core().net().borrow_mut();
+        if net.try_send_inline(self.core().rank(), dest, handler, total, pieces) {
             return Ok(());
         }
-        let stream = OutStream::user(self.core.rank(), dest, handler, total);
+        let stream = OutStream::user(self.core().rank(), dest, handler, total);
         net.send_or_park(stream, pieces);
         drop(net);
-        self.core.relieve()
+        self.core().relieve()
     }
 
     /// Send like [`send`](Self::send) from inside a handler or an idle
@@ -467,10 +306,10 @@ impl Ctx {
     /// while this waits for its credit: [`SendError::PeerGone`]).
     #[inline]
     pub fn post(&self, dest: Rank, handler: HandlerId, pieces: &[&[u8]]) -> Result<(), SendError> {
-        if self.core.in_handler() {
+        if self.core().in_handler() {
             self.send(dest, handler, pieces)
         } else {
-            self.core.send_waiting(dest, handler, pieces)
+            self.core().send_waiting(dest, handler, pieces)
         }
     }
 
@@ -478,7 +317,7 @@ impl Ctx {
     /// sends never block).
     #[inline]
     pub fn in_handler(&self) -> bool {
-        self.core.in_handler()
+        self.core().in_handler()
     }
 
     /// Raise the idle-work flag: some idle hook
@@ -491,18 +330,18 @@ impl Ctx {
     /// [`close`](crate::Endpoint::close) wait for the hooks to run.
     #[inline]
     pub fn note_idle_work(&self) {
-        self.core.hooks().note_work();
+        self.core().hooks().note_work();
     }
 
     /// Whether the idle-work flag is up (see [`note_idle_work`](Self::note_idle_work)).
     #[inline]
     pub fn idle_work_pending(&self) -> bool {
-        self.core.hooks().has_work()
+        self.core().hooks().has_work()
     }
 
     /// Bytes of this rank's sends parked for credit now (see
     /// [`Config::max_parked`](crate::Config::max_parked)).
     pub fn parked_bytes(&self) -> usize {
-        self.core.net().borrow().parked_bytes()
+        self.core().net().borrow().parked_bytes()
     }
 }

@@ -1,8 +1,9 @@
 //! Receiving: carrying out what the receive state machine
 //! (`super::engine::stream`) asks for — call or resume a handler, give
 //! fragments back, hand a control message on — and the handles a handler
-//! gets ([`Message`](message::Message), [`Piece`](message::Piece),
-//! [`Ctx`](message::Ctx)).
+//! gets ([`Message`](crate::endpoint::Message), [`Piece`](crate::endpoint::Piece),
+//! [`Ctx`](crate::endpoint::Ctx)): what each can do (the handles are
+//! defined with the engine, which they hold).
 //!
 //! Promises: every message is delivered to its handler whole and in
 //! order per source, or (when its sender failed mid-message) flagged

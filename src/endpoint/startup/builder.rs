@@ -1,9 +1,10 @@
 //! [`EndpointBuilder`]: register handlers and windows, then `start`
 //! (which `crate::endpoint::startup` carries out).
 
-use crate::endpoint::engine::handler::{whole, HandlerResult, Registry};
-use crate::endpoint::engine::hooks::Hook;
-use crate::endpoint::receive::message::{Ctx, Message, Piece};
+use crate::endpoint::engine::core::{Ctx, Message};
+use crate::endpoint::engine::core::{HandlerTable, Hook};
+use crate::endpoint::engine::handler::piece::Piece;
+use crate::endpoint::engine::handler::{whole, HandlerResult};
 use crate::endpoint::startup::config::Config;
 use crate::endpoint::Endpoint;
 use crate::error::{ConfigError, StartError};
@@ -30,7 +31,7 @@ use std::future::Future;
 /// ```
 pub struct EndpointBuilder {
     config: Config,
-    registry: Registry,
+    registry: HandlerTable,
     windows: WindowTable,
     hooks: Vec<Hook>,
 }
@@ -53,7 +54,7 @@ impl EndpointBuilder {
         crate::log::set_thread_rank(config.job.rank.0);
         EndpointBuilder {
             config,
-            registry: Registry::default(),
+            registry: HandlerTable::default(),
             windows: WindowTable::default(),
             hooks: Vec::new(),
         }
@@ -188,7 +189,7 @@ impl EndpointBuilder {
         F: FnMut(Ctx, Message) -> Fut + 'static,
         Fut: Future<Output = HandlerResult> + 'static,
     {
-        self.registry.define(id, Registry::async_entry(handler));
+        self.registry.define(id, HandlerTable::async_entry(handler));
     }
 
     /// Give declared handler `id` a plain function (as

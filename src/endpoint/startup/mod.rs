@@ -38,8 +38,8 @@ mod tests;
 use crate::bootstrap::JobInfo;
 use crate::endpoint::engine::control::OP_TABLE;
 use crate::endpoint::engine::core::{Core, CoreSetup};
-use crate::endpoint::engine::handler::{encode_table, Registry};
-use crate::endpoint::engine::hooks::Hook;
+use crate::endpoint::engine::core::{HandlerTable, Hook};
+use crate::endpoint::engine::handler::encode_table;
 use crate::endpoint::engine::net::Net;
 use crate::endpoint::engine::wait_policy::{WaitConfig, WaitPolicy};
 use crate::endpoint::startup::config::Config;
@@ -62,7 +62,7 @@ use std::time::Instant;
 /// and the idle `hooks` (see `EndpointBuilder::start` for the errors).
 pub(super) fn start(
     config: Config,
-    registry: Registry,
+    registry: HandlerTable,
     windows: WindowTable,
     hooks: Vec<Hook>,
 ) -> Result<Endpoint, StartError> {
@@ -89,7 +89,7 @@ pub(super) fn start(
 /// [`start`], less the clean-up after a failure.
 fn join(
     config: Config,
-    registry: Registry,
+    registry: HandlerTable,
     windows: WindowTable,
     hooks: Vec<Hook>,
 ) -> Result<Endpoint, StartError> {

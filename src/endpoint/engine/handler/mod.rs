@@ -16,15 +16,23 @@
 //! - a whole-message function ([`whole`]), a plain function underneath that
 //!   gets each message as one contiguous slice.
 //!
+//! The registry is generic over the two handles a handler gets — the
+//! context `C` and the message `M` (the endpoint's `Ctx` and `Message`,
+//! which hold the engine that holds this table, so they are named where
+//! the engine is, in `crate::endpoint::engine::core`) — and names neither:
+//! nothing here depends on what a handle can do. A plain-function
+//! handler's [`Piece`](piece::Piece) is pure data, defined here.
+//!
 //! An id may be *declared* before its function is given (`declare`, then
 //! `define`), so that handlers can name each other (a request handler
 //! sends to the reply handler and the other way round). `start` refuses a
 //! declared id that was never defined.
 
+pub(crate) mod piece;
 pub(crate) mod pool;
 pub(crate) mod whole;
 
-use crate::endpoint::{Ctx, Message, Piece};
+use self::piece::Piece;
 use crate::error::{BoxError, StartError};
 use crate::id::HandlerId;
 use std::future::Future;
@@ -32,29 +40,39 @@ use std::future::Future;
 /// What a handler returns: `Ok(())`, or any error (reported by `extract`).
 pub type HandlerResult = Result<(), BoxError>;
 
-/// A plain-function handler, type-erased.
-pub(crate) type FnHandler = Box<dyn FnMut(&Ctx, &Piece<'_>) -> HandlerResult>;
+/// A plain-function handler, type-erased, given the context `C`.
+pub(crate) type FnHandler<C> = Box<dyn FnMut(&C, &Piece<'_>) -> HandlerResult>;
 
 /// A registered handler.
-pub(crate) enum Entry {
+pub(crate) enum Entry<C, M> {
     /// An async handler and its pool of future slots.
-    Async(Box<dyn pool::ErasedHandler>),
+    Async(Box<dyn pool::ErasedHandler<C, M>>),
     /// A plain function called per piece.
-    Fn(FnHandler),
+    Fn(FnHandler<C>),
     /// Declared, not defined yet (`start` refuses it).
     Declared,
 }
 
-/// The registry: names and type-erased handlers, indexed by id.
-#[derive(Default)]
-pub(crate) struct Registry {
+/// The registry: names and type-erased handlers, indexed by id; the
+/// handlers get context `C` and message `M`.
+pub(crate) struct Registry<C, M> {
     names: Vec<String>,
-    entries: Vec<Entry>,
+    entries: Vec<Entry<C, M>>,
     /// The first bad `define` (reported by `start`).
     bad_define: Option<(HandlerId, &'static str)>,
 }
 
-impl std::fmt::Debug for Registry {
+impl<C, M> Default for Registry<C, M> {
+    fn default() -> Self {
+        Registry {
+            names: Vec::new(),
+            entries: Vec::new(),
+            bad_define: None,
+        }
+    }
+}
+
+impl<C, M> std::fmt::Debug for Registry<C, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("names", &self.names)
@@ -62,11 +80,11 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-impl Registry {
+impl<C: 'static, M: 'static> Registry<C, M> {
     /// Add a handler; its id is the next dense index.
     pub(crate) fn register<F, Fut>(&mut self, name: &str, f: F) -> HandlerId
     where
-        F: FnMut(Ctx, Message) -> Fut + 'static,
+        F: FnMut(C, M) -> Fut + 'static,
         Fut: Future<Output = HandlerResult> + 'static,
     {
         let id = HandlerId(self.names.len() as u32);
@@ -79,7 +97,7 @@ impl Registry {
     /// Add a plain-function handler; its id is the next dense index.
     pub(crate) fn register_fn<F>(&mut self, name: &str, f: F) -> HandlerId
     where
-        F: FnMut(&Ctx, &Piece<'_>) -> HandlerResult + 'static,
+        F: FnMut(&C, &Piece<'_>) -> HandlerResult + 'static,
     {
         let id = HandlerId(self.names.len() as u32);
         self.names.push(name.to_owned());
@@ -97,7 +115,7 @@ impl Registry {
 
     /// Give declared id `id` its handler; a bad id is kept for `start` to
     /// report.
-    pub(crate) fn define(&mut self, id: HandlerId, entry: Entry) {
+    pub(crate) fn define(&mut self, id: HandlerId, entry: Entry<C, M>) {
         let why = match self.entries.get_mut(id.0 as usize) {
             None => "no handler was declared under this id",
             Some(Entry::Declared) => {
@@ -110,16 +128,16 @@ impl Registry {
     }
 
     /// An async handler's entry.
-    pub(crate) fn async_entry<F, Fut>(f: F) -> Entry
+    pub(crate) fn async_entry<F, Fut>(f: F) -> Entry<C, M>
     where
-        F: FnMut(Ctx, Message) -> Fut + 'static,
+        F: FnMut(C, M) -> Fut + 'static,
         Fut: Future<Output = HandlerResult> + 'static,
     {
         Entry::Async(Box::new(pool::Pooled::new(f)))
     }
 
     /// Add a plain-function handler given as an entry.
-    pub(crate) fn register_entry(&mut self, name: &str, entry: Entry) -> HandlerId {
+    pub(crate) fn register_entry(&mut self, name: &str, entry: Entry<C, M>) -> HandlerId {
         let id = self.declare(name);
         self.entries[id.0 as usize] = entry;
         id
@@ -153,7 +171,7 @@ impl Registry {
 
     /// Call plain-function handler `id` on a piece.
     #[inline]
-    pub(crate) fn call_fn(&mut self, id: HandlerId, ctx: &Ctx, piece: &Piece<'_>) -> HandlerResult {
+    pub(crate) fn call_fn(&mut self, id: HandlerId, ctx: &C, piece: &Piece<'_>) -> HandlerResult {
         match &mut self.entries[id.0 as usize] {
             Entry::Fn(f) => f(ctx, piece),
             Entry::Async(_) | Entry::Declared => {
@@ -179,7 +197,7 @@ impl Registry {
     }
 
     /// The async handler `id`.
-    pub(crate) fn entry(&mut self, id: HandlerId) -> &mut dyn pool::ErasedHandler {
+    pub(crate) fn entry(&mut self, id: HandlerId) -> &mut dyn pool::ErasedHandler<C, M> {
         match &mut self.entries[id.0 as usize] {
             Entry::Async(h) => &mut **h,
             Entry::Fn(_) | Entry::Declared => {

@@ -7,7 +7,6 @@
 //! its message arrive.
 
 use super::HandlerResult;
-use crate::endpoint::{Ctx, Message};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -26,10 +25,10 @@ pub(crate) enum Run {
     Suspended(Slot),
 }
 
-/// A handler with its type erased.
-pub(crate) trait ErasedHandler {
+/// A handler with its type erased; it gets context `C` and message `M`.
+pub(crate) trait ErasedHandler<C, M> {
     /// Create the future for a new message and poll it once.
-    fn start(&mut self, ctx: Ctx, msg: Message) -> Run;
+    fn start(&mut self, ctx: C, msg: M) -> Run;
     /// Poll the suspended future in `slot` again.
     fn resume(&mut self, slot: Slot) -> Run;
 }
@@ -71,12 +70,12 @@ where
     }
 }
 
-impl<F, Fut> ErasedHandler for Pooled<F, Fut>
+impl<C, M, F, Fut> ErasedHandler<C, M> for Pooled<F, Fut>
 where
-    F: FnMut(Ctx, Message) -> Fut,
+    F: FnMut(C, M) -> Fut,
     Fut: Future<Output = HandlerResult>,
 {
-    fn start(&mut self, ctx: Ctx, msg: Message) -> Run {
+    fn start(&mut self, ctx: C, msg: M) -> Run {
         let fut = (self.f)(ctx, msg);
         let slot = match self.free.pop() {
             Some(s) => s,

@@ -10,8 +10,8 @@
 //! ([`ReceiveError::TooLong`]); an aborted one is dropped with
 //! [`ReceiveError::Aborted`].
 
+use super::piece::Piece;
 use super::{FnHandler, HandlerResult};
-use crate::endpoint::{Ctx, Piece};
 use crate::error::ReceiveError;
 use crate::id::Rank;
 
@@ -26,12 +26,12 @@ struct Gather {
 
 /// A plain-function handler that gathers each message and calls `f` once
 /// with all of it. Messages longer than `max_len` bytes are an error.
-pub(crate) fn whole<F>(max_len: usize, mut f: F) -> FnHandler
+pub(crate) fn whole<C, F>(max_len: usize, mut f: F) -> FnHandler<C>
 where
-    F: FnMut(&Ctx, Rank, &[u8]) -> HandlerResult + 'static,
+    F: FnMut(&C, Rank, &[u8]) -> HandlerResult + 'static,
 {
     let mut g = Gather::default();
-    Box::new(move |ctx: &Ctx, p: &Piece<'_>| {
+    Box::new(move |ctx: &C, p: &Piece<'_>| {
         let src = p.source();
         if p.is_first() && p.is_last() && !p.is_aborted() {
             if p.data().len() > max_len {
