@@ -135,35 +135,32 @@ fn zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// Remove the announcement of `rank` of `job` in `dir`: a rank known
-/// to have died (its lifeline says so), whose process may still be
-/// ending, so that [`remove_dead_announcements`] would find it alive.
-pub(crate) fn remove_announcement(dir: &Path, job: &str, rank: u32) {
-    let _ = std::fs::remove_file(who_file(dir, job, rank));
-}
-
-/// Remove the announcements of `job` in `dir` whose process is gone
-/// (killed before it could remove its own): what a rank whose start
-/// failed does on its way out.
-pub(crate) fn remove_dead_announcements(dir: &Path, job: &str) {
+/// Remove the announcements of `job` in `dir` whose writer is dead, so
+/// that they mislead no later job with the same id: what a rank whose
+/// start failed does on its way out (a peer killed during start-up could
+/// not remove its own). One rule: a writer is dead when its lifeline said
+/// so (`died`, a rank the caller learnt had died: its process may still
+/// be ending, alive to a look at its pid), else when its process is gone
+/// or a zombie.
+pub(crate) fn remove_stale_announcements(dir: &Path, job: &str, died: Option<u32>) {
     let prefix = format!("{}~who.", job_file_prefix(job));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
-        let ours = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(&prefix));
-        if !ours {
+        let name = entry.file_name();
+        let Some(rank) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
             continue;
-        }
-        let pid = std::fs::read_to_string(entry.path()).ok().and_then(|t| {
-            t.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<i32>().ok())
-        });
-        if pid.is_some_and(|p| p > 0 && (!alive(p) || zombie(p))) {
+        };
+        let lifeline_says_dead = died.is_some_and(|d| rank == d.to_string());
+        let pid = || {
+            std::fs::read_to_string(entry.path()).ok().and_then(|t| {
+                t.split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.parse::<i32>().ok())
+            })
+        };
+        if lifeline_says_dead || pid().is_some_and(|p| p > 0 && (!alive(p) || zombie(p))) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -270,7 +267,7 @@ impl Watch {
         // The wait failed: a peer that was killed during start-up cannot
         // remove its own announcement, so whoever learns of it does.
         if let Some(dir) = r.file.parent() {
-            remove_dead_announcements(dir, &r.job);
+            remove_stale_announcements(dir, &r.job, None);
         }
         if !matches!(e, StartError::Segment(SegmentError::Aborted { .. })) {
             return e;

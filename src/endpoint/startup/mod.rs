@@ -70,18 +70,14 @@ pub(super) fn start(
     let started = join(config, registry, windows, hooks);
     if let Err(e) = &started {
         // A peer killed during start-up left its host-identity
-        // announcement behind (see `bootstrap::layout`). One whose
-        // lifeline said it died is removed by rank: its process may
-        // still be ending, alive to a look at its pid.
+        // announcement behind (see `bootstrap::layout`): the failure may
+        // name it (its lifeline said it died).
         let died = match e {
             StartError::Segment(SegmentError::RankGone { rank, .. }) => Some(*rank),
             StartError::Exchange(ExtractError::PeerDied { rank, .. }) => Some(rank.0),
             _ => None,
         };
-        if let Some(rank) = died {
-            crate::bootstrap::layout::remove_announcement(&dir, &job, rank);
-        }
-        crate::bootstrap::layout::remove_dead_announcements(&dir, &job);
+        crate::bootstrap::layout::remove_stale_announcements(&dir, &job, died);
     }
     started
 }
