@@ -33,7 +33,11 @@ impl LongWait {
     /// How long the wait has lasted: `Some` (and the next mark doubled)
     /// when it has passed the current mark, else `None`.
     pub fn due(&mut self) -> Option<Duration> {
-        let waited = self.since.elapsed();
+        self.due_after(self.since.elapsed())
+    }
+
+    /// [`due`](LongWait::due) for a wait that has lasted `waited`.
+    fn due_after(&mut self, waited: Duration) -> Option<Duration> {
         if waited < self.next {
             return None;
         }
@@ -52,21 +56,25 @@ impl LongWait {
 mod tests {
     use super::*;
 
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
     #[test]
     fn due_after_the_first_delay_then_at_each_doubling() {
-        let mut w = LongWait::new(Duration::from_millis(30));
-        assert_eq!(w.due(), None, "not yet");
-        std::thread::sleep(Duration::from_millis(35));
-        assert!(
-            w.due().is_some_and(|t| t >= Duration::from_millis(30)),
-            "past 30 ms"
-        );
-        assert_eq!(w.due(), None, "next at 60 ms");
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(
-            w.due().is_some_and(|t| t >= Duration::from_millis(60)),
-            "past 60 ms"
-        );
-        assert_eq!(w.due(), None, "next at 120 ms");
+        let mut w = LongWait::new(MS(30));
+        assert_eq!(w.due_after(MS(29)), None, "not yet");
+        assert_eq!(w.due_after(MS(35)), Some(MS(35)), "past 30 ms");
+        assert_eq!(w.due_after(MS(59)), None, "next at 60 ms");
+        assert_eq!(w.due_after(MS(61)), Some(MS(61)), "past 60 ms");
+        assert_eq!(w.due_after(MS(119)), None, "next at 120 ms");
+        assert_eq!(w.due_after(MS(130)), Some(MS(130)), "past 120 ms");
+        assert_eq!(w.due_after(MS(239)), None, "next at 240 ms");
+    }
+
+    #[test]
+    fn the_clock_reads_real_time() {
+        let mut w = LongWait::new(Duration::ZERO);
+        std::thread::sleep(MS(2));
+        assert!(w.due().is_some_and(|t| t >= MS(1)), "past the 1 ms floor");
+        assert!(w.waited() >= MS(2));
     }
 }
