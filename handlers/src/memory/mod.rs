@@ -361,10 +361,17 @@ impl RemoteWords {
     #[inline]
     pub fn get(&self, ctx: &Ctx, owner: Rank, index: u64, token: u64) -> Result<(), MemError> {
         let off = self.check(index)?;
-        if self.direct(ctx, owner) {
-            let v = ctx.get_u64(self.win, owner, off)?;
-            self.complete_now(ctx, owner, token, v);
-            return Ok(());
+        if self.direct {
+            // The load finds out whether `owner` is on this host (one
+            // lookup, not two); a rank elsewhere, or none, takes the call.
+            match ctx.get_u64(self.win, owner, off) {
+                Ok(v) => {
+                    self.complete_now(ctx, owner, token, v);
+                    return Ok(());
+                }
+                Err(PutError::NotOnHost { .. } | PutError::BadDestination { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(self.gets.send(ctx, owner, index, token)?)
     }
