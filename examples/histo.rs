@@ -1,11 +1,11 @@
 //! Bale histogram, written the natural way: one aggregated active message
 //! per update.
 //!
-//! `fmrun -n N target/release/examples/histo [--json] [--reps 3] [--form channel|atomic|atomic-direct|atomic-owner]`
+//! `fmrun -n N target/release/examples/histo [--json] [--reps 3] [--form channel|atomic|atomic-direct|atomic-owner|atomic-owned]`
 //!
 //! Every rank draws `2^log-updates` random entries of a table of
 //! `2^log-table` u64 counters spread in blocks over the ranks, one call
-//! per update, in one of four forms:
+//! per update, in one of five forms:
 //! - `channel` (default): one `u32` (the entry's local index) to the
 //!   owner; the owner's handler increments the counter;
 //! - `atomic`: a remote atomic add (`RemoteWords::add`) of 1 to the
@@ -15,7 +15,10 @@
 //! - `atomic-direct`: the same adds with `RemoteWords::direct_adds`: a
 //!   CPU atomic on the shared segment for an owner on this host;
 //! - `atomic-owner`: the same adds with `RemoteWords::through_owner`
-//!   (every operation through the owner's handler).
+//!   (every operation through the owner's handler);
+//! - `atomic-owned`: the same adds on `RemoteWords::owner_only` words
+//!   (every rank's operations through the owner's handler, which, as the
+//!   words' only writer, applies them without locked atomics).
 //!
 //! `Aggregator::quiesce` ends the phase.
 //! The same parameters and random streams as the MPI version of this
@@ -69,6 +72,8 @@ enum Form {
     AtomicDirect,
     /// A remote atomic add applied by the owner's handler.
     AtomicOwner,
+    /// A remote add to words only their owner updates.
+    AtomicOwned,
 }
 
 impl Form {
@@ -78,6 +83,7 @@ impl Form {
             Form::Atomic => "atomic",
             Form::AtomicDirect => "atomic-direct",
             Form::AtomicOwner => "atomic-owner",
+            Form::AtomicOwned => "atomic-owned",
         }
     }
 }
@@ -101,11 +107,15 @@ fn main() -> Result<(), fastmsg::Error> {
         Ok(())
     });
     // The atomic forms' table: `per` words on every rank.
-    let mut words = RemoteWords::new(&agg, &mut b, "histo-words", per as usize);
+    let mut words = if args.form == Form::AtomicOwned {
+        RemoteWords::owner_only(&agg, &mut b, "histo-words", per as usize)
+    } else {
+        RemoteWords::new(&agg, &mut b, "histo-words", per as usize)
+    };
     match args.form {
         Form::AtomicOwner => words = words.through_owner(),
         Form::AtomicDirect => words = words.direct_adds(),
-        Form::Channel | Form::Atomic => {}
+        Form::Channel | Form::Atomic | Form::AtomicOwned => {}
     }
     let mut ep = b.start()?;
     let ctx = ep.ctx();
@@ -126,7 +136,7 @@ fn main() -> Result<(), fastmsg::Error> {
                     hist.send(&ctx, Rank(d), (g - per * u64::from(d)) as u32)?;
                 }
             }
-            Form::Atomic | Form::AtomicDirect | Form::AtomicOwner => {
+            Form::Atomic | Form::AtomicDirect | Form::AtomicOwner | Form::AtomicOwned => {
                 for _ in 0..l {
                     let g = bale::next(&mut s) & (t - 1);
                     let d = (g / per) as u32;
@@ -152,7 +162,7 @@ fn main() -> Result<(), fastmsg::Error> {
         for (k, (cell, &want)) in table.iter().zip(&expect).enumerate() {
             let got = match args.form {
                 Form::Channel => cell.get(),
-                Form::Atomic | Form::AtomicDirect | Form::AtomicOwner => {
+                Form::Atomic | Form::AtomicDirect | Form::AtomicOwner | Form::AtomicOwned => {
                     words.local(&ctx, k as u64)?
                 }
             };

@@ -203,6 +203,34 @@ pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u6
     }
 }
 
+/// The value `op` leaves in a word that held `old` (what [`update_word`]
+/// stores).
+#[inline]
+pub fn next_value(op: WordOp, old: u64) -> u64 {
+    match op {
+        WordOp::FetchAdd(v) => old.wrapping_add(v),
+        WordOp::Swap(v) => v,
+        WordOp::CompareSwap { current, new } if old == current => new,
+        WordOp::CompareSwap { .. } => old,
+        WordOp::AddF64(x) => (f64::from_bits(old) + x).to_bits(),
+    }
+}
+
+/// Apply `op` to the word at `at` for its only writer: a load and a
+/// Release store, no locked instruction; the word's previous value.
+/// Readers see the old or the new word whole, never a torn one, but an
+/// update another writer makes meanwhile would be lost: only for words
+/// that one rank alone updates (an owner applying the updates it is sent).
+pub fn update_word_unshared<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
+    let w = mem.word(at);
+    // The only writer reads its own last store: no ordering needed.
+    let old = w.load(Ordering::Relaxed);
+    // SYNC POINT window-word (release side): as `store_word`, pairs with
+    // `load_word`.
+    w.store(next_value(op, old), Ordering::Release);
+    old
+}
+
 /// A rank's window area in memory (its own, or a peer's on this host).
 #[cfg(not(loom))]
 #[derive(Clone, Copy, Debug)]
@@ -242,6 +270,12 @@ impl WindowArea {
     /// Apply `op` atomically to the word at `at` ([`update_word`]).
     pub(crate) fn update_u64(&self, at: u64, op: WordOp) -> u64 {
         update_word(self, at, op)
+    }
+
+    /// Apply `op` to the word at `at` as its only writer
+    /// ([`update_word_unshared`]).
+    pub(crate) fn update_u64_unshared(&self, at: u64, op: WordOp) -> u64 {
+        update_word_unshared(self, at, op)
     }
 
     /// Ask the CPU to bring the line of byte `at` into the cache (a hint:

@@ -56,7 +56,13 @@ const KERNELS: &[(&str, &str)] = &[
 /// example has one form (no flag).
 pub fn forms(kernel: &str) -> &'static [&'static str] {
     match kernel {
-        "histo" => &["channel", "atomic", "atomic-direct", "atomic-owner"],
+        "histo" => &[
+            "channel",
+            "atomic",
+            "atomic-direct",
+            "atomic-owner",
+            "atomic-owned",
+        ],
         "ig" => &["channel", "get", "get-owner", "rpc"],
         _ => &[""],
     }

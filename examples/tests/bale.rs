@@ -154,7 +154,13 @@ fn check_forms(example: &str, forms: &[&str], size_flag: &str, field: &str) {
 /// sequential recount the program makes.
 #[test]
 fn histogram_checks_out_in_every_form() {
-    let forms = ["channel", "atomic", "atomic-direct", "atomic-owner"];
+    let forms = [
+        "channel",
+        "atomic",
+        "atomic-direct",
+        "atomic-owner",
+        "atomic-owned",
+    ];
     check_forms("histo", &forms, "--log-updates", "updates_per_s");
 }
 

@@ -454,15 +454,20 @@ fn atomics_from_every_rank_add_up_exactly() {
 #[test]
 fn adds_of_every_width_add_up_exactly_on_every_path() {
     // +1, a value with high bits, a wrapping -1 and an f64 add: every
-    // encoding an add takes to the owner (the default, and every
-    // operation through the owner), and CPU atomics (`direct_adds`).
+    // encoding an add takes to the owner (the default, every operation
+    // through the owner, and words only the owner writes, applied without
+    // locked atomics), and CPU atomics (`direct_adds`).
     const ROUNDS: u64 = 500;
     const WORDS: usize = 1000;
     const BIG: u64 = (1 << 40) + 3;
-    for path in ["default", "through_owner", "direct_adds"] {
+    for path in ["default", "through_owner", "direct_adds", "owner_only"] {
         let results = run(4, |mut b| {
             let agg = Aggregator::new(&mut b, AggConfig::default().with_buffer_bytes(256));
-            let mut words = RemoteWords::new(&agg, &mut b, "wide", WORDS);
+            let mut words = if path == "owner_only" {
+                RemoteWords::owner_only(&agg, &mut b, "wide", WORDS)
+            } else {
+                RemoteWords::new(&agg, &mut b, "wide", WORDS)
+            };
             match path {
                 "through_owner" => words = words.through_owner(),
                 "direct_adds" => words = words.direct_adds(),
@@ -585,4 +590,26 @@ fn batch_forms_add_up_exactly_and_refuse_bad_items_whole() {
             assert!(e3, "tokens past 2^63: not BadToken");
         }
     }
+}
+
+/// Words made with `owner_only` on one rank and `new` on another (the
+/// owner would apply adds without locked atomics while the other rank
+/// updates its words directly) fail the start check.
+#[test]
+fn owner_only_words_must_be_made_so_on_every_rank() {
+    let r = fastmsg::threads::run(
+        2,
+        |c| c.timeout = std::time::Duration::from_secs(60),
+        |mut b| {
+            let agg = Aggregator::new(&mut b, AggConfig::default());
+            if b.rank() == Rank(0) {
+                RemoteWords::owner_only(&agg, &mut b, "w", 8);
+            } else {
+                RemoteWords::new(&agg, &mut b, "w", 8);
+            }
+            Ok(b.start()?.close()?)
+        },
+    );
+    let e = r.expect_err("the start check refuses the mismatch");
+    assert!(e.to_string().contains("window"), "{e}");
 }

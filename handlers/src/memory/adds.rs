@@ -13,10 +13,11 @@
 //! direct updates of the same word by other ranks (fetching operations,
 //! `direct_adds`) add up exactly.
 //!
-//! The owner takes a compact buffer whole: it checks every item's index
-//! first (a buffer with a bad one is refused whole, nothing applied),
-//! then applies the items through `Ctx::update_own_words`, which
-//! prefetches the words of the items ahead. A locked add is a full
+//! The owner takes a compact buffer whole and applies it through
+//! `Ctx::update_own_words`, which checks every item's index first, in one
+//! pass (a buffer with a bad one is refused whole, nothing applied, as
+//! [`AggError::Malformed`]), then applies the items, prefetching the
+//! words of the items ahead. A locked add is a full
 //! barrier, so one that misses the cache stalls until its line arrives
 //! and the next cannot start; prefetches are not held back by it, so
 //! the misses of the items ahead overlap.
@@ -33,6 +34,7 @@
 
 use crate::aggregate::{AggError, Aggregator, Channel};
 use bytemuck::{Pod, Zeroable};
+use fastmsg::error::PutError;
 use fastmsg::{Ctx, EndpointBuilder, HandlerResult, Rank, WindowId, WordOp};
 
 /// Largest word count per rank that the compact forms address.
@@ -82,55 +84,65 @@ fn u32_at(bytes: &[u8], k: usize) -> u32 {
 }
 
 /// Apply a whole compact buffer of `bytes` from `src` on channel
-/// `channel`: items of `width` `u32`s, the first holding the word index
-/// (and, for 3-wide items, the f64 flag), the others the value. Every
-/// index is checked before any item is applied.
+/// `channel`: items of `width` `u32`s (1: a +1, its word index; 3: the
+/// index with the f64 flag, then the value). `Ctx::update_own_words`
+/// checks every index (one pass) before any item is applied; a bad one
+/// refuses the buffer whole as [`AggError::Malformed`], naming the word.
 fn apply_buffer(
     ctx: &Ctx,
     src: Rank,
-    (channel, win, words): (&str, WindowId, u64),
+    (channel, win, unshared): (&str, WindowId, bool),
     width: usize,
     bytes: &[u8],
 ) -> HandlerResult {
     let item = 4 * width;
     if bytes.len() % item != 0 {
-        return Err(AggError::Malformed {
+        return Err(malformed(
             src,
-            channel: channel.to_owned(),
-            why: format!(
+            channel,
+            format!(
                 "{} bytes are not a whole number of {item}-byte items",
                 bytes.len()
             ),
-        }
-        .into());
+        ));
     }
     let n = bytes.len() / item;
-    // A +1 item is a bare index; an add's first element carries the flag.
-    let mask = if width == 1 { u32::MAX } else { !FLOAT };
-    let index = |k: usize| u64::from(u32_at(bytes, k * width) & mask);
-    // One pass for the bounds; the first bad item named.
-    let highest = (0..n).map(index).max().unwrap_or(0);
-    if n > 0 && highest >= words {
-        let k = (0..n).find(|&k| index(k) >= words).unwrap_or(0);
-        return Err(format!(
-            "add to word {} out of range ({words} words; item {k} of a buffer of {n} from rank {}, none applied)",
-            index(k),
-            src.0
-        )
-        .into());
-    }
-    let op = |k: usize| {
-        if width == 1 {
-            WordOp::FetchAdd(1)
-        } else {
-            let first = u32_at(bytes, k * width);
-            let value = u64::from(u32_at(bytes, k * width + 1))
-                | u64::from(u32_at(bytes, k * width + 2)) << 32;
-            op_of(value, first & FLOAT != 0)
-        }
+    // One small closure per width: inlined into the loops of
+    // `update_own_words`, which call it up to three times per item.
+    let inc = |k: usize| (u64::from(u32_at(bytes, k)), WordOp::FetchAdd(1));
+    let add = |k: usize| {
+        let first = u32_at(bytes, 3 * k);
+        let value = u64::from(u32_at(bytes, 3 * k + 1)) | u64::from(u32_at(bytes, 3 * k + 2)) << 32;
+        (u64::from(first & !FLOAT), op_of(value, first & FLOAT != 0))
     };
-    ctx.update_own_words(win, n, |k| (index(k), op(k)))?;
-    Ok(())
+    let applied = match (width, unshared) {
+        (1, false) => ctx.update_own_words(win, n, inc),
+        (1, true) => ctx.update_own_words_unshared(win, n, inc),
+        (_, false) => ctx.update_own_words(win, n, add),
+        (_, true) => ctx.update_own_words_unshared(win, n, add),
+    };
+    match applied {
+        Ok(()) => Ok(()),
+        Err(e @ PutError::OutOfBounds { offset, .. }) => Err(malformed(
+            src,
+            channel,
+            format!(
+                "an add to word {} in a buffer of {n} is past the window (none applied): {e}",
+                offset / 8
+            ),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A peer's buffer that cannot be applied.
+fn malformed(src: Rank, channel: &str, why: String) -> fastmsg::error::BoxError {
+    AggError::Malformed {
+        src,
+        channel: channel.to_owned(),
+        why,
+    }
+    .into()
 }
 
 fn op_of(value: u64, float: bool) -> WordOp {
@@ -144,25 +156,28 @@ fn op_of(value: u64, float: bool) -> WordOp {
 impl Adds {
     /// The add channels of window `win` (`words` words per rank), named
     /// after `name`; every rank makes them in the same order, before
-    /// start.
+    /// start. `unshared`: this rank's handler is the only writer of its
+    /// words (`RemoteWords::owner_only`), so compact adds are applied
+    /// without locked atomics.
     pub(super) fn new(
         agg: &Aggregator,
         b: &mut EndpointBuilder,
         name: &str,
         win: WindowId,
         words: u64,
+        unshared: bool,
     ) -> Adds {
         // The compact channels take their buffers whole (`apply_buffer`).
         let buffer = agg.config().buffer_bytes;
         let inc_name = format!("fastmsg-mem/{name}/inc");
         let inc: Channel<u32> = agg.declare(b, &inc_name);
         b.define_whole(inc.handler(), buffer.max(4), move |ctx, src, bytes| {
-            apply_buffer(ctx, src, (&inc_name, win, words), 1, bytes)
+            apply_buffer(ctx, src, (&inc_name, win, unshared), 1, bytes)
         });
         let add_name = format!("fastmsg-mem/{name}/add");
         let add: Channel<[u32; 3]> = agg.declare(b, &add_name);
         b.define_whole(add.handler(), buffer.max(12), move |ctx, src, bytes| {
-            apply_buffer(ctx, src, (&add_name, win, words), 3, bytes)
+            apply_buffer(ctx, src, (&add_name, win, unshared), 3, bytes)
         });
         let wide = agg.channel(
             b,
@@ -218,5 +233,94 @@ impl Adds {
         let i = if float { i | FLOAT } else { i };
         self.add
             .send(ctx, owner, [i, value as u32, (value >> 32) as u32])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::AggConfig;
+    use crate::memory::RemoteWords;
+
+    /// A compact buffer with one index past the window is refused whole
+    /// with a typed error that names the sender, the channel and the
+    /// word; a good one is applied (the f64 flag is not part of the index).
+    #[test]
+    fn a_buffer_with_an_add_past_the_window_is_a_typed_error_and_applies_nothing() {
+        let out = fastmsg::threads::run(
+            1,
+            |_| {},
+            |mut b| {
+                let agg = Aggregator::new(&mut b, AggConfig::default());
+                let words = RemoteWords::new(&agg, &mut b, "t", 8);
+                let win = words.window();
+                let ep = b.start()?;
+                let ctx = ep.ctx();
+                let src = Rank(0);
+                let le =
+                    |v: &[u32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+                let refused = |r: HandlerResult| match r {
+                    Err(e) => match e.downcast_ref::<AggError>() {
+                        Some(AggError::Malformed { src, channel, why }) => {
+                            *src == Rank(0)
+                                && channel == "c"
+                                && why.contains("none applied")
+                                && why.contains("word 9 ")
+                        }
+                        _ => false,
+                    },
+                    Ok(()) => false,
+                };
+                // +1 items: words 3, 9 (past the 8), 2.
+                let inc = apply_buffer(&ctx, src, ("c", win, false), 1, &le(&[3, 9, 2]));
+                // Adds: word 1 += 5, word 9 += 1, word 2 += 0.5 (f64).
+                let half = 0.5f64.to_bits();
+                let add = apply_buffer(
+                    &ctx,
+                    src,
+                    ("c", win, false),
+                    3,
+                    &le(&[
+                        1,
+                        5,
+                        0,
+                        9,
+                        1,
+                        0,
+                        2 | FLOAT,
+                        half as u32,
+                        (half >> 32) as u32,
+                    ]),
+                );
+                let untouched = (0..8)
+                    .map(|i| words.local(&ctx, i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(fastmsg::Error::from)?;
+                // The same buffers without the bad items.
+                apply_buffer(&ctx, src, ("c", win, false), 1, &le(&[3, 2]))
+                    .map_err(fastmsg::Error::other)?;
+                apply_buffer(
+                    &ctx,
+                    src,
+                    ("c", win, false),
+                    3,
+                    &le(&[1, 5, 0, 4 | FLOAT, half as u32, (half >> 32) as u32]),
+                )
+                .map_err(fastmsg::Error::other)?;
+                let applied = (0..8)
+                    .map(|i| words.local(&ctx, i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(fastmsg::Error::from)?;
+                ep.close()?;
+                Ok((refused(inc), refused(add), untouched, applied))
+            },
+        )
+        .expect("one rank runs");
+        let (inc, add, untouched, applied) = &out[0];
+        assert!(inc, "a +1 buffer with a bad index is AggError::Malformed");
+        assert!(add, "an add buffer with a bad index is AggError::Malformed");
+        assert_eq!(untouched, &vec![0; 8], "nothing applied");
+        let h = 0.5f64.to_bits();
+        assert_eq!(applied, &vec![0, 5, 1, 1, h, 0, 0, 0]);
     }
 }

@@ -75,6 +75,20 @@ impl Ctx {
         Ok(core.area_of(src)?.load_u64(at))
     }
 
+    /// A hint that the 8-byte word at `offset` of window `win` on `src`
+    /// (this rank, or a rank on this host) is about to be read or updated:
+    /// the CPU starts bringing its cache line in, so that a loop that
+    /// hints a few items ahead overlaps their cache misses. No effect and
+    /// no error for a bad window, offset or rank (the access itself
+    /// reports those); never runs handlers.
+    #[inline]
+    pub fn prefetch_u64(&self, win: WindowId, src: Rank, offset: usize) {
+        let core = self.core();
+        if let (Ok(at), Ok(area)) = (core.windows().locate_word(win, offset), core.area_of(src)) {
+            area.prefetch(at);
+        }
+    }
+
     /// Remote atomic: apply `op` to the aligned 8-byte word at `offset` of
     /// window `win` on `dest` (this rank, or a rank on this host) with the
     /// CPU's atomic instructions, ordered AcqRel; returns the word's
@@ -109,40 +123,89 @@ impl Ctx {
     /// Remote atomics in bulk on this rank's own window `win`, for an
     /// owner applying a batch of updates it was sent: `n` updates, the
     /// `k`-th being `item(k)` = (word index, operation). Every index is
-    /// checked before any update is made; then each update is made in
-    /// order exactly as [`update_u64`](Self::update_u64) would (atomic
-    /// with respect to every other update of the word, AcqRel), with the
-    /// words of the next few items prefetched, so that their cache misses
-    /// overlap instead of each waiting behind the previous locked update.
-    /// The previous values are not returned. `item` is called up to three
-    /// times per item and must give the same answer each time. Never runs
+    /// checked before any update is made (one pass over the indices; the
+    /// first bad one is found only when there is one); then each update
+    /// is made in order exactly as [`update_u64`](Self::update_u64) would
+    /// (atomic with respect to every other update of the word, AcqRel),
+    /// with the words of the next few items prefetched, so that their
+    /// cache misses overlap instead of each waiting behind the previous
+    /// locked update. The previous values are not returned. `item` is
+    /// called up to three times per item and must give the same answer
+    /// each time: keep it small (it is inlined into the loops). Never runs
     /// handlers.
     ///
     /// # Errors
     /// [`PutError::UnknownWindow`]; [`PutError::OutOfBounds`] naming the
-    /// first item whose index is past the window (none applied);
-    /// [`PutError::Closed`].
+    /// first item whose index is past the window (its offset is the
+    /// index times 8; none applied); [`PutError::Closed`].
+    #[inline]
     pub fn update_own_words<F>(&self, win: WindowId, n: usize, item: F) -> Result<(), PutError>
     where
         F: Fn(usize) -> (u64, WordOp),
+    {
+        self.own_words(win, n, item, |area, at, op| {
+            area.update_u64(at, op);
+        })
+    }
+
+    /// As [`update_own_words`](Self::update_own_words), for a window whose
+    /// words this rank alone updates (every other rank sends it its
+    /// updates, none applies a CPU atomic to them): each update is a load
+    /// and a Release store, no locked instruction, several times cheaper
+    /// than an atomic read-modify-write. Readers on this host still see
+    /// each word whole. An update another rank makes meanwhile directly
+    /// ([`update_u64`](Self::update_u64) on this rank's window) may be
+    /// lost: a library offers this only to windows that it reaches through
+    /// the owner alone.
+    ///
+    /// # Errors
+    /// As [`update_own_words`](Self::update_own_words).
+    #[inline]
+    pub fn update_own_words_unshared<F>(
+        &self,
+        win: WindowId,
+        n: usize,
+        item: F,
+    ) -> Result<(), PutError>
+    where
+        F: Fn(usize) -> (u64, WordOp),
+    {
+        self.own_words(win, n, item, |area, at, op| {
+            area.update_u64_unshared(at, op);
+        })
+    }
+
+    /// Check the `n` items' indices in one pass, then `apply` each in
+    /// order, prefetching the words of the items ahead.
+    #[inline(always)]
+    fn own_words<F, A>(&self, win: WindowId, n: usize, item: F, apply: A) -> Result<(), PutError>
+    where
+        F: Fn(usize) -> (u64, WordOp),
+        A: Fn(&WindowArea, u64, WordOp),
     {
         /// Items prefetched ahead of the one being applied.
         const AHEAD: usize = 8;
         let core = self.core();
         let windows = core.windows();
         let len = windows.len_of(win)?;
+        if n == 0 {
+            return Ok(());
+        }
         let words = (len / 8) as u64;
-        if let Some(k) = (0..n).find(|&k| item(k).0 >= words) {
-            let index = item(k).0;
+        // The bounds in one pass without an early exit (it vectorises);
+        // the first bad item is looked for only when there is one.
+        let highest = (0..n).map(|k| item(k).0).max().unwrap_or(0);
+        if highest >= words {
+            let index = (0..n)
+                .map(|k| item(k).0)
+                .find(|&i| i >= words)
+                .unwrap_or(highest);
             return Err(PutError::OutOfBounds {
                 window: windows.name_of(win)?,
                 offset: usize::try_from(index.saturating_mul(8)).unwrap_or(usize::MAX),
                 len: 8,
                 size: len as u64,
             });
-        }
-        if n == 0 {
-            return Ok(());
         }
         let base = windows.locate_word(win, 0)?;
         let area = core.area_of(core.rank())?;
@@ -154,7 +217,7 @@ impl Ctx {
             if k + AHEAD < n {
                 area.prefetch(at(k + AHEAD));
             }
-            area.update_u64(at(k), item(k).1);
+            apply(&area, at(k), item(k).1);
         }
         Ok(())
     }
