@@ -109,9 +109,12 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
-    /// Shared queues: positions recycled so far (`head - recycled` are
-    /// held; see `audit`). Counted on the shared path only.
-    recycled: u64,
+    /// Shared queues: per slot, the position this rank last recycled
+    /// there (initially the slot's index one lap before position 0), so
+    /// that the audit knows whether the slot at the head still holds
+    /// the previous lap's fragment (see `audit`). Written on the shared
+    /// release path only; empty for a dedicated queue.
+    recycled_at: Box<[u64]>,
 }
 
 /// The send side towards one local peer.
@@ -377,7 +380,12 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
-                recycled: 0,
+                recycled_at: if shared {
+                    let cap = queue.capacity();
+                    (0..cap).map(|i| i.wrapping_sub(cap)).collect()
+                } else {
+                    Box::default()
+                },
             });
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
@@ -479,8 +487,7 @@ impl ShmTransport {
             if frame != NO_FRAME {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
-            rq.q.recycle(pos);
-            rq.recycled += 1;
+            rq.recycle(pos);
         }
         self.credit_one(src_smt);
     }
@@ -502,8 +509,7 @@ impl ShmTransport {
                 if frame != NO_FRAME {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
-                rq.q.recycle(pos);
-                self.rx[qi].recycled += 1;
+                self.rx[qi].recycle(pos);
             }
         }
         err
@@ -596,6 +602,28 @@ impl ShmTransport {
 }
 
 impl RxQueue {
+    /// Shared queue: give the slot of `pos`, popped, back to its next
+    /// lap's sender, and note it for the audit.
+    #[inline(always)]
+    fn recycle(&mut self, pos: u64) {
+        self.q.recycle(pos);
+        let slot = (pos & (self.q.capacity() - 1)) as usize;
+        if let Some(at) = self.recycled_at.get_mut(slot) {
+            *at = pos;
+        }
+    }
+
+    /// Shared queue: whether this rank still holds the fragment of the
+    /// position one lap before `pos` (popped it, not yet released): then
+    /// the slot of `pos` keeps that position's stamp.
+    fn holds_lap_before(&self, pos: u64) -> bool {
+        let cap = self.q.capacity();
+        let prev = pos.wrapping_sub(cap);
+        self.recycled_at
+            .get((pos & (cap - 1)) as usize)
+            .is_some_and(|&at| at != prev)
+    }
+
     /// Read the descriptor at the head, whose watch has just fired (its
     /// Acquire load published the slot, so the stamp is not loaded again),
     /// and move the head and the watch on.
