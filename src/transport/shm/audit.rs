@@ -58,17 +58,35 @@ impl ShmTransport {
         self.audit_sent()
     }
 
-    /// Our shared queues (see [`judge`](Self::judge)); a queue found
-    /// corrupt is taken out of service.
+    /// Our shared queues (see [`own_queue_fault`](Self::own_queue_fault));
+    /// a queue found corrupt is taken out of service.
     fn audit_received(&mut self) -> Option<ProtocolError> {
-        for qi in 0..self.rx.len() {
-            let rq = &self.rx[qi];
+        let (qi, error) = self.own_queue_fault()?;
+        self.take_out_of_service(qi, &error);
+        Some(error)
+    }
+
+    /// The first of our shared queues in service found corrupt, with its
+    /// error: the stamp at the head from neither this lap nor the last
+    /// (`RecvQueue::check`), or what [`judge`](Self::judge) finds. Reads
+    /// only: also what a send waiting on a peer's shared queue asks
+    /// (`shared_send::OwnLook`).
+    pub(super) fn own_queue_fault(&self) -> Option<(usize, ProtocolError)> {
+        for (qi, rq) in self.rx.iter().enumerate() {
             if rq.watch.is_never() || !rq.q.is_shared() {
                 continue;
             }
-            if let Some(error) = self.judge(qi) {
-                self.take_out_of_service(qi, &error);
-                return Some(error);
+            if let Err(c) = rq.q.check(rq.head) {
+                let e = ProtocolError::QueueCorrupt {
+                    queue: qi as u32,
+                    sender: None,
+                    head: c.head,
+                    seq: c.seq,
+                };
+                return Some((qi, e));
+            }
+            if let Some(e) = self.judge(qi) {
+                return Some((qi, e));
             }
         }
         None

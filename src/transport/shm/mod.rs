@@ -718,7 +718,7 @@ impl crate::watch::Probe for LifeProbe {
             if life != *seen {
                 *seen = life;
                 news |= life.is_gone();
-                if life == Life::Dead && self.shared {
+                if matches!(life, Life::Dead | Life::Left) && self.shared {
                     self.recheck = Some(now + holes::HOLE_GRACE + crate::watch::WATCH_EVERY);
                 }
             }
@@ -876,13 +876,8 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let frame = match peer.claim_frame() {
-                Ok(f) => f,
-                Err(e) => {
-                    self.refuse(dest, e);
-                    return None;
-                }
-            };
+            let frame = self.claim_shared_frame(dest)?;
+            let peer = self.tx.get(dest.index())?.as_ref()?;
             let ptr = peer.frames.payload(frame);
             // SAFETY: the free list gave us the frame (in-use flag set); it
             // is ours until the receiver releases it after our commit.
@@ -920,11 +915,16 @@ impl Transport for ShmTransport {
         let write = |b: &mut SlotBody| fill_slot(b, header, index, &[inline]);
         if !shared {
             peer.q.publish_dedicated_with(frame.token, write);
-        } else if let Err(e) = peer.publish_shared(write) {
-            // The fragment is lost with the receiver (or its corrupt queue);
-            // the refusal is reported by the next extract.
-            self.refuse(frame.dest, e);
-            return;
+        } else {
+            let mut own = shared_send::OwnLook::new(self);
+            if let Err(e) = peer.publish_shared(write, &mut own) {
+                // The fragment is lost with the receiver (or its corrupt
+                // queue, or ours); the refusal is reported by the next
+                // extract.
+                let own = own.found;
+                self.stalled(frame.dest, e, own);
+                return;
+            }
         }
         self.ringer.ring(peer.bell);
     }
