@@ -20,7 +20,7 @@
 //!   like "not yet published" to the poll — would leave the poll waiting
 //!   for ever, and the sender waiting for credit the consumer never
 //!   returns. The consumer knows which positions it recycled
-//!   (`RxQueue::recycled_at`), so this holds whatever it holds, however
+//!   (`ShmTransport::recycled_at`), so this holds whatever it holds, however
 //!   long a handler keeps a fragment;
 //! - a dedicated queue's stamps are written by its one sender only, and
 //!   the receiver never writes them: every position the sender filled and
@@ -35,7 +35,7 @@
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
 //! service (receive side) or its receiver taken as failed (send side).
 //! The audit costs the hot paths one store per shared-queue release
-//! (`RxQueue::recycled_at`) and one per reservation (`ShmTransport::open`, not on
+//! (`ShmTransport::recycled_at`) and one per reservation (`ShmTransport::open`, not on
 //! the whole-message fast path).
 
 use super::shared_send::TxStalled;
@@ -109,7 +109,7 @@ impl ShmTransport {
             });
         }
         let seq = rq.q.stamp(head);
-        let sound = if rq.holds_lap_before(head) {
+        let sound = if self.recycled_at[qi].holds_lap_before(head, capacity) {
             // Still ours, so no sender can have stamped it since.
             seq == head.wrapping_sub(capacity) + 1
         } else {

@@ -109,12 +109,6 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
-    /// Shared queues: per slot, the position this rank last recycled
-    /// there (initially the slot's index one lap before position 0), so
-    /// that the audit knows whether the slot at the head still holds
-    /// the previous lap's fragment (see `audit`). Written on the shared
-    /// release path only; empty for a dedicated queue.
-    recycled_at: Box<[u64]>,
 }
 
 /// The send side towards one local peer.
@@ -218,6 +212,8 @@ pub struct ShmTransport {
     ringer: Ringer,
     rx: Vec<RxQueue>,
     next_rx: usize,
+    /// Per receive queue: what it recycled ([`Recycled`]).
+    recycled_at: Vec<Recycled>,
     /// Per source SMT id: what giving its credit back touches (one
     /// bounds check on the release path instead of three).
     sources: Vec<SourceBack>,
@@ -369,6 +365,7 @@ impl ShmTransport {
         // holds the mapping (see the `seg` field).
         let area = |smt: u32| *seg_ref.window_view(smt);
         let mut rx = Vec::new();
+        let mut recycled_at = Vec::new();
         for q in 0..layout.params.queues {
             let (tail, free_head) = seg_ref.queue_counters(me_smt, q);
             let shared = layout.is_shared(q);
@@ -380,13 +377,8 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
-                recycled_at: if shared {
-                    let cap = queue.capacity();
-                    (0..cap).map(|i| i.wrapping_sub(cap)).collect()
-                } else {
-                    Box::default()
-                },
             });
+            recycled_at.push(Recycled::new(&queue));
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
         for (smt, &rank) in rank_of_smt.iter().enumerate() {
@@ -414,6 +406,7 @@ impl ShmTransport {
             // After the wait policy registered this process (see `Ringer`).
             ringer: Ringer::new(job.doorbells),
             rx,
+            recycled_at,
             next_rx: 0,
             sources: (0..layout.params.local)
                 .map(|s| SourceBack {
@@ -487,7 +480,8 @@ impl ShmTransport {
             if frame != NO_FRAME {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
-            rq.recycle(pos);
+            rq.q.recycle(pos);
+            self.recycled_at[qi].note(pos);
         }
         self.credit_one(src_smt);
     }
@@ -509,7 +503,8 @@ impl ShmTransport {
                 if frame != NO_FRAME {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
-                self.rx[qi].recycle(pos);
+                rq.q.recycle(pos);
+                self.recycled_at[qi].note(pos);
             }
         }
         err
@@ -601,29 +596,46 @@ impl ShmTransport {
     }
 }
 
-impl RxQueue {
-    /// Shared queue: give the slot of `pos`, popped, back to its next
-    /// lap's sender, and note it for the audit.
+/// Shared queue: per slot, the position this rank last recycled there
+/// (initially the slot's index one lap before position 0), so that the
+/// audit knows whether the slot at the head still holds the previous
+/// lap's fragment (see `audit`). Written on the shared release path only;
+/// empty for a dedicated queue. Kept out of [`RxQueue`], whose lines the
+/// empty poll reads.
+#[derive(Debug)]
+struct Recycled(Box<[u64]>);
+
+impl Recycled {
+    fn new(q: &RecvQueue<'_>) -> Recycled {
+        let cap = q.capacity();
+        Recycled(if q.is_shared() {
+            (0..cap).map(|i| i.wrapping_sub(cap)).collect()
+        } else {
+            Box::default()
+        })
+    }
+
+    /// This rank recycled position `pos`.
     #[inline(always)]
-    fn recycle(&mut self, pos: u64) {
-        self.q.recycle(pos);
-        let slot = (pos & (self.q.capacity() - 1)) as usize;
-        if let Some(at) = self.recycled_at.get_mut(slot) {
+    fn note(&mut self, pos: u64) {
+        let mask = self.0.len().wrapping_sub(1) as u64;
+        if let Some(at) = self.0.get_mut((pos & mask) as usize) {
             *at = pos;
         }
     }
 
-    /// Shared queue: whether this rank still holds the fragment of the
-    /// position one lap before `pos` (popped it, not yet released): then
-    /// the slot of `pos` keeps that position's stamp.
-    fn holds_lap_before(&self, pos: u64) -> bool {
-        let cap = self.q.capacity();
+    /// Whether this rank still holds the fragment of the position one lap
+    /// before `pos` (popped it, not yet released), on a queue of `cap`
+    /// slots: then the slot of `pos` keeps that position's stamp.
+    fn holds_lap_before(&self, pos: u64, cap: u64) -> bool {
         let prev = pos.wrapping_sub(cap);
-        self.recycled_at
+        self.0
             .get((pos & (cap - 1)) as usize)
             .is_some_and(|&at| at != prev)
     }
+}
 
+impl RxQueue {
     /// Read the descriptor at the head, whose watch has just fired (its
     /// Acquire load published the slot, so the stamp is not loaded again),
     /// and move the head and the watch on.
