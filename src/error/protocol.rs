@@ -143,19 +143,21 @@ pub enum ProtocolError {
         capacity: u64,
     },
     /// A shared receive queue's head position was claimed but never
-    /// written for a second after a rank that writes on the queue died: most likely that rank died
-    /// between claiming the position and writing it. The fragments other
+    /// written for a second after a rank that writes on the queue died or
+    /// left without closing: most likely that rank died between claiming
+    /// the position and writing it, or gave up that send on an error. The fragments other
     /// ranks published behind it cannot be read (the queue is read in
     /// order), and their senders wait for credit that will not come. Said
     /// once; the queue is left as it is (a sender merely stopped, under a
     /// debugger say, may still write the position).
-    #[error("receive queue {queue}: position {head} was claimed but not written for a second after rank {died}, which writes on this queue, died (most likely mid-send); what other ranks sent behind it cannot be delivered")]
+    #[error("receive queue {queue}: position {head} was claimed but not written for a second after rank {died}, which writes on this queue, died or left without closing (most likely mid-send); what other ranks sent behind it cannot be delivered")]
     QueueHole {
         /// Queue index on this rank.
         queue: u32,
         /// The position that stays empty.
         head: u64,
-        /// A rank that writes on the queue and died.
+        /// A rank that writes on the queue and died or left without
+        /// closing.
         died: u32,
     },
     /// A send found the receive queue it writes on another rank corrupt:

@@ -10,11 +10,18 @@
 //! - a shared queue's tail is never below the consumer's head, nor more
 //!   than `capacity` above it (every claimed, unpopped position holds a
 //!   credit);
-//! - once the consumer of a shared queue holds no popped position (all
-//!   recycled), the slot at its head holds the head's own position
-//!   (recycled for it, not yet published) or the next (published): the
-//!   consumer wrote the first itself. A stamp one lap older looks like
-//!   "not yet published" to the poll, which would wait for ever;
+//! - the slot at a shared queue's head holds, once the consumer recycled
+//!   the slot's previous position, the head's own position (recycled for
+//!   it, not yet published) or the next (published): the consumer wrote
+//!   the first itself. While the consumer still holds that previous
+//!   position (popped, not yet released), no sender can have written the
+//!   slot since it was published: it holds exactly that position's
+//!   published stamp. Anything else — a stamp one lap older, which looks
+//!   like "not yet published" to the poll — would leave the poll waiting
+//!   for ever, and the sender waiting for credit the consumer never
+//!   returns. The consumer knows which positions it recycled
+//!   (`ShmTransport::recycled_at`), so this holds whatever it holds, however
+//!   long a handler keeps a fragment;
 //! - a dedicated queue's stamps are written by its one sender only, and
 //!   the receiver never writes them: every position the sender filled and
 //!   has not had credited back holds exactly `position + 1`, the sender's
@@ -27,8 +34,8 @@
 //! [`ShmTransport::check_peers`] runs the audit (every blocking wait makes
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
 //! service (receive side) or its receiver taken as failed (send side).
-//! The audit costs the hot paths one counter per shared-queue release
-//! (`RxQueue::recycled`) and one per reservation (`ShmTransport::open`, not on
+//! The audit costs the hot paths one store per shared-queue release
+//! (`ShmTransport::recycled_at`) and one per reservation (`ShmTransport::open`, not on
 //! the whole-message fast path).
 
 use super::shared_send::TxStalled;
@@ -51,26 +58,43 @@ impl ShmTransport {
         self.audit_sent()
     }
 
-    /// Our shared queues (see [`judge`](Self::judge)); a queue found
-    /// corrupt is taken out of service.
+    /// Our shared queues (see [`own_queue_fault`](Self::own_queue_fault));
+    /// a queue found corrupt is taken out of service.
     fn audit_received(&mut self) -> Option<ProtocolError> {
-        for qi in 0..self.rx.len() {
-            let rq = &self.rx[qi];
+        let (qi, error) = self.own_queue_fault()?;
+        self.take_out_of_service(qi, &error);
+        Some(error)
+    }
+
+    /// The first of our shared queues in service found corrupt, with its
+    /// error: the stamp at the head from neither this lap nor the last
+    /// (`RecvQueue::check`), or what [`judge`](Self::judge) finds. Reads
+    /// only: also what a send waiting on a peer's shared queue asks
+    /// (`shared_send::OwnLook`).
+    pub(super) fn own_queue_fault(&self) -> Option<(usize, ProtocolError)> {
+        for (qi, rq) in self.rx.iter().enumerate() {
             if rq.watch.is_never() || !rq.q.is_shared() {
                 continue;
             }
-            if let Some(error) = self.judge(qi) {
-                self.take_out_of_service(qi, &error);
-                return Some(error);
+            if let Err(c) = rq.q.check(rq.head) {
+                let e = ProtocolError::QueueCorrupt {
+                    queue: qi as u32,
+                    sender: None,
+                    head: c.head,
+                    seq: c.seq,
+                };
+                return Some((qi, e));
+            }
+            if let Some(e) = self.judge(qi) {
+                return Some((qi, e));
             }
         }
         None
     }
 
-    /// Our shared queue `qi`: the tail within a capacity of the head; once
-    /// this rank holds no popped position, the head's stamp the head's own
-    /// or the next, and no more frames in use than the senders hold
-    /// credits.
+    /// Our shared queue `qi`: the tail within a capacity of the head; the
+    /// head's stamp one the slot can hold given what this rank holds; no
+    /// more frames in use than the senders hold credits.
     fn judge(&self, qi: usize) -> Option<ProtocolError> {
         let rq = &self.rx[qi];
         let queue = qi as u32;
@@ -84,11 +108,14 @@ impl ShmTransport {
                 capacity,
             });
         }
-        if rq.head != rq.recycled {
-            return None;
-        }
         let seq = rq.q.stamp(head);
-        if seq != head && seq != head + 1 {
+        let sound = if self.recycled_at[qi].holds_lap_before(head, capacity) {
+            // Still ours, so no sender can have stamped it since.
+            seq == head.wrapping_sub(capacity) + 1
+        } else {
+            seq == head || seq == head + 1
+        };
+        if !sound {
             return Some(ProtocolError::QueueCorrupt {
                 queue,
                 sender: None,
@@ -99,7 +126,8 @@ impl ShmTransport {
         let credits = self.credits_into(queue);
         // Relaxed: only the values are counted. While this rank counts it
         // releases nothing, so the count is at most what the senders hold
-        // at its end.
+        // at its end (the frames this rank holds keep their senders'
+        // credits until released).
         let in_use = (0..rq.frames.count())
             .filter(|&f| rq.frames.in_use(f).load(Ordering::Relaxed) != 0)
             .count() as u64;
@@ -192,5 +220,190 @@ impl ShmTransport {
         let (dest, pos, seq) = bad?;
         self.refuse(dest, TxStalled::Queue(PublishStalled::Corrupt { pos, seq }));
         self.take_refusal()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ShmConfig, ShmJob, ShmTransport};
+    use crate::error::{ExtractError, ProtocolError};
+    use crate::frame::{FragFlags, FragHeader};
+    use crate::id::Rank;
+    use crate::sync::Ordering;
+    use crate::transport::{RxFragment, Transport};
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Rank 1 of the job, on its own thread (its lifeline is held by the
+    /// thread that connected), driven by the test's thread.
+    struct Peer {
+        orders: mpsc::Sender<Order>,
+        done: mpsc::Receiver<()>,
+    }
+
+    type Order = Box<dyn FnOnce(&mut ShmTransport) + Send>;
+
+    impl Peer {
+        /// Run `f` on rank 1's transport, and wait for it.
+        fn run(&self, f: impl FnOnce(&mut ShmTransport) + Send + 'static) {
+            self.orders.send(Box::new(f)).expect("rank 1 lives");
+            self.done.recv().expect("rank 1 ran it");
+        }
+    }
+
+    /// `body` with rank 0 of a two-rank job and rank 1 ([`Peer`]), one
+    /// shared queue each (`FASTMSG_QUEUES=1`), 3 credits per pair: 8
+    /// slots.
+    fn with_pair(body: impl FnOnce(&mut ShmTransport, &Peer)) {
+        let job = crate::bootstrap::fresh_job_id();
+        let connect = |rank: u32| {
+            let job = ShmJob {
+                dir: Path::new("/dev/shm"),
+                job: &job,
+                host: "audit-test",
+                rank: Rank(rank),
+                world: 2,
+                local_rank: rank,
+                local_size: 2,
+                doorbells: false,
+                timeout: Duration::from_secs(10),
+                window_bytes: 64,
+                abort: None,
+            };
+            let cfg = ShmConfig {
+                queues: Some(1),
+                credits: 3,
+                ..ShmConfig::default()
+            };
+            ShmTransport::connect(&job, &cfg).expect("connect")
+        };
+        std::thread::scope(|s| {
+            let (orders, taken) = mpsc::channel::<Order>();
+            let (ran, done) = mpsc::channel();
+            s.spawn(move || {
+                let mut one = connect(1);
+                for order in taken {
+                    order(&mut one);
+                    ran.send(()).expect("the test waits");
+                }
+            });
+            let mut zero = connect(0);
+            body(&mut zero, &Peer { orders, done });
+        });
+    }
+
+    /// Rank 1 sends one empty message to rank 0.
+    fn send(one: &Peer) {
+        one.run(|t| {
+            let header = FragHeader {
+                src: 1,
+                handler: 0,
+                len: 0,
+                flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
+                total: 0,
+            };
+            assert!(t.try_send_inline(Rank(0), header, &[]), "credit");
+        });
+    }
+
+    /// Rank 0 pops the next fragment (held until released).
+    fn pop(zero: &mut ShmTransport) -> RxFragment {
+        zero.poll().expect("a fragment").expect("sound")
+    }
+
+    /// Rank 1 sends and rank 0 takes and releases `n` messages.
+    fn pass(zero: &mut ShmTransport, one: &Peer, n: usize) {
+        for _ in 0..n {
+            send(one);
+            let f = pop(zero);
+            zero.release(&f.token);
+        }
+    }
+
+    /// Rank 0 holds a fragment (an async handler waiting for the rest of
+    /// its message), the next one is published, and its stamp is set
+    /// back one lap — "published one lap earlier", which the poll reads
+    /// as "not yet published": the receiver would wait for it for ever
+    /// and its sender for the credit. The audit names it while the
+    /// fragment is held.
+    #[test]
+    fn a_stamp_set_back_behind_a_held_fragment_is_found() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            pass(zero, one, cap as usize + 3);
+            send(one);
+            send(one);
+            let held = pop(zero);
+            let head = zero.rx[0].head;
+            assert_eq!(zero.rx[0].q.stamp(head), head + 1, "published");
+            assert!(zero.check_peers().is_ok(), "sound while held");
+            // Relaxed: a scribble, ordered with nothing.
+            zero.rx[0]
+                .q
+                .watch(head)
+                .stamp_ref()
+                .store(head + 1 - cap, Ordering::Relaxed);
+            let e = zero.check_peers().expect_err("the audit finds it");
+            let want = ProtocolError::QueueCorrupt {
+                queue: 0,
+                sender: None,
+                head,
+                seq: head + 1 - cap,
+            };
+            assert!(
+                matches!(&e, ExtractError::Protocol(p) if *p == want),
+                "{e:?}"
+            );
+            zero.release(&held.token);
+        });
+    }
+
+    /// While rank 0 holds position `p`, the slot of `p + capacity` keeps
+    /// `p`'s published stamp — one lap old from the head's view — for as
+    /// long as the fragment is held: sound, not reported.
+    #[test]
+    fn a_held_fragments_own_stamp_is_sound() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            pass(zero, one, 5);
+            send(one);
+            let held = pop(zero);
+            pass(zero, one, cap as usize - 1);
+            let head = zero.rx[0].head;
+            assert_eq!(head, held.token.pos + cap);
+            assert_eq!(zero.rx[0].q.stamp(head), held.token.pos + 1);
+            assert!(zero.check_peers().is_ok(), "held");
+            zero.release(&held.token);
+            assert!(zero.check_peers().is_ok(), "recycled for the head");
+            send(one);
+            assert!(zero.check_peers().is_ok(), "published at the head");
+        });
+    }
+
+    /// Every frame flagged in use (a value the protocol writes) while
+    /// rank 0 holds a fragment: more frames in use than the senders hold
+    /// credits, reported whatever rank 0 holds.
+    #[test]
+    fn frames_flagged_in_use_behind_a_held_fragment_are_found() {
+        with_pair(|zero, one| {
+            pass(zero, one, 3);
+            send(one);
+            let held = pop(zero);
+            one.run(|t| t.scribble_frames(Rank(0), 1));
+            let e = zero.check_peers().expect_err("the audit finds it");
+            assert!(
+                matches!(
+                    e,
+                    ExtractError::Protocol(ProtocolError::QueueFramesCorrupt {
+                        queue: 0,
+                        in_use: 8,
+                        credits: 6,
+                    })
+                ),
+                "{e:?}"
+            );
+            zero.release(&held.token);
+        });
     }
 }

@@ -9,7 +9,9 @@
 //! Nothing in the protocol can tell such a hole from a sender that is
 //! merely slow, so the queue is not repaired (skipping a position a live
 //! sender still writes would break the queue). It is reported: once a rank
-//! that writes on the queue has died and the head has stayed claimed but
+//! that writes on the queue has died or left without closing (a rank that
+//! ends on an error may leave unwritten the send it was waiting in, see
+//! `shared_send`) and the head has stayed claimed but
 //! unwritten for [`HOLE_GRACE`], the next look ([`ShmTransport::check_peers`],
 //! which every blocking wait makes each `HEALTH_EVERY`) returns
 //! [`ProtocolError::QueueHole`], once per queue.
@@ -67,14 +69,17 @@ impl ShmTransport {
     }
 
     /// A rank that writes on our queue `qi` and whose lifeline says it
-    /// died.
+    /// died or left without closing: either may have claimed a position
+    /// and never written it (a rank that ends on an error gives up the
+    /// send it was waiting in, see `shared_send`). A rank that closed did
+    /// not: the close barrier waits for every message.
     fn dead_writer_of(&self, qi: usize) -> Option<u32> {
         (0..self.lives.len())
             .filter(|&s| s as u32 != self.me_smt)
             .map(|s| (s, self.rank_of_smt[s]))
             .find(|&(s, rank)| {
                 self.peer_of_rank[rank as usize].1 == qi as u32
-                    && self.lives[s].state() == Life::Dead
+                    && matches!(self.lives[s].state(), Life::Dead | Life::Left)
             })
             .map(|(_, rank)| rank)
     }

@@ -109,9 +109,6 @@ struct RxQueue {
     head: u64,
     /// The only sender's SMT id (dedicated queues).
     sole_sender: Option<u32>,
-    /// Shared queues: positions recycled so far (`head - recycled` are
-    /// held; see `audit`). Counted on the shared path only.
-    recycled: u64,
 }
 
 /// The send side towards one local peer.
@@ -215,6 +212,8 @@ pub struct ShmTransport {
     ringer: Ringer,
     rx: Vec<RxQueue>,
     next_rx: usize,
+    /// Per receive queue: what it recycled ([`Recycled`]).
+    recycled_at: Vec<Recycled>,
     /// Per source SMT id: what giving its credit back touches (one
     /// bounds check on the release path instead of three).
     sources: Vec<SourceBack>,
@@ -366,6 +365,7 @@ impl ShmTransport {
         // holds the mapping (see the `seg` field).
         let area = |smt: u32| *seg_ref.window_view(smt);
         let mut rx = Vec::new();
+        let mut recycled_at = Vec::new();
         for q in 0..layout.params.queues {
             let (tail, free_head) = seg_ref.queue_counters(me_smt, q);
             let shared = layout.is_shared(q);
@@ -377,8 +377,8 @@ impl ShmTransport {
                 frames: frames(me_smt, q),
                 head: 0,
                 sole_sender: (!shared).then_some(q),
-                recycled: 0,
             });
+            recycled_at.push(Recycled::new(&queue));
         }
         let mut tx: Vec<Option<TxPeer>> = (0..job.world).map(|_| None).collect();
         for (smt, &rank) in rank_of_smt.iter().enumerate() {
@@ -406,6 +406,7 @@ impl ShmTransport {
             // After the wait policy registered this process (see `Ringer`).
             ringer: Ringer::new(job.doorbells),
             rx,
+            recycled_at,
             next_rx: 0,
             sources: (0..layout.params.local)
                 .map(|s| SourceBack {
@@ -480,7 +481,7 @@ impl ShmTransport {
                 FreeList::new(rq.free_head, &rq.frames).release(frame);
             }
             rq.q.recycle(pos);
-            rq.recycled += 1;
+            self.recycled_at[qi].note(pos);
         }
         self.credit_one(src_smt);
     }
@@ -503,7 +504,7 @@ impl ShmTransport {
                     FreeList::new(rq.free_head, &rq.frames).release(frame);
                 }
                 rq.q.recycle(pos);
-                self.rx[qi].recycled += 1;
+                self.recycled_at[qi].note(pos);
             }
         }
         err
@@ -592,6 +593,45 @@ impl ShmTransport {
             .get(dest.index())
             .and_then(Option::as_ref)
             .ok_or(PutError::PeerGone { rank: dest })
+    }
+}
+
+/// Shared queue: per slot, the position this rank last recycled there
+/// (initially the slot's index one lap before position 0), so that the
+/// audit knows whether the slot at the head still holds the previous
+/// lap's fragment (see `audit`). Written on the shared release path only;
+/// empty for a dedicated queue. Kept out of [`RxQueue`], whose lines the
+/// empty poll reads.
+#[derive(Debug)]
+struct Recycled(Box<[u64]>);
+
+impl Recycled {
+    fn new(q: &RecvQueue<'_>) -> Recycled {
+        let cap = q.capacity();
+        Recycled(if q.is_shared() {
+            (0..cap).map(|i| i.wrapping_sub(cap)).collect()
+        } else {
+            Box::default()
+        })
+    }
+
+    /// This rank recycled position `pos`.
+    #[inline(always)]
+    fn note(&mut self, pos: u64) {
+        let mask = self.0.len().wrapping_sub(1) as u64;
+        if let Some(at) = self.0.get_mut((pos & mask) as usize) {
+            *at = pos;
+        }
+    }
+
+    /// Whether this rank still holds the fragment of the position one lap
+    /// before `pos` (popped it, not yet released), on a queue of `cap`
+    /// slots: then the slot of `pos` keeps that position's stamp.
+    fn holds_lap_before(&self, pos: u64, cap: u64) -> bool {
+        let prev = pos.wrapping_sub(cap);
+        self.0
+            .get((pos & (cap - 1)) as usize)
+            .is_some_and(|&at| at != prev)
     }
 }
 
@@ -690,7 +730,7 @@ impl crate::watch::Probe for LifeProbe {
             if life != *seen {
                 *seen = life;
                 news |= life.is_gone();
-                if life == Life::Dead && self.shared {
+                if matches!(life, Life::Dead | Life::Left) && self.shared {
                     self.recheck = Some(now + holes::HOLE_GRACE + crate::watch::WATCH_EVERY);
                 }
             }
@@ -848,13 +888,8 @@ impl Transport for ShmTransport {
             if use_inline {
                 return Some(TxFrame::inline(dest, u64::from(NO_FRAME)));
             }
-            let frame = match peer.claim_frame() {
-                Ok(f) => f,
-                Err(e) => {
-                    self.refuse(dest, e);
-                    return None;
-                }
-            };
+            let frame = self.claim_shared_frame(dest)?;
+            let peer = self.tx.get(dest.index())?.as_ref()?;
             let ptr = peer.frames.payload(frame);
             // SAFETY: the free list gave us the frame (in-use flag set); it
             // is ours until the receiver releases it after our commit.
@@ -892,11 +927,16 @@ impl Transport for ShmTransport {
         let write = |b: &mut SlotBody| fill_slot(b, header, index, &[inline]);
         if !shared {
             peer.q.publish_dedicated_with(frame.token, write);
-        } else if let Err(e) = peer.publish_shared(write) {
-            // The fragment is lost with the receiver (or its corrupt queue);
-            // the refusal is reported by the next extract.
-            self.refuse(frame.dest, e);
-            return;
+        } else {
+            let mut own = shared_send::OwnLook::new(self);
+            if let Err(e) = peer.publish_shared(write, &mut own) {
+                // The fragment is lost with the receiver (or its corrupt
+                // queue, or ours); the refusal is reported by the next
+                // extract.
+                let own = own.found;
+                self.stalled(frame.dest, e, own);
+                return;
+            }
         }
         self.ringer.ring(peer.bell);
     }

@@ -7,10 +7,66 @@
 //! way nothing is published, the receiver is taken as gone, and a corrupt
 //! queue's error is kept for `check_peers`. A dedicated queue's sender
 //! waits on nothing in the receiver's memory and never comes here.
+//!
+//! A third way out is this rank's own fault ([`OwnLook`]): the receiver
+//! may hold the slot a sender waits for as long as its handler keeps the
+//! fragment, and that handler may wait for a fragment stuck behind a
+//! corrupt stamp of the receiver's own queue, which only the receiver's
+//! audit finds. If the receiver is itself waiting inside a send to us for
+//! the same reason, neither rank ever audits: so a waiting send audits
+//! this rank's own shared queues now and then ([`OWN_LOOK_EVERY`]), and
+//! one found corrupt ends the wait with that queue's error.
 
 use super::stall::StallClock;
 use super::*;
 use crate::queue::{ClaimStalled, PublishStalled};
+use std::time::{Duration, Instant};
+
+/// How often a send waiting on a peer's shared queue audits this rank's
+/// own shared queues (see the module docs): the audit reads every frame
+/// flag of a queue, too much for every look of the wait.
+pub(super) const OWN_LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// A waiting send's look at this rank's own shared receive queues
+/// ([`ShmTransport::own_queue_fault`]), every [`OWN_LOOK_EVERY`]. Reads
+/// only: what it finds is acted on once the wait has ended
+/// ([`ShmTransport::stalled`]).
+pub(super) struct OwnLook<'a> {
+    t: &'a ShmTransport,
+    next: Option<Instant>,
+    /// The queue found corrupt, and its error.
+    pub(super) found: Option<(usize, ProtocolError)>,
+}
+
+impl<'a> OwnLook<'a> {
+    /// A look for a send about to wait (no clock read until it does).
+    #[inline(always)]
+    pub(super) fn new(t: &'a ShmTransport) -> Self {
+        OwnLook {
+            t,
+            next: None,
+            found: None,
+        }
+    }
+
+    /// Asked by the wait now and then: true once one of this rank's own
+    /// shared queues was found corrupt (recorded in `found`).
+    #[cold]
+    pub(super) fn broken(&mut self) -> bool {
+        let now = Instant::now();
+        match self.next {
+            Some(t) if now >= t => {}
+            Some(_) => return false,
+            None => {
+                self.next = Some(now + OWN_LOOK_EVERY);
+                return false;
+            }
+        }
+        self.next = Some(now + OWN_LOOK_EVERY);
+        self.found = self.t.own_queue_fault();
+        self.found.is_some()
+    }
+}
 
 impl TxPeer {
     /// Whether the receiver is gone (its lifeline's state word, as the
@@ -26,18 +82,22 @@ impl TxPeer {
     /// (`RecvQueue::publish_dedicated_with`) waits for nothing.
     ///
     /// # Errors
-    /// A corrupt stamp, or the receiver gone while we waited: nothing is
-    /// published (the claimed position stays empty; the queue is lost with
-    /// its receiver).
+    /// A corrupt stamp, the receiver gone, or one of our own queues found
+    /// corrupt by `own` while we waited: nothing is published (the claimed
+    /// position stays empty; the queue is lost with its receiver, or with
+    /// us).
     #[inline]
     pub(super) fn publish_shared(
         &self,
         write: impl FnOnce(&mut SlotBody),
+        own: &mut OwnLook<'_>,
     ) -> Result<(), TxStalled> {
         let pos = self.q.claim();
         let mut odd = OddStamp::default();
         let r = self.q.publish_with(pos, write, || {
-            self.receiver_gone() || odd.seen_twice(self.q.capacity(), pos, self.q.stamp(pos))
+            self.receiver_gone()
+                || odd.seen_twice(self.q.capacity(), pos, self.q.stamp(pos))
+                || own.broken()
         });
         r.map_err(|e| match (e, odd.found) {
             (PublishStalled::GaveUp, Some(seq)) => {
@@ -51,16 +111,16 @@ impl TxPeer {
     /// is held.
     ///
     /// # Errors
-    /// A corrupt in-use flag, the receiver gone, or no free frame in
-    /// whole laps of the free list for `STUCK_AFTER` (see
-    /// `stall`): no frame is taken.
+    /// A corrupt in-use flag, the receiver gone, one of our own queues
+    /// found corrupt by `own`, or no free frame in whole laps of the free
+    /// list for `STUCK_AFTER` (see `stall`): no frame is taken.
     #[inline]
-    pub(super) fn claim_frame(&self) -> Result<u32, TxStalled> {
+    pub(super) fn claim_frame(&self, own: &mut OwnLook<'_>) -> Result<u32, TxStalled> {
         let mut clock = StallClock::default();
         // Asked after each whole lap without a free frame: with a credit
         // held, a free frame exists at every instant (see `stall`).
         FreeList::new(self.free_head, &self.frames)
-            .claim(|| self.receiver_gone() || clock.stuck_at(0, true))
+            .claim(|| self.receiver_gone() || own.broken() || clock.stuck_at(0, true))
             .map_err(|e| match (e, clock.stuck) {
                 (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
                     at: StuckAt::Frames,
@@ -76,10 +136,15 @@ impl TxPeer {
     /// # Errors
     /// What the claim or the publication stalled on (nothing published).
     #[inline(never)]
-    fn send_framed_shared(&self, header: FragHeader, pieces: &[&[u8]]) -> Result<(), TxStalled> {
-        let frame = self.claim_frame()?;
+    fn send_framed_shared(
+        &self,
+        header: FragHeader,
+        pieces: &[&[u8]],
+        own: &mut OwnLook<'_>,
+    ) -> Result<(), TxStalled> {
+        let frame = self.claim_frame(own)?;
         gather_into_frame(&self.frames, frame, pieces, header.len as usize);
-        self.publish_shared(|b| fill_slot(b, header, frame, &[]))
+        self.publish_shared(|b| fill_slot(b, header, frame, &[]), own)
     }
 }
 
@@ -178,21 +243,67 @@ impl ShmTransport {
         let Some(peer) = self.tx.get(dest.index()).and_then(Option::as_ref) else {
             return false;
         };
+        let mut own = OwnLook::new(self);
         let sent = if in_slot {
             // Checked before the claim: a panic in the gather after it
             // would leave the position claimed and never published.
             debug_assert!(pieces.iter().map(|p| p.len()).sum::<usize>() <= INLINE_BYTES);
-            peer.publish_shared(|b| fill_slot(b, header, NO_FRAME, pieces))
+            peer.publish_shared(|b| fill_slot(b, header, NO_FRAME, pieces), &mut own)
         } else {
-            peer.send_framed_shared(header, pieces)
+            peer.send_framed_shared(header, pieces, &mut own)
         };
         match sent {
             Ok(()) => {
                 self.ringer.ring(peer.bell);
                 true
             }
-            Err(e) => self.refuse(dest, e),
+            Err(e) => {
+                let own = own.found;
+                self.stalled(dest, e, own)
+            }
         }
+    }
+
+    /// `try_reserve`'s frame on `dest`'s shared queue, after the credit
+    /// was taken; `None` if the claim stalled (see
+    /// [`stalled`](Self::stalled)).
+    #[inline(never)]
+    pub(super) fn claim_shared_frame(&mut self, dest: Rank) -> Option<u32> {
+        let peer = self.tx.get(dest.index()).and_then(Option::as_ref)?;
+        let mut own = OwnLook::new(self);
+        match peer.claim_frame(&mut own) {
+            Ok(frame) => Some(frame),
+            Err(e) => {
+                let own = own.found;
+                self.stalled(dest, e, own);
+                None
+            }
+        }
+    }
+
+    /// A send to `dest`'s shared queue stalled (`e`): because one of our
+    /// own queues was found corrupt while it waited (`own`), or else see
+    /// [`refuse`](Self::refuse). Returns false: the send did not happen.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn stalled(
+        &mut self,
+        dest: Rank,
+        e: TxStalled,
+        own: Option<(usize, ProtocolError)>,
+    ) -> bool {
+        let Some((queue, error)) = own else {
+            return self.refuse(dest, e);
+        };
+        // The position claimed on `dest`'s queue, if any, stays empty:
+        // whatever this rank sent it later would wait behind it unread.
+        self.mark_gone(dest);
+        self.take_out_of_service(queue, &error);
+        self.tx_corrupt.push(error);
+        if let Some(alarm) = &self.alarm {
+            alarm.raise();
+        }
+        false
     }
 
     /// A send to `dest`'s shared queue stalled (`e`): take `dest` as gone

@@ -19,10 +19,18 @@
 //! The receiver's own audit (`audit`) finds more frames in use than its
 //! senders hold credits, when it looks.
 //!
-//! So once no free frame has been found for [`STUCK_AFTER`] the wait
-//! ends, the receiver is taken as failed and
-//! [`ProtocolError::PeerQueueStuck`] names the queue, the peer and the
-//! value.
+//! So once no free frame has been found for [`STUCK_AFTER`], over at
+//! least [`STUCK_LAPS`] whole laps of the list, the wait ends, the
+//! receiver is taken as failed and [`ProtocolError::PeerQueueStuck`]
+//! names the queue, the peer and the value. Both bounds must be passed:
+//! the time keeps a fast walk that keeps losing the free frames to other
+//! senders' claims from giving up; the laps keep a walk that was itself
+//! descheduled (more ranks than cores) from giving up after two unlucky
+//! looks far apart in time. Before that, a waiting sender also
+//! audits its own queues (`shared_send::OwnLook`): a rank whose frames
+//! were all flagged in use is usually found by its own audit first (more
+//! frames in use than its senders hold credits), within tens of
+//! milliseconds, even while it is itself waiting in a send.
 //!
 //! The clock is read only in the wait's slow path (every lap of the
 //! walk): nothing on the send's fast path.
@@ -32,15 +40,20 @@
 use std::time::{Duration, Instant};
 
 /// How long a sender may find no free frame before the queue is taken as
-/// corrupt: twice the hole watch's grace, so that what a dead sender left
-/// is reported by the receiver first, and far beyond any descheduling of
-/// a live walk.
-pub(super) const STUCK_AFTER: Duration = Duration::from_secs(2);
+/// corrupt: far beyond any descheduling of a live receiver between two
+/// releases, and short enough that the failure is reported within a
+/// second.
+pub(super) const STUCK_AFTER: Duration = Duration::from_millis(500);
 
-/// What a waiting sender last saw, and since when.
+/// How many whole laps of the free list without a free frame, at least,
+/// before the queue is taken as corrupt (each lap is followed by a yield).
+pub(super) const STUCK_LAPS: u32 = 64;
+
+/// What a waiting sender last saw, since when, and in how many looks.
 #[derive(Debug, Default)]
 pub(super) struct StallClock {
     seen: Option<(u64, Instant)>,
+    looks: u32,
     /// The wait ended because the value stayed too long.
     pub(super) stuck: Option<(u64, Duration)>,
 }
@@ -48,18 +61,22 @@ pub(super) struct StallClock {
 impl StallClock {
     /// The wait saw `value`; `bounded` says whether the protocol leaves it
     /// only briefly. True once a bounded value has stayed unchanged for
-    /// [`STUCK_AFTER`] (recorded in `stuck`).
+    /// [`STUCK_AFTER`] and [`STUCK_LAPS`] looks (recorded in `stuck`).
     pub(super) fn stuck_at(&mut self, value: u64, bounded: bool) -> bool {
         let now = Instant::now();
         match self.seen {
             Some((v, since)) if v == value && bounded => {
+                self.looks = self.looks.saturating_add(1);
                 let waited = now.duration_since(since);
-                if waited >= STUCK_AFTER {
+                if waited >= STUCK_AFTER && self.looks >= STUCK_LAPS {
                     self.stuck = Some((value, waited));
                     return true;
                 }
             }
-            _ => self.seen = Some((value, now)),
+            _ => {
+                self.seen = Some((value, now));
+                self.looks = 0;
+            }
         }
         false
     }
@@ -69,10 +86,12 @@ impl StallClock {
 mod tests {
     use super::*;
 
-    /// A clock that has seen `value` for [`STUCK_AFTER`] already.
-    fn aged(value: u64) -> StallClock {
+    /// A clock that has seen `value` for [`STUCK_AFTER`] already, in
+    /// `looks` looks.
+    fn aged(value: u64, looks: u32) -> StallClock {
         StallClock {
             seen: Some((value, Instant::now() - STUCK_AFTER)),
+            looks,
             stuck: None,
         }
     }
@@ -82,12 +101,22 @@ mod tests {
         let mut c = StallClock::default();
         assert!(!c.stuck_at(5, true));
         assert!(!c.stuck_at(5, true), "not yet");
-        let mut c = aged(5);
+        let mut c = aged(5, STUCK_LAPS);
         assert!(c.stuck_at(5, true));
         assert_eq!(c.stuck.map(|s| s.0), Some(5));
-        let mut c = aged(5);
+        let mut c = aged(5, STUCK_LAPS);
         assert!(!c.stuck_at(6, true), "a change restarts the clock");
-        let mut c = aged(7);
+        let mut c = aged(7, STUCK_LAPS);
         assert!(!c.stuck_at(7, false), "unbounded values wait");
+    }
+
+    /// Two looks far apart (a walk descheduled in between) are not enough.
+    #[test]
+    fn a_long_wait_in_few_looks_is_not_stuck() {
+        let mut c = aged(5, 0);
+        for _ in 1..STUCK_LAPS {
+            assert!(!c.stuck_at(5, true));
+        }
+        assert!(c.stuck_at(5, true), "the last look needed");
     }
 }

@@ -10,8 +10,11 @@ impl ShmTransport {
     pub(crate) fn publish_raw(&mut self, dest: Rank, body: SlotBody) {
         let peer = self.tx[dest.index()].as_mut().expect("local peer");
         assert!(matches!(peer.take_credit(), Ok(true)));
+        let peer = self.tx[dest.index()].as_ref().expect("local peer");
         if peer.q.is_shared() {
-            peer.publish_shared(|b| *b = body).expect("a sound queue");
+            let mut own = shared_send::OwnLook::new(self);
+            peer.publish_shared(|b| *b = body, &mut own)
+                .expect("a sound queue");
         } else {
             peer.q.publish_dedicated(peer.window.sent() - 1, &body);
         }
