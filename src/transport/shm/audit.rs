@@ -238,7 +238,7 @@ mod tests {
     /// Rank 1 of the job, on its own thread (its lifeline is held by the
     /// thread that connected), driven by the test's thread.
     struct Peer {
-        orders: mpsc::Sender<Order>,
+        orders: mpsc::Sender<Option<Order>>,
         done: mpsc::Receiver<()>,
     }
 
@@ -247,8 +247,15 @@ mod tests {
     impl Peer {
         /// Run `f` on rank 1's transport, and wait for it.
         fn run(&self, f: impl FnOnce(&mut ShmTransport) + Send + 'static) {
-            self.orders.send(Box::new(f)).expect("rank 1 lives");
+            self.orders.send(Some(Box::new(f))).expect("rank 1 lives");
             self.done.recv().expect("rank 1 ran it");
+        }
+
+        /// Rank 1 drops its transport without closing (its lifeline says
+        /// `Left`), and waits.
+        fn leave(&self) {
+            self.orders.send(None).expect("rank 1 lives");
+            self.done.recv().expect("rank 1 left");
         }
     }
 
@@ -279,14 +286,16 @@ mod tests {
             ShmTransport::connect(&job, &cfg).expect("connect")
         };
         std::thread::scope(|s| {
-            let (orders, taken) = mpsc::channel::<Order>();
+            let (orders, taken) = mpsc::channel::<Option<Order>>();
             let (ran, done) = mpsc::channel();
             s.spawn(move || {
                 let mut one = connect(1);
-                for order in taken {
+                while let Ok(Some(order)) = taken.recv() {
                     order(&mut one);
                     ran.send(()).expect("the test waits");
                 }
+                drop(one);
+                let _ = ran.send(());
             });
             let mut zero = connect(0);
             body(&mut zero, &Peer { orders, done });
@@ -404,6 +413,40 @@ mod tests {
                 "{e:?}"
             );
             zero.release(&held.token);
+        });
+    }
+
+    /// A claimed, unwritten head while this rank still holds the fragment
+    /// one lap before it is a live sender waiting for that fragment's
+    /// release, not a hole, even once a writer of the queue has left:
+    /// no `QueueHole` while held. Released, the same claimed head is a
+    /// hole, reported after the grace.
+    #[test]
+    fn a_head_claimed_behind_a_held_fragment_is_no_hole() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            send(one);
+            let held = pop(zero);
+            pass(zero, one, cap as usize - 1);
+            one.run(|t| t.claim_raw(Rank(0)));
+            one.leave();
+            assert!(zero.find_hole().is_none(), "first look");
+            std::thread::sleep(super::super::holes::HOLE_GRACE + Duration::from_millis(100));
+            assert!(zero.find_hole().is_none(), "held: a sender waits on it");
+            zero.release(&held.token);
+            assert!(zero.find_hole().is_none(), "the clock starts");
+            std::thread::sleep(super::super::holes::HOLE_GRACE + Duration::from_millis(100));
+            assert!(
+                matches!(
+                    zero.find_hole(),
+                    Some(ProtocolError::QueueHole {
+                        queue: 0,
+                        died: 1,
+                        ..
+                    })
+                ),
+                "released: a hole left by rank 1"
+            );
         });
     }
 }

@@ -21,8 +21,8 @@ use super::ShmTransport;
 use crate::error::ProtocolError;
 use std::time::{Duration, Instant};
 
-/// How long a claimed head may stay unwritten after a writer's death
-/// before it is reported: the claim-to-stamp window of a live sender is
+/// How long a claimed head may stay unwritten after a writer's death or
+/// departure before it is reported: the claim-to-stamp window of a live sender is
 /// a few instructions, unless the sender is descheduled.
 pub(super) const HOLE_GRACE: Duration = Duration::from_secs(1);
 
@@ -45,7 +45,12 @@ impl ShmTransport {
                 continue;
             }
             let head = rq.head;
-            let stuck = !rq.watch.ready() && rq.q.claimed() > head;
+            // While this rank holds the fragment one lap before the head,
+            // a live sender that claimed the head waits for it to be
+            // released (`wait_recycled`): that is no hole.
+            let stuck = !rq.watch.ready()
+                && rq.q.claimed() > head
+                && !self.recycled_at[qi].holds_lap_before(head, rq.q.capacity());
             let since = match watch.stuck {
                 Some((h, since)) if stuck && h == head => since,
                 _ => {
