@@ -17,9 +17,10 @@
 //! host has fewer CPUs than busy ranks, backs off after its short spin in
 //! one of two ways: yielding the core each round while this rank's
 //! yields come back sooner than a wake-up would, else sleeping on its
-//! doorbell at once (the doorbell that both a local sender and the TCP
-//! transport's NIC thread ring), measuring a yield again now and then
-//! ([`pressure::Backoff`]). A rank nobody
+//! doorbell (the doorbell that both a local sender and the TCP
+//! transport's NIC thread ring) after spinning on for about a wake-up
+//! ([`pressure::wake_spin`], adjusted from how its sleeps end), measuring
+//! a yield again now and then ([`pressure::Backoff`]). A rank nobody
 //! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
 //! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]
 //! ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
