@@ -17,10 +17,9 @@
 //! host has fewer CPUs than busy ranks, backs off after its short spin in
 //! one of two ways: yielding the core each round while this rank's
 //! yields come back sooner than a wake-up would, else sleeping on its
-//! doorbell (the doorbell that both a local sender and the TCP
-//! transport's NIC thread ring) after spinning on for about a wake-up
-//! ([`pressure::wake_spin`], adjusted from how its sleeps end), measuring
-//! a yield again now and then ([`pressure::Backoff`]). A rank nobody
+//! doorbell at once (the doorbell that both a local sender and the TCP
+//! transport's NIC thread ring), measuring a yield again now and then
+//! ([`pressure::Backoff`]). A rank nobody
 //! competes with spins, as fast as [`WaitPolicy::Spin`]; after a long idle
 //! spell it yields, and sleeps after [`AUTO_SLEEP_AFTER`]
 //! ([`YIELDING_SLEEP_AFTER`] when it backs off by yielding). Auto keeps
@@ -45,13 +44,11 @@
 //! ```text
 //! layers:begin
 //! hook pressure | running idle hooks; the run-queue evidence
-//! trace | counting what waits did (debug log)
 //! layers:end
 //! ```
 
 pub(in crate::endpoint) mod hook;
 pub(in crate::endpoint) mod pressure;
-pub(in crate::endpoint) mod trace;
 
 use self::pressure::Way;
 use crate::endpoint::engine::core::Core;
@@ -99,9 +96,6 @@ pub(in crate::endpoint) struct Waiter {
     window: pressure::Window,
     /// `auto`: how this wait backs off.
     way: Option<Way>,
-    /// `auto`: when this wait's first sleep on the doorbell began (its
-    /// way being [`Way::Sleep`]), since it last found something.
-    slept: Option<Instant>,
 
     idle_since: Option<Instant>,
     last_health: Option<Instant>,
@@ -127,7 +121,6 @@ impl Waiter {
             short: 0,
             window: None,
             way: None,
-            slept: None,
             idle_since: None,
             last_health: None,
             scope: Scope::Any,
@@ -181,18 +174,10 @@ impl Waiter {
     #[inline]
     pub(in crate::endpoint) fn busy(&mut self) {
         if self.idle_rounds != 0 {
-            let backed_off = self.backing_off && self.idle_rounds > self.short;
-            pressure::waited(self.idle_rounds, backed_off);
-            trace::count(|c| {
-                if backed_off {
-                    c.backed_off += 1;
-                } else {
-                    c.spun += 1;
-                }
-            });
-        }
-        if let Some(t) = self.slept.take() {
-            pressure::slept_wait(t.elapsed());
+            pressure::waited(
+                self.idle_rounds,
+                self.backing_off && self.idle_rounds > self.short,
+            );
         }
         self.way = None;
         self.idle_rounds = 0;
@@ -230,41 +215,21 @@ impl Waiter {
             cfg.spin_rounds = cfg.spin_rounds.min(DRAIN_SPIN_ROUNDS);
         }
         self.idle_rounds = self.idle_rounds.saturating_add(1);
-        if self.idle_rounds == 1 {
-            trace::count(|c| c.spells += 1);
-        }
         if cfg.adaptive && !self.backing_off {
             self.watch_pressure(&cfg);
         }
         if self.backing_off {
-            // The core is wanted: past the short spin, yield each round, or
-            // spin on until a woken peer would have answered and then
-            // sleep, whichever this rank measured to be faster.
-            let way = match self.way {
-                Some(w) => w,
-                None => {
-                    let w = pressure::choose_backoff(cfg.bells);
-                    trace::count(|c| match w {
-                        Way::Yield => c.way_yield += 1,
-                        Way::Sleep => c.way_sleep += 1,
-                    });
-                    self.way = Some(w);
-                    w
-                }
-            };
+            // The core is wanted: past the short spin, yield each round or
+            // sleep at once, whichever this rank measured to be faster.
+            let way = *self
+                .way
+                .get_or_insert_with(|| pressure::choose_backoff(cfg.bells));
             cfg.spin_rounds = self.short;
-            match way {
-                Way::Sleep => {
-                    // Never a yield here: beside a CPU-bound process it
-                    // hands the core over for a time slice.
-                    cfg.yield_ = false;
-                    cfg.sleep_after = Some(pressure::wake_spin());
-                }
-                Way::Yield => {
-                    cfg.yield_ = true;
-                    cfg.sleep_after = cfg.bells.then_some(YIELDING_SLEEP_AFTER);
-                }
-            }
+            cfg.yield_ = true;
+            cfg.sleep_after = match way {
+                Way::Sleep => Some(Duration::ZERO),
+                Way::Yield => cfg.bells.then_some(YIELDING_SLEEP_AFTER),
+            };
         }
         if self.idle_rounds < cfg.spin_rounds {
             crate::sync::spin_loop();
@@ -291,15 +256,7 @@ impl Waiter {
                     // The net borrow is dropped before `ready` runs: the
                     // caller's condition may use the endpoint.
                     let has_work = || core.net().borrow().has_work() || ready();
-                    let slept_at = Instant::now();
                     if bell.sleep(SLEEP_TIMEOUT, has_work) {
-                        if self.way == Some(Way::Sleep) && self.slept.is_none() {
-                            self.slept = Some(slept_at);
-                        }
-                        trace::count(|c| {
-                            c.sleeps += 1;
-                            c.sleep_ns += trace::ns(slept_at.elapsed());
-                        });
                         // A woken sleeper's wait for a CPU is the wake-up's
                         // cost, not a sign that the core is wanted: judge
                         // from a fresh window.
@@ -313,20 +270,10 @@ impl Waiter {
         }
         if cfg.yield_ {
             if cfg.adaptive {
-                // What the yield costs decides how backed-off waits wait:
-                // a backed-off wait chooses again after each yield (one
-                // that kept it off the core longer than a wake-up turns it
-                // to sleeping).
+                // What the yield costs decides how backed-off waits wait.
                 let start = Instant::now();
                 crate::sync::yield_now();
                 pressure::yielded(start);
-                if self.backing_off {
-                    let w = pressure::choose_backoff(cfg.bells);
-                    if self.way != Some(w) {
-                        trace::count(|c| c.way_changed += 1);
-                        self.way = Some(w);
-                    }
-                }
             } else {
                 crate::sync::yield_now();
             }

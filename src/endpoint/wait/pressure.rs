@@ -36,9 +36,7 @@
 //! measures what it controls: how long its own yields keep it off the
 //! core. While a yield costs less than a wake-up ([`WAKE_COST`]) it
 //! yields; otherwise it sleeps, and yields through one wait every
-//! [`RESAMPLE_EVERY`] to measure again. A sleeping wait first spins on
-//! for about a wake-up ([`wake_spin`]), which follows how its sleeps end
-//! ([`slept_wait`]). (The length of the waits
+//! [`RESAMPLE_EVERY`] to measure again. (The length of the waits
 //! themselves is no guide: it is mostly the peers' doing — a rank whose
 //! peers sleep finds every way slow.)
 //!
@@ -141,7 +139,6 @@ pub(in crate::endpoint) fn run_queue_crowded() -> bool {
     RUN_QUEUE_SEEN.with(|c| c.set(Some((now, v))));
     if v {
         mark_contended(now);
-        crate::endpoint::wait::trace::count(|c| c.by_run_queue += 1);
     }
     v
 }
@@ -232,74 +229,6 @@ impl Backoff {
 /// beside a CPU-bound process 15 µs to milliseconds.
 pub const WAKE_COST: Duration = Duration::from_micros(10);
 
-/// How long a contended wait that backs off by sleeping first spins on
-/// past its short spin ([`wake_spin`]), at first: about a wake-up (beside
-/// CPU-bound processes on 2 vCPUs 10 µs to tens of µs, more on a loaded
-/// machine).
-///
-/// Too short a spin lets sleeping feed itself: the peer's wake-up
-/// outlasts this rank's spin, so this rank sleeps too, and its own
-/// wake-up outlasts the peer's next spin — every message then pays two
-/// wake-ups (measured: a ping-pong beside two CPU-bound processes went
-/// from about 1 µs one way to 15–90 µs). Too long a spin is as bad where
-/// the peer waits for this very core: it runs only once this rank sleeps.
-/// The two show in how a wait that slept ends ([`slept_wait`]): in the
-/// first the sleep outlasts the spin (the answer needed two wake-ups),
-/// in the second the answer comes right after the rank went to sleep.
-pub const WAKE_SPIN: Duration = Duration::from_micros(50);
-
-/// Longest [`wake_spin`]: beyond it a wait is for a peer the scheduler
-/// took off its core for a time slice (milliseconds), which sleeping is
-/// for.
-pub const WAKE_SPIN_MAX: Duration = Duration::from_micros(200);
-
-/// A sleep shorter than this is too short to be two wake-ups
-/// ([`slept_wait`] does not lengthen the spin for it).
-pub const WAKE_FLOOR: Duration = Duration::from_micros(10);
-
-thread_local! {
-    /// [`wake_spin`] in ns.
-    static WAKE_SPIN_NS: Cell<u64> = const { Cell::new(WAKE_SPIN.as_nanos() as u64) };
-}
-
-/// How long a contended wait that backs off by sleeping spins past its
-/// short spin before it sleeps.
-pub(in crate::endpoint) fn wake_spin() -> Duration {
-    Duration::from_nanos(WAKE_SPIN_NS.with(Cell::get))
-}
-
-/// A wait that spun [`wake_spin`] past its short spin and then slept has
-/// ended, `slept` after it went to sleep.
-pub(in crate::endpoint) fn slept_wait(slept: Duration) {
-    WAKE_SPIN_NS.with(|c| c.set(next_wake_spin(c.get(), slept)));
-}
-
-/// The spin after a wait that spun `spin_ns` and then slept `slept`:
-/// - a sleep more than twice the spin (and longer than [`WAKE_FLOOR`]),
-///   but short of a time slice (ten times [`WAKE_SPIN_MAX`]): the answer
-///   needed the peer's wake-up and this rank's, and a spin as long as the
-///   whole wait would have caught it; the spin moves a quarter of the way
-///   there;
-/// - a sleep shorter than half the spin: the peer answered as soon as
-///   this rank left the core, so it was waiting for it; the spin halves;
-/// - otherwise it stays. (Where the two ranks share one core, each
-///   sleeps about as long as the other spins: the spin stays, which
-///   bounds what that costs at [`WAKE_SPIN_MAX`] a message.)
-fn next_wake_spin(spin_ns: u64, slept: Duration) -> u64 {
-    let t = u64::try_from(slept.as_nanos()).unwrap_or(u64::MAX);
-    let max = WAKE_SPIN_MAX.as_nanos() as u64;
-    if t >= 10 * max {
-        spin_ns
-    } else if t > 2 * spin_ns && t > WAKE_FLOOR.as_nanos() as u64 {
-        let whole = spin_ns + t;
-        (spin_ns + (whole - spin_ns) / 4).min(max)
-    } else if t < spin_ns / 2 {
-        spin_ns / 2
-    } else {
-        spin_ns
-    }
-}
-
 /// Longest a rank that sleeps goes without measuring a yield again (one
 /// backed-off wait then yields): what shares the core changes.
 pub const RESAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -312,15 +241,10 @@ pub(in crate::endpoint) fn choose_backoff(can_sleep: bool) -> Way {
 /// A yield of this thread started at `start` has returned.
 pub(in crate::endpoint) fn yielded(start: Instant) {
     let now = Instant::now();
-    let took = now.saturating_duration_since(start);
     BACKOFF.with(|b| {
         let mut v = b.get();
-        v.record_yield(took.as_nanos() as f64, now);
+        v.record_yield(now.saturating_duration_since(start).as_nanos() as f64, now);
         b.set(v);
-    });
-    crate::endpoint::wait::trace::count(|c| {
-        c.yields += 1;
-        c.yield_ns += crate::endpoint::wait::trace::ns(took);
     });
 }
 
@@ -407,7 +331,6 @@ pub(in crate::endpoint) fn look(window: &mut Window) -> bool {
     let wanted = verdict(ev0, ev, span);
     if wanted {
         mark_contended(now);
-        crate::endpoint::wait::trace::count(|c| c.by_run_delay += 1);
     }
     wanted
 }
@@ -550,43 +473,6 @@ mod tests {
         assert_eq!(c.yield_cost(), Some(11_000.0));
         c.record_yield(1_000.0, t0);
         assert_eq!(c.choose(true, t0), Way::Yield);
-    }
-
-    #[test]
-    fn the_spin_before_sleeping_covers_a_wake_up_and_yields_to_a_peer_on_the_core() {
-        let us = |n: u64| Duration::from_micros(n);
-        let ns = |n: u64| n * 1000;
-        // The answer needed two wake-ups of 80 µs (slept 110 after a
-        // spin of 50): lengthen towards the whole wait (160).
-        let mut s = ns(50);
-        s = next_wake_spin(s, us(110));
-        assert_eq!(s, 77_500);
-        // Until the spin nears the peer's wake-up each such wait
-        // lengthens it; it settles close to it.
-        for _ in 0..32 {
-            s = next_wake_spin(s, us(160) - Duration::from_nanos(s));
-        }
-        assert!((ns(70)..=ns(110)).contains(&s), "{s}");
-        // Two ranks on one core: each sleeps about as long as the other
-        // spins; the spin stays.
-        assert_eq!(next_wake_spin(ns(50), us(52)), ns(50));
-        // The peer answered right after this rank slept (it waited for
-        // this core): halve, until the sleeps are no shorter than half
-        // the spin.
-        let mut c = ns(200);
-        for _ in 0..40 {
-            c = next_wake_spin(c, us(3));
-        }
-        assert!((ns(3)..=ns(6)).contains(&c), "{c}");
-        // From nothing, a sleep too short for two wake-ups stays nothing;
-        // a long one (a time slice) teaches nothing either way.
-        assert_eq!(next_wake_spin(0, us(5)), 0);
-        assert_eq!(next_wake_spin(ns(50), us(5_000)), ns(50));
-        // Bounded.
-        assert_eq!(
-            next_wake_spin(ns(190), us(900)),
-            WAKE_SPIN_MAX.as_nanos() as u64
-        );
     }
 
     #[test]
