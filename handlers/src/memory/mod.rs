@@ -22,7 +22,9 @@
 //!  through_owner()       every operation to the owner's handler
 //!  owner_only(..)        every operation of every rank to the owner's
 //!                        handler, which applies adds without locked
-//!                        atomics (it is the words' only writer)
+//!                        atomics (it is the words' only writer: the
+//!                        window is owner-only, other ranks' direct
+//!                        writes to it are refused)
 //! ```
 //!
 //! Why adds go through the owner by default: a CPU atomic add to a random
@@ -214,11 +216,14 @@ impl RemoteWords {
     /// stores instead of locked atomics — several times cheaper per add,
     /// as cheap as a channel whose handler adds to a table. Concurrent
     /// updates from every rank still add up exactly (the owner applies
-    /// them one after another). Every rank makes the same words the same
-    /// way: a rank that made `name` with [`new`](Self::new) instead fails
-    /// the start check (the window's registered name differs). Do not
-    /// update this window directly with `Ctx::update_u64` from another
-    /// rank (such an update may be lost).
+    /// them one after another). The window is registered owner-only
+    /// (`EndpointBuilder::window_owner_only`): another rank's direct
+    /// write to it (`Ctx::put`, `Ctx::put_u64`, `Ctx::update_u64` with
+    /// [`window`](Self::window)) fails with
+    /// [`PutError::OwnerOnly`];
+    /// reads (`Ctx::get`) are allowed. Every rank makes the same words the
+    /// same way: a rank that made `name` with [`new`](Self::new) instead
+    /// fails the start check.
     pub fn owner_only(agg: &Aggregator, b: &mut EndpointBuilder, name: &str, words: usize) -> Self {
         Self::make(agg, b, name, words, true)
     }
@@ -230,12 +235,12 @@ impl RemoteWords {
         words: usize,
         owner_only: bool,
     ) -> Self {
-        let prefix = if owner_only {
-            "fastmsg-mem-owner"
+        let window = format!("fastmsg-mem/{name}");
+        let win = if owner_only {
+            b.window_owner_only(&window, words * 8)
         } else {
-            "fastmsg-mem"
+            b.window(&window, words * 8)
         };
-        let win = b.window(&format!("{prefix}/{name}"), words * 8);
         let wn = words as u64;
         let calls = agg.rpc(
             b,
@@ -312,7 +317,9 @@ impl RemoteWords {
         self.direct && ctx.is_on_host(owner)
     }
 
-    /// The window (for direct puts and reads of this rank's words).
+    /// The window (for direct puts and reads; on
+    /// [`owner_only`](Self::owner_only) words, only the owner writes its
+    /// own).
     pub fn window(&self) -> WindowId {
         self.win
     }

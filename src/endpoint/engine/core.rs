@@ -739,7 +739,8 @@ impl Core {
         Ok(())
     }
 
-    /// One-sided put of `data` at `offset` of window `win` on `dest`.
+    /// One-sided put of `data` at `offset` of window `win` on `dest`
+    /// (refused on another rank's owner-only window).
     pub(in crate::endpoint) fn put(
         &self,
         win: WindowId,
@@ -749,6 +750,7 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate(win, offset, data.len())?;
+        self.windows.check_writer(win, self.rank, dest)?;
         if self.health.is_gone(dest) {
             return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }
@@ -776,7 +778,8 @@ impl Core {
         }
     }
 
-    /// One-sided atomic store of an 8-byte word.
+    /// One-sided atomic store of an 8-byte word (refused on another
+    /// rank's owner-only window).
     pub(in crate::endpoint) fn put_u64(
         &self,
         win: WindowId,
@@ -786,6 +789,7 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate_word(win, offset)?;
+        self.windows.check_writer(win, self.rank, dest)?;
         if self.health.is_gone(dest) {
             return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }
