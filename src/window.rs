@@ -235,12 +235,12 @@ pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u6
             // compare only reads: Acquire).
             .compare_exchange(current, new, order, Ordering::Acquire)
             .unwrap_or_else(|held| held),
-        WordOp::AddF64(x) => {
+        WordOp::AddF64(_) => {
             // SYNC POINT window-word, in `update_word` above (the loop's
             // first read; the exchange publishes).
             let mut old = w.load(Ordering::Acquire);
             loop {
-                let new = (f64::from_bits(old) + x).to_bits();
+                let new = next_value(op, old);
                 // SYNC POINT window-word, in `update_word` above.
                 match w.compare_exchange_weak(old, new, order, Ordering::Acquire) {
                     Ok(prev) => return prev,
@@ -252,9 +252,9 @@ pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u6
 }
 
 /// The value `op` leaves in a word that held `old` (what [`update_word`]
-/// stores).
+/// and [`update_word_unshared`] store).
 #[inline]
-pub fn next_value(op: WordOp, old: u64) -> u64 {
+pub(crate) fn next_value(op: WordOp, old: u64) -> u64 {
     match op {
         WordOp::FetchAdd(v) => old.wrapping_add(v),
         WordOp::Swap(v) => v,
@@ -269,7 +269,7 @@ pub fn next_value(op: WordOp, old: u64) -> u64 {
 /// Readers see the old or the new word whole, never a torn one, but an
 /// update another writer makes meanwhile would be lost: only for words
 /// that one rank alone updates (an owner applying the updates it is sent).
-pub fn update_word_unshared<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
+pub(crate) fn update_word_unshared<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
     let w = mem.word(at);
     // The only writer reads its own last store: no ordering needed.
     let old = w.load(Ordering::Relaxed);
@@ -497,5 +497,44 @@ mod tests {
                 registered: 2
             })
         ));
+    }
+
+    /// `update_word` and `update_word_unshared` leave the value
+    /// `next_value` gives, for every form.
+    #[test]
+    fn window_word_updates_leave_next_value() {
+        struct Words([AtomicU64; 1]);
+        impl WindowMemory for Words {
+            fn word(&self, at: u64) -> &AtomicU64 {
+                &self.0[at as usize / 8]
+            }
+            fn copy_in(&self, _at: u64, _data: &[u8]) {}
+            fn copy_out(&self, _at: u64, _buf: &mut [u8]) {}
+        }
+        let one = 1.5f64.to_bits();
+        let ops = [
+            WordOp::FetchAdd(3),
+            WordOp::Swap(9),
+            WordOp::CompareSwap {
+                current: one,
+                new: 4,
+            },
+            WordOp::CompareSwap { current: 0, new: 4 },
+            WordOp::AddF64(0.25),
+        ];
+        for op in ops {
+            let want = next_value(op, one);
+            for unshared in [false, true] {
+                let m = Words([AtomicU64::new(one)]);
+                let prev = if unshared {
+                    update_word_unshared(&m, 0, op)
+                } else {
+                    update_word(&m, 0, op)
+                };
+                assert_eq!(prev, one, "{op:?}");
+                assert_eq!(load_word(&m, 0), want, "{op:?} unshared={unshared}");
+            }
+        }
+        assert_eq!(next_value(WordOp::AddF64(0.25), one), 1.75f64.to_bits());
     }
 }
