@@ -360,7 +360,12 @@ impl RemoteWords {
 
     /// Read word `index` of `owner`; the completion gets it with `token`.
     /// On this host: an atomic load now (the completion runs inside this
-    /// call); elsewhere: an aggregated request.
+    /// call); elsewhere: an aggregated request. Reads to one owner are
+    /// answered in the order they were made, but not in order with
+    /// fetching operations ([`fetch`](Self::fetch), [`call`](Self::call)
+    /// with an operation) to the same owner through its handler: a read
+    /// made after a fetch-add may be answered first and not see it — wait
+    /// for the fetch-add's completion before a read that must see it.
     ///
     /// # Errors
     /// [`MemError::OutOfRange`]; [`MemError::Put`] (a bad rank, a peer
@@ -385,6 +390,11 @@ impl RemoteWords {
 
     /// Apply `op` to word `index` of `owner` atomically; the completion
     /// gets the previous value with `token` (see [`get`](Self::get)).
+    /// Fetching operations to one owner are answered in the order they
+    /// were made; through the owner's handler they are not ordered with
+    /// reads ([`get`](Self::get)) to it: a read made after this may be
+    /// answered first — wait for this completion before a read that must
+    /// see it.
     ///
     /// # Errors
     /// As [`get`](Self::get).
@@ -409,7 +419,11 @@ impl RemoteWords {
     }
 
     /// As [`fetch`](Self::fetch) (`op` `None`: a get), the result in a
-    /// future instead of the completion.
+    /// future instead of the completion. Through the owner's handler, a
+    /// read (`None`) and a fetching operation to the same owner are not
+    /// ordered with each other, as for [`get`](Self::get) and
+    /// [`fetch`](Self::fetch): wait for the operation's future before a
+    /// read that must see it.
     ///
     /// # Errors
     /// As [`get`](Self::get).
@@ -502,7 +516,12 @@ impl RemoteWords {
         Ok(ctx.put_u64(self.win, ctx.rank(), off, value)?)
     }
 
-    /// Fetching calls not answered yet (owners on other hosts).
+    /// Reads and fetching calls sent to an owner's handler and not
+    /// answered yet: those to owners on other hosts, and to every owner,
+    /// this host's too, with [`through_owner`](Self::through_owner) or
+    /// [`owner_only`](Self::owner_only) words. Calls completed at once
+    /// (an owner on this host reached directly) and adds (one-way: see
+    /// [`Aggregator::quiesce`]) are not counted.
     pub fn outstanding(&self) -> usize {
         self.calls.outstanding() + self.gets.outstanding()
     }

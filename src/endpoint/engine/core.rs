@@ -165,8 +165,9 @@ impl Drop for Inside<'_> {
 const BATCH: usize = 32;
 
 /// The engine's state. Each part belongs to the room that changes it and
-/// is reached through that room's own type and methods, never through a
-/// field: the settings fixed at start (read through the accessors below);
+/// is reached through that room's own type and methods, except [`Net`],
+/// whose fields (the transports `shm` and `wide`, the `tally` counts, the
+/// flush flags) other rooms also read and change directly: the settings fixed at start (read through the accessors below);
 /// the send queues and routes ([`Net`], `net`); the receive state machine
 /// ([`Streams`], `stream`, performed by `crate::endpoint::receive`); the
 /// handler table ([`Registry`], `handler`); the control plane ([`Control`],
