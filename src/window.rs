@@ -11,6 +11,15 @@
 //! so a flag written after data makes the data visible to whoever sees
 //! the flag.
 //!
+//! A window may be registered owner-only: then only the rank it belongs
+//! to writes its own area (its handlers apply the updates other ranks
+//! send it), which lets it update words with a plain load and a Release
+//! store ([`update_word_unshared`]) instead of a locked instruction.
+//! The property is part of the table every rank compares at start, and a
+//! write by another rank — `put`, `put_u64`, a direct `update_u64` — is
+//! refused as [`PutError::OwnerOnly`]; reads stay allowed. Checking at
+//! the writer is enough: every rank holds the same table.
+//!
 //! The word protocol is [`store_word`] / [`load_word`], over any
 //! [`WindowMemory`]: the rank's area in the shared segment, written by a
 //! peer on this host or by the TCP NIC, or, under `--cfg loom`, the model
@@ -26,12 +35,14 @@ use crate::id::{Rank, WindowId};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{AtomicU64, Ordering};
 
-/// A registered window: name, offset in the rank's window area, size.
+/// A registered window: name, offset in the rank's window area, size,
+/// and whether only its owner writes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WindowSpec {
     pub(crate) name: String,
     pub(crate) offset: u64,
     pub(crate) len: u64,
+    pub(crate) owner_only: bool,
 }
 
 /// The windows registered before start, in id order.
@@ -42,16 +53,18 @@ pub(crate) struct WindowTable {
 }
 
 impl WindowTable {
-    /// Add a window of `len` bytes (rounded up to a cache line). Sizes
-    /// add up saturating: a total past what a segment holds is refused by
-    /// its layout at start, as a typed error, never an overflow here.
-    pub(crate) fn register(&mut self, name: &str, len: usize) -> WindowId {
+    /// Add a window of `len` bytes (rounded up to a cache line), written
+    /// only by its owner when `owner_only`. Sizes add up saturating: a
+    /// total past what a segment holds is refused by its layout at start,
+    /// as a typed error, never an overflow here.
+    pub(crate) fn register(&mut self, name: &str, len: usize, owner_only: bool) -> WindowId {
         let id = WindowId(self.specs.len() as u32);
         let len = len as u64;
         self.specs.push(WindowSpec {
             name: name.to_owned(),
             offset: self.bytes,
             len,
+            owner_only,
         });
         self.bytes = self
             .bytes
@@ -64,23 +77,70 @@ impl WindowTable {
         self.bytes
     }
 
-    /// Names and sizes, for the cross-rank table check.
+    /// Names, sizes and who writes each, for the cross-rank table check.
     pub(crate) fn describe(&self) -> Vec<String> {
         self.specs
             .iter()
-            .map(|s| format!("window {:?} of {} bytes", s.name, s.len))
+            .map(|s| {
+                let writers = if s.owner_only {
+                    "written by its owner only"
+                } else {
+                    "written by every rank"
+                };
+                format!("window {:?} of {} bytes, {writers}", s.name, s.len)
+            })
             .collect()
     }
 
-    /// Resolve `(id, offset, len)` to an offset in the window area.
-    pub(crate) fn locate(&self, id: WindowId, offset: usize, len: usize) -> Result<u64, PutError> {
-        let s = self
-            .specs
+    /// The window `id`'s registration.
+    fn spec(&self, id: WindowId) -> Result<&WindowSpec, PutError> {
+        self.specs
             .get(id.0 as usize)
             .ok_or(PutError::UnknownWindow {
                 id: id.0,
                 registered: self.specs.len() as u32,
-            })?;
+            })
+    }
+
+    /// Whether `writer` may write window `id` of `dest`: any rank, unless
+    /// the window is owner-only and `dest` is not `writer`.
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`], [`PutError::OwnerOnly`].
+    pub(crate) fn check_writer(
+        &self,
+        id: WindowId,
+        writer: Rank,
+        dest: Rank,
+    ) -> Result<(), PutError> {
+        let s = self.spec(id)?;
+        if s.owner_only && writer != dest {
+            return Err(PutError::OwnerOnly {
+                window: s.name.clone(),
+                owner: dest,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether window `id` is owner-only (its owner may update its words
+    /// as their only writer).
+    ///
+    /// # Errors
+    /// [`PutError::UnknownWindow`], [`PutError::NotOwnerOnly`].
+    pub(crate) fn check_owner_only(&self, id: WindowId) -> Result<(), PutError> {
+        let s = self.spec(id)?;
+        if !s.owner_only {
+            return Err(PutError::NotOwnerOnly {
+                window: s.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Resolve `(id, offset, len)` to an offset in the window area.
+    pub(crate) fn locate(&self, id: WindowId, offset: usize, len: usize) -> Result<u64, PutError> {
+        let s = self.spec(id)?;
         let end = (offset as u64).checked_add(len as u64);
         if end.is_none_or(|e| e > s.len) {
             return Err(PutError::OutOfBounds {
@@ -95,24 +155,12 @@ impl WindowTable {
 
     /// Bytes of window `id`.
     pub(crate) fn len_of(&self, id: WindowId) -> Result<usize, PutError> {
-        self.specs
-            .get(id.0 as usize)
-            .map(|s| s.len as usize)
-            .ok_or(PutError::UnknownWindow {
-                id: id.0,
-                registered: self.specs.len() as u32,
-            })
+        self.spec(id).map(|s| s.len as usize)
     }
 
     /// The name window `id` was registered with.
     pub(crate) fn name_of(&self, id: WindowId) -> Result<String, PutError> {
-        self.specs
-            .get(id.0 as usize)
-            .map(|s| s.name.clone())
-            .ok_or(PutError::UnknownWindow {
-                id: id.0,
-                registered: self.specs.len() as u32,
-            })
+        self.spec(id).map(|s| s.name.clone())
     }
 
     /// As `locate`, for an aligned 8-byte word.
@@ -187,12 +235,12 @@ pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u6
             // compare only reads: Acquire).
             .compare_exchange(current, new, order, Ordering::Acquire)
             .unwrap_or_else(|held| held),
-        WordOp::AddF64(x) => {
+        WordOp::AddF64(_) => {
             // SYNC POINT window-word, in `update_word` above (the loop's
             // first read; the exchange publishes).
             let mut old = w.load(Ordering::Acquire);
             loop {
-                let new = (f64::from_bits(old) + x).to_bits();
+                let new = next_value(op, old);
                 // SYNC POINT window-word, in `update_word` above.
                 match w.compare_exchange_weak(old, new, order, Ordering::Acquire) {
                     Ok(prev) => return prev,
@@ -204,9 +252,9 @@ pub fn update_word<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u6
 }
 
 /// The value `op` leaves in a word that held `old` (what [`update_word`]
-/// stores).
+/// and [`update_word_unshared`] store).
 #[inline]
-pub fn next_value(op: WordOp, old: u64) -> u64 {
+pub(crate) fn next_value(op: WordOp, old: u64) -> u64 {
     match op {
         WordOp::FetchAdd(v) => old.wrapping_add(v),
         WordOp::Swap(v) => v,
@@ -221,7 +269,7 @@ pub fn next_value(op: WordOp, old: u64) -> u64 {
 /// Readers see the old or the new word whole, never a torn one, but an
 /// update another writer makes meanwhile would be lost: only for words
 /// that one rank alone updates (an owner applying the updates it is sent).
-pub fn update_word_unshared<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
+pub(crate) fn update_word_unshared<M: WindowMemory + ?Sized>(mem: &M, at: u64, op: WordOp) -> u64 {
     let w = mem.word(at);
     // The only writer reads its own last store: no ordering needed.
     let old = w.load(Ordering::Relaxed);
@@ -412,5 +460,81 @@ pub(crate) fn check_dest(dest: Rank, size: u32) -> Result<(), PutError> {
         Err(PutError::BadDestination { dest, size })
     } else {
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Whether a window is owner-only is part of its description (so the
+    /// start check compares it) and decides who may write it.
+    #[test]
+    fn an_owner_only_window_is_described_and_written_by_its_owner_alone() {
+        let mut t = WindowTable::default();
+        let shared = t.register("w", 64, false);
+        let own = t.register("w", 64, true);
+        let d = t.describe();
+        assert_ne!(d[0], d[1], "the description says which is owner-only");
+        assert!(t.check_writer(shared, Rank(0), Rank(1)).is_ok());
+        assert!(t.check_writer(own, Rank(1), Rank(1)).is_ok());
+        assert_eq!(
+            t.check_writer(own, Rank(0), Rank(1)),
+            Err(PutError::OwnerOnly {
+                window: "w".into(),
+                owner: Rank(1)
+            })
+        );
+        assert_eq!(
+            t.check_owner_only(shared),
+            Err(PutError::NotOwnerOnly { window: "w".into() })
+        );
+        assert!(t.check_owner_only(own).is_ok());
+        assert!(matches!(
+            t.check_writer(WindowId(2), Rank(0), Rank(0)),
+            Err(PutError::UnknownWindow {
+                id: 2,
+                registered: 2
+            })
+        ));
+    }
+
+    /// `update_word` and `update_word_unshared` leave the value
+    /// `next_value` gives, for every form.
+    #[test]
+    fn window_word_updates_leave_next_value() {
+        struct Words([AtomicU64; 1]);
+        impl WindowMemory for Words {
+            fn word(&self, at: u64) -> &AtomicU64 {
+                &self.0[at as usize / 8]
+            }
+            fn copy_in(&self, _at: u64, _data: &[u8]) {}
+            fn copy_out(&self, _at: u64, _buf: &mut [u8]) {}
+        }
+        let one = 1.5f64.to_bits();
+        let ops = [
+            WordOp::FetchAdd(3),
+            WordOp::Swap(9),
+            WordOp::CompareSwap {
+                current: one,
+                new: 4,
+            },
+            WordOp::CompareSwap { current: 0, new: 4 },
+            WordOp::AddF64(0.25),
+        ];
+        for op in ops {
+            let want = next_value(op, one);
+            for unshared in [false, true] {
+                let m = Words([AtomicU64::new(one)]);
+                let prev = if unshared {
+                    update_word_unshared(&m, 0, op)
+                } else {
+                    update_word(&m, 0, op)
+                };
+                assert_eq!(prev, one, "{op:?}");
+                assert_eq!(load_word(&m, 0), want, "{op:?} unshared={unshared}");
+            }
+        }
+        assert_eq!(next_value(WordOp::AddF64(0.25), one), 1.75f64.to_bits());
     }
 }

@@ -611,5 +611,61 @@ fn owner_only_words_must_be_made_so_on_every_rank() {
         },
     );
     let e = r.expect_err("the start check refuses the mismatch");
-    assert!(e.to_string().contains("window"), "{e}");
+    assert!(e.to_string().contains("written by its owner only"), "{e}");
+}
+
+/// Another rank cannot write `owner_only` words directly through their
+/// window (the owner applies updates as their only writer): a direct
+/// update or put is a typed error and changes nothing, a read is allowed;
+/// and the owner's unshared updates are refused on ordinary words.
+#[test]
+fn owner_only_words_refuse_direct_writes_from_other_ranks() {
+    let results = run(2, |mut b| {
+        let agg = Aggregator::new(&mut b, AggConfig::default());
+        let own = RemoteWords::owner_only(&agg, &mut b, "own", 8);
+        let shared = RemoteWords::new(&agg, &mut b, "shared", 8);
+        let mut ep = b.start()?;
+        let ctx = ep.ctx();
+        let peer = Rank(1 - ctx.rank().0);
+        let win = own.window();
+        let refused = |r: Result<(), PutError>| {
+            r == Err(PutError::OwnerOnly {
+                window: "fastmsg-mem/own".into(),
+                owner: peer,
+            })
+        };
+        let direct = [
+            refused(ctx.put_u64(win, peer, 0, 7)),
+            refused(ctx.put(win, peer, 8, &[1; 8])),
+            refused(ctx.update_u64(win, peer, 0, WordOp::FetchAdd(1)).map(drop)),
+        ];
+        let read = ctx.get_u64(win, peer, 0);
+        let unshared = ctx.update_own_words_unshared(shared.window(), 1, |_| (0, WordOp::Swap(3)));
+        let untouched = shared.local(&ctx, 0).map_err(Error::from)?;
+        // Both ranks have tried their writes before either looks.
+        agg.quiesce(&mut ep)?;
+        let own_words = (
+            own.local(&ctx, 0).map_err(Error::from)?,
+            own.local(&ctx, 1).map_err(Error::from)?,
+        );
+        ep.close()?;
+        Ok((direct, read, unshared, untouched, own_words))
+    });
+    for (rank, (direct, read, unshared, untouched, own_words)) in results.into_iter().enumerate() {
+        assert_eq!(direct, [true; 3], "rank {rank}: put_u64, put, update_u64");
+        assert_eq!(read, Ok(0), "rank {rank}: a read of the peer's words");
+        assert_eq!(
+            unshared,
+            Err(PutError::NotOwnerOnly {
+                window: "fastmsg-mem/shared".into()
+            }),
+            "rank {rank}: unshared updates of ordinary words"
+        );
+        assert_eq!(untouched, 0, "rank {rank}: nothing applied");
+        assert_eq!(
+            own_words,
+            (0, 0),
+            "rank {rank}: the refused writes changed nothing"
+        );
+    }
 }

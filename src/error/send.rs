@@ -171,4 +171,25 @@ pub enum PutError {
     /// The endpoint has been closed: its windows are no longer reachable.
     #[error("the endpoint is closed: windows cannot be reached any more")]
     Closed,
+    /// A write (`put`, `put_u64`, a direct `update_u64`) to another rank's
+    /// owner-only window (registered with `window_owner_only`): only the
+    /// rank a window belongs to writes it, since it updates the words as
+    /// their only writer and a write made meanwhile would be lost. Send the
+    /// owner the update instead (its handler applies it); reads are
+    /// allowed.
+    #[error("window {window:?} is owner-only: only rank {owner} writes its own; send it the update instead")]
+    OwnerOnly {
+        /// The window.
+        window: String,
+        /// The rank whose window it is.
+        owner: Rank,
+    },
+    /// An update as the only writer (`update_own_words_unshared`) of a
+    /// window not registered owner-only: other ranks may update its words
+    /// directly, so they need atomic updates (`update_own_words`).
+    #[error("window {window:?} is not owner-only: other ranks may write it, so its words need atomic updates")]
+    NotOwnerOnly {
+        /// The window.
+        window: String,
+    },
 }

@@ -69,11 +69,7 @@ impl Aggregator {
         let channel = name.to_owned();
         b.define_whole(out.handler, max, move |ctx, src, mut bytes| {
             while !bytes.is_empty() {
-                let bad = |why: String| AggError::Malformed {
-                    src,
-                    channel: channel.clone(),
-                    why,
-                };
+                let bad = |why: String| AggError::malformed(src, &channel, why);
                 let Some((len, rest)) = bytes.split_first_chunk::<PREFIX>() else {
                     return Err(
                         bad(format!("{} bytes left, too few for a length", bytes.len())).into(),

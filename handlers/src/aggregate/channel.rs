@@ -100,14 +100,14 @@ impl Aggregator {
         let max = ch.out.cap.max(item);
         b.define_whole(ch.out.handler, max, move |ctx, src, bytes| {
             if bytes.len() % item != 0 {
-                return Err(AggError::Malformed {
+                return Err(AggError::malformed(
                     src,
-                    channel: name.clone(),
-                    why: format!(
+                    &name,
+                    format!(
                         "{} bytes are not a whole number of {item}-byte items",
                         bytes.len()
                     ),
-                }
+                )
                 .into());
             }
             for c in bytes.chunks_exact(item) {

@@ -116,6 +116,18 @@ pub enum AggError {
     },
 }
 
+impl AggError {
+    /// [`AggError::Malformed`]: the buffer `src` sent on `channel` cannot
+    /// be applied, for the reason `why`.
+    pub(crate) fn malformed(src: Rank, channel: &str, why: impl Into<String>) -> AggError {
+        AggError::Malformed {
+            src,
+            channel: channel.to_owned(),
+            why: why.into(),
+        }
+    }
+}
+
 impl From<AggError> for fastmsg::Error {
     fn from(e: AggError) -> Self {
         match e {

@@ -97,14 +97,15 @@ fn apply_buffer(
 ) -> HandlerResult {
     let item = 4 * width;
     if bytes.len() % item != 0 {
-        return Err(malformed(
+        return Err(AggError::malformed(
             src,
             channel,
             format!(
                 "{} bytes are not a whole number of {item}-byte items",
                 bytes.len()
             ),
-        ));
+        )
+        .into());
     }
     let n = bytes.len() / item;
     // One small closure per width: inlined into the loops of
@@ -123,26 +124,17 @@ fn apply_buffer(
     };
     match applied {
         Ok(()) => Ok(()),
-        Err(e @ PutError::OutOfBounds { offset, .. }) => Err(malformed(
+        Err(e @ PutError::OutOfBounds { offset, .. }) => Err(AggError::malformed(
             src,
             channel,
             format!(
                 "an add to word {} in a buffer of {n} is past the window (none applied): {e}",
                 offset / 8
             ),
-        )),
+        )
+        .into()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// A peer's buffer that cannot be applied.
-fn malformed(src: Rank, channel: &str, why: String) -> fastmsg::error::BoxError {
-    AggError::Malformed {
-        src,
-        channel: channel.to_owned(),
-        why,
-    }
-    .into()
 }
 
 fn op_of(value: u64, float: bool) -> WordOp {

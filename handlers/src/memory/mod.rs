@@ -22,7 +22,9 @@
 //!  through_owner()       every operation to the owner's handler
 //!  owner_only(..)        every operation of every rank to the owner's
 //!                        handler, which applies adds without locked
-//!                        atomics (it is the words' only writer)
+//!                        atomics (it is the words' only writer: the
+//!                        window is owner-only, other ranks' direct
+//!                        writes to it are refused)
 //! ```
 //!
 //! Why adds go through the owner by default: a CPU atomic add to a random
@@ -214,11 +216,14 @@ impl RemoteWords {
     /// stores instead of locked atomics — several times cheaper per add,
     /// as cheap as a channel whose handler adds to a table. Concurrent
     /// updates from every rank still add up exactly (the owner applies
-    /// them one after another). Every rank makes the same words the same
-    /// way: a rank that made `name` with [`new`](Self::new) instead fails
-    /// the start check (the window's registered name differs). Do not
-    /// update this window directly with `Ctx::update_u64` from another
-    /// rank (such an update may be lost).
+    /// them one after another). The window is registered owner-only
+    /// (`EndpointBuilder::window_owner_only`): another rank's direct
+    /// write to it (`Ctx::put`, `Ctx::put_u64`, `Ctx::update_u64` with
+    /// [`window`](Self::window)) fails with
+    /// [`PutError::OwnerOnly`];
+    /// reads (`Ctx::get`) are allowed. Every rank makes the same words the
+    /// same way: a rank that made `name` with [`new`](Self::new) instead
+    /// fails the start check.
     pub fn owner_only(agg: &Aggregator, b: &mut EndpointBuilder, name: &str, words: usize) -> Self {
         Self::make(agg, b, name, words, true)
     }
@@ -230,12 +235,12 @@ impl RemoteWords {
         words: usize,
         owner_only: bool,
     ) -> Self {
-        let prefix = if owner_only {
-            "fastmsg-mem-owner"
+        let window = format!("fastmsg-mem/{name}");
+        let win = if owner_only {
+            b.window_owner_only(&window, words * 8)
         } else {
-            "fastmsg-mem"
+            b.window(&window, words * 8)
         };
-        let win = b.window(&format!("{prefix}/{name}"), words * 8);
         let wn = words as u64;
         let calls = agg.rpc(
             b,
@@ -312,7 +317,9 @@ impl RemoteWords {
         self.direct && ctx.is_on_host(owner)
     }
 
-    /// The window (for direct puts and reads of this rank's words).
+    /// The window (for direct puts and reads; on
+    /// [`owner_only`](Self::owner_only) words, only the owner writes its
+    /// own).
     pub fn window(&self) -> WindowId {
         self.win
     }
@@ -353,7 +360,12 @@ impl RemoteWords {
 
     /// Read word `index` of `owner`; the completion gets it with `token`.
     /// On this host: an atomic load now (the completion runs inside this
-    /// call); elsewhere: an aggregated request.
+    /// call); elsewhere: an aggregated request. Reads to one owner are
+    /// answered in the order they were made, but not in order with
+    /// fetching operations ([`fetch`](Self::fetch), [`call`](Self::call)
+    /// with an operation) to the same owner through its handler: a read
+    /// made after a fetch-add may be answered first and not see it — wait
+    /// for the fetch-add's completion before a read that must see it.
     ///
     /// # Errors
     /// [`MemError::OutOfRange`]; [`MemError::Put`] (a bad rank, a peer
@@ -378,6 +390,11 @@ impl RemoteWords {
 
     /// Apply `op` to word `index` of `owner` atomically; the completion
     /// gets the previous value with `token` (see [`get`](Self::get)).
+    /// Fetching operations to one owner are answered in the order they
+    /// were made; through the owner's handler they are not ordered with
+    /// reads ([`get`](Self::get)) to it: a read made after this may be
+    /// answered first — wait for this completion before a read that must
+    /// see it.
     ///
     /// # Errors
     /// As [`get`](Self::get).
@@ -402,7 +419,11 @@ impl RemoteWords {
     }
 
     /// As [`fetch`](Self::fetch) (`op` `None`: a get), the result in a
-    /// future instead of the completion.
+    /// future instead of the completion. Through the owner's handler, a
+    /// read (`None`) and a fetching operation to the same owner are not
+    /// ordered with each other, as for [`get`](Self::get) and
+    /// [`fetch`](Self::fetch): wait for the operation's future before a
+    /// read that must see it.
     ///
     /// # Errors
     /// As [`get`](Self::get).
@@ -495,7 +516,12 @@ impl RemoteWords {
         Ok(ctx.put_u64(self.win, ctx.rank(), off, value)?)
     }
 
-    /// Fetching calls not answered yet (owners on other hosts).
+    /// Reads and fetching calls sent to an owner's handler and not
+    /// answered yet: those to owners on other hosts, and to every owner,
+    /// this host's too, with [`through_owner`](Self::through_owner) or
+    /// [`owner_only`](Self::owner_only) words. Calls completed at once
+    /// (an owner on this host reached directly) and adds (one-way: see
+    /// [`Aggregator::quiesce`]) are not counted.
     pub fn outstanding(&self) -> usize {
         self.calls.outstanding() + self.gets.outstanding()
     }

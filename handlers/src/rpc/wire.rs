@@ -52,14 +52,15 @@ pub(super) fn define_requests<Req, Resp, E, F, P>(
     let mut run: Vec<u8> = Vec::new();
     b.define_whole(requests.handler, max, move |ctx, src, bytes| {
         if bytes.len() % item != 0 {
-            return Err(malformed(
+            return Err(AggError::malformed(
                 src,
                 &channel,
                 format!(
                     "{} request bytes are not a whole number of {item}-byte requests",
                     bytes.len()
                 ),
-            ));
+            )
+            .into());
         }
         run.clear();
         run.reserve(bytes.len() / item * answer);
@@ -156,11 +157,12 @@ pub(super) fn define_responses<Resp: Pod>(
                 ERR if rest.len() >= 4 => {
                     let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
                     let Some(text) = rest.get(4..4 + len) else {
-                        return Err(malformed(
+                        return Err(AggError::malformed(
                             src,
                             &channel,
                             format!("an error text of {len} bytes with {} left", rest.len() - 4),
-                        ));
+                        )
+                        .into());
                     };
                     let e = RpcError::Handler {
                         channel: channel.clone(),
@@ -170,32 +172,25 @@ pub(super) fn define_responses<Resp: Pod>(
                     (Err(e), &rest[4 + len..])
                 }
                 t => {
-                    return Err(malformed(
+                    return Err(AggError::malformed(
                         src,
                         &channel,
                         format!("answer tag {t} with {} bytes left", rest.len()),
-                    ))
+                    )
+                    .into())
                 }
             };
             let Some(token) = inner.answered(src) else {
-                return Err(malformed(
+                return Err(AggError::malformed(
                     src,
                     &channel,
-                    "an answer with no call waiting for it".to_owned(),
-                ));
+                    "an answer with no call waiting for it",
+                )
+                .into());
             };
             inner.finish_held(&mut held, ctx, src, token, r);
             bytes = rest;
         }
         Ok(())
     });
-}
-
-fn malformed(src: Rank, channel: &str, why: String) -> fastmsg::error::BoxError {
-    AggError::Malformed {
-        src,
-        channel: channel.to_owned(),
-        why,
-    }
-    .into()
 }

@@ -165,8 +165,9 @@ impl Drop for Inside<'_> {
 const BATCH: usize = 32;
 
 /// The engine's state. Each part belongs to the room that changes it and
-/// is reached through that room's own type and methods, never through a
-/// field: the settings fixed at start (read through the accessors below);
+/// is reached through that room's own type and methods, except [`Net`],
+/// whose fields (the transports `shm` and `wide`, the `tally` counts, the
+/// flush flags) other rooms also read and change directly: the settings fixed at start (read through the accessors below);
 /// the send queues and routes ([`Net`], `net`); the receive state machine
 /// ([`Streams`], `stream`, performed by `crate::endpoint::receive`); the
 /// handler table ([`Registry`], `handler`); the control plane ([`Control`],
@@ -739,7 +740,8 @@ impl Core {
         Ok(())
     }
 
-    /// One-sided put of `data` at `offset` of window `win` on `dest`.
+    /// One-sided put of `data` at `offset` of window `win` on `dest`
+    /// (refused on another rank's owner-only window).
     pub(in crate::endpoint) fn put(
         &self,
         win: WindowId,
@@ -749,6 +751,7 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate(win, offset, data.len())?;
+        self.windows.check_writer(win, self.rank, dest)?;
         if self.health.is_gone(dest) {
             return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }
@@ -776,7 +779,8 @@ impl Core {
         }
     }
 
-    /// One-sided atomic store of an 8-byte word.
+    /// One-sided atomic store of an 8-byte word (refused on another
+    /// rank's owner-only window).
     pub(in crate::endpoint) fn put_u64(
         &self,
         win: WindowId,
@@ -786,6 +790,7 @@ impl Core {
     ) -> Result<(), PutError> {
         window::check_dest(dest, self.size)?;
         let at = self.windows.locate_word(win, offset)?;
+        self.windows.check_writer(win, self.rank, dest)?;
         if self.health.is_gone(dest) {
             return Err(self.named_put_error(PutError::PeerGone { rank: dest }));
         }

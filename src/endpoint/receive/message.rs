@@ -206,7 +206,10 @@ impl Ctx {
     ///
     /// # Errors
     /// [`PutError::UnknownWindow`], [`PutError::OutOfBounds`],
-    /// [`PutError::BadDestination`], [`PutError::PeerGone`].
+    /// [`PutError::BadDestination`], [`PutError::PeerGone`];
+    /// [`PutError::OwnerOnly`]: `win` is owner-only
+    /// ([`EndpointBuilder::window_owner_only`](crate::EndpointBuilder::window_owner_only))
+    /// and `dest` is another rank.
     pub fn put(
         &self,
         win: WindowId,

@@ -8,8 +8,13 @@
 //! reached this way ([`PutError::NotOnHost`]): there the owner applies
 //! the operation in a handler, which `fastmsg-handlers`' remote memory
 //! does on top of these calls. Checks: the destination, the window, the
-//! bounds, the alignment of words, a peer gone, this endpoint closed — each
-//! a typed [`PutError`].
+//! bounds, the alignment of words, a peer gone, this endpoint closed, an
+//! update of another rank's owner-only window — each a typed [`PutError`].
+//! An owner-only window
+//! ([`EndpointBuilder::window_owner_only`](crate::EndpointBuilder::window_owner_only))
+//! is read by every rank but updated by its owner alone, which may then
+//! apply updates as the words' only writer
+//! ([`Ctx::update_own_words_unshared`]).
 
 use crate::endpoint::engine::core::Core;
 use crate::endpoint::receive::message::Ctx;
@@ -44,7 +49,8 @@ impl Ctx {
     /// `win` on `src` (this rank, or a rank on this host) into `buf`; no
     /// handler runs there. Sees every put and update `src`'s window
     /// received before a word this rank has since read with Acquire (a
-    /// flag), as the window protocol orders them. Never runs handlers.
+    /// flag), as the window protocol orders them. Allowed on an owner-only
+    /// window too. Never runs handlers.
     ///
     /// # Errors
     /// [`PutError::BadDestination`], [`PutError::UnknownWindow`],
@@ -93,8 +99,9 @@ impl Ctx {
     /// window `win` on `dest` (this rank, or a rank on this host) with the
     /// CPU's atomic instructions, ordered AcqRel; returns the word's
     /// previous value. Atomic with respect to every other update of the
-    /// word, whichever rank makes it (the owner's handler included). Never
-    /// runs handlers.
+    /// word, whichever rank makes it (the owner's handler included). On an
+    /// owner-only window, only the owner updates its own words. Never runs
+    /// handlers.
     ///
     /// ```no_run
     /// use fastmsg::{EndpointBuilder, Rank, WordOp};
@@ -107,7 +114,8 @@ impl Ctx {
     /// ```
     ///
     /// # Errors
-    /// As [`get_u64`](Self::get_u64).
+    /// As [`get_u64`](Self::get_u64); [`PutError::OwnerOnly`]: `win` is
+    /// owner-only and `dest` is another rank (send the owner the update).
     pub fn update_u64(
         &self,
         win: WindowId,
@@ -117,6 +125,7 @@ impl Ctx {
     ) -> Result<u64, PutError> {
         let core = self.core();
         let at = core.windows().locate_word(win, offset)?;
+        core.windows().check_writer(win, core.rank(), dest)?;
         Ok(core.area_of(dest)?.update_u64(at, op))
     }
 
@@ -148,18 +157,20 @@ impl Ctx {
         })
     }
 
-    /// As [`update_own_words`](Self::update_own_words), for a window whose
-    /// words this rank alone updates (every other rank sends it its
-    /// updates, none applies a CPU atomic to them): each update is a load
+    /// As [`update_own_words`](Self::update_own_words), for an owner-only
+    /// window
+    /// ([`EndpointBuilder::window_owner_only`](crate::EndpointBuilder::window_owner_only)),
+    /// whose words this rank alone updates (every other rank sends it its
+    /// updates; their direct writes are refused): each update is a load
     /// and a Release store, no locked instruction, several times cheaper
     /// than an atomic read-modify-write. Readers on this host still see
-    /// each word whole. An update another rank makes meanwhile directly
-    /// ([`update_u64`](Self::update_u64) on this rank's window) may be
-    /// lost: a library offers this only to windows that it reaches through
-    /// the owner alone.
+    /// each word whole. Refused on any other window, where another rank's
+    /// direct update made meanwhile would be lost.
     ///
     /// # Errors
-    /// As [`update_own_words`](Self::update_own_words).
+    /// As [`update_own_words`](Self::update_own_words);
+    /// [`PutError::NotOwnerOnly`]: `win` is not owner-only (nothing
+    /// applied).
     #[inline]
     pub fn update_own_words_unshared<F>(
         &self,
@@ -170,6 +181,7 @@ impl Ctx {
     where
         F: Fn(usize) -> (u64, WordOp),
     {
+        self.core().windows().check_owner_only(win)?;
         self.own_words(win, n, item, |area, at, op| {
             area.update_u64_unshared(at, op);
         })

@@ -232,7 +232,21 @@ impl EndpointBuilder {
     /// [`Ctx::put`] / [`Ctx::put_u64`] (also on [`Endpoint`]). Every rank
     /// must register the same windows in the same order.
     pub fn window(&mut self, name: &str, bytes: usize) -> WindowId {
-        self.windows.register(name, bytes)
+        self.windows.register(name, bytes, false)
+    }
+
+    /// Register an owner-only window of `bytes` bytes under `name`: memory
+    /// of this rank that only this rank writes — other ranks read it
+    /// ([`Ctx::get`]) and send this rank their updates, which its handlers
+    /// apply, possibly as the words' only writer
+    /// ([`Ctx::update_own_words_unshared`], refused on any other window).
+    /// A write by another rank ([`Ctx::put`], [`Ctx::put_u64`],
+    /// [`Ctx::update_u64`]) fails with
+    /// [`PutError::OwnerOnly`](crate::error::PutError::OwnerOnly). Every
+    /// rank must register the same windows, owner-only or not, in the same
+    /// order: the start check compares that too.
+    pub fn window_owner_only(&mut self, name: &str, bytes: usize) -> WindowId {
+        self.windows.register(name, bytes, true)
     }
 
     /// Join the job: connect the transports, then check with rank 0 that
