@@ -107,20 +107,35 @@ impl TxPeer {
         })
     }
 
+    /// A count that moves whenever the shared queue makes progress, as a
+    /// waiting claim of a frame can see it: the positions claimed on the
+    /// queue (each sender claims one after it took a frame, so frames
+    /// other senders took during a lap move it) plus the credit returned
+    /// to this rank (the receiver released one of our fragments). Both
+    /// only grow. Read once a lap of a fruitless walk, never on the
+    /// send's fast path.
+    #[cold]
+    fn progress(&self) -> u64 {
+        self.q.claimed().wrapping_add(self.credit.read())
+    }
+
     /// Claim a free frame of the shared queue for a fragment whose credit
     /// is held.
     ///
     /// # Errors
     /// A corrupt in-use flag, the receiver gone, one of our own queues
     /// found corrupt by `own`, or no free frame in whole laps of the free
-    /// list for `STUCK_AFTER` (see `stall`): no frame is taken.
+    /// list for `STUCK_AFTER` while the queue made no
+    /// [`progress`](Self::progress) (see `stall`): no frame is taken.
     #[inline]
     pub(super) fn claim_frame(&self, own: &mut OwnLook<'_>) -> Result<u32, TxStalled> {
         let mut clock = StallClock::default();
         // Asked after each whole lap without a free frame: with a credit
-        // held, a free frame exists at every instant (see `stall`).
-        FreeList::new(self.free_head, &self.frames)
-            .claim(|| self.receiver_gone() || own.broken() || clock.stuck_at(0, true))
+        // held, a free frame exists at every instant (see `stall`); the
+        // clock runs only while the queue makes no progress.
+        FreeList::new(self.free_head, &self.frames).claim(|| {
+            self.receiver_gone() || own.broken() || clock.stuck_at(self.progress(), true)
+        })
             .map_err(|e| match (e, clock.stuck) {
                 (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
                     at: StuckAt::Frames,
@@ -364,7 +379,62 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::OddStamp;
+    use super::super::audit::tests::with_pair;
+    use super::super::stall::STUCK_AFTER;
+    use super::{OddStamp, OwnLook, StuckAt, TxStalled};
+    use crate::id::Rank;
+    use crate::queue::FreeList;
+    use crate::transport::shm::ShmTransport;
+    use std::time::{Duration, Instant};
+
+    /// Every frame of rank 1's queue flagged in use for twice
+    /// [`STUCK_AFTER`] while other senders keep claiming positions on it
+    /// (as when they take every frame freed during each lap of rank 0's
+    /// walk): the queue works, rank 0 waits on and takes the frame freed
+    /// at last.
+    #[test]
+    fn a_queue_that_moves_is_not_stuck() {
+        with_pair(|zero, one| {
+            zero.scribble_frames(Rank(1), 1);
+            let order = Box::new(|t: &mut ShmTransport| {
+                let end = Instant::now() + 2 * STUCK_AFTER;
+                while Instant::now() < end {
+                    t.rx[0].q.claim();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let rq = &t.rx[0];
+                FreeList::new(rq.free_head, &rq.frames).release(5);
+            });
+            one.orders.send(Some(order)).expect("rank 1 lives");
+            let peer = zero.tx[1].as_ref().expect("local peer");
+            let mut own = OwnLook::new(zero);
+            let got = peer.claim_frame(&mut own);
+            one.done.recv().expect("rank 1 ran it");
+            assert!(matches!(got, Ok(5)), "{got:?}");
+        });
+    }
+
+    /// The same frames, and nothing moves on the queue: the wait ends
+    /// after [`STUCK_AFTER`], with the frames named.
+    #[test]
+    fn a_queue_that_does_not_move_is_stuck() {
+        with_pair(|zero, _one| {
+            zero.scribble_frames(Rank(1), 1);
+            let peer = zero.tx[1].as_ref().expect("local peer");
+            let mut own = OwnLook::new(zero);
+            let got = peer.claim_frame(&mut own);
+            assert!(
+                matches!(
+                    got,
+                    Err(TxStalled::Stuck {
+                        at: StuckAt::Frames,
+                        waited,
+                    }) if waited >= STUCK_AFTER
+                ),
+                "{got:?}"
+            );
+        });
+    }
 
     /// Position 21 of an 8-slot queue waits on the stamp of position 13:
     /// 14 (published, held by the receiver) may stay; 21 ends the wait.
