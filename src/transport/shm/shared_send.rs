@@ -16,6 +16,18 @@
 //! the same reason, neither rank ever audits: so a waiting send audits
 //! this rank's own shared queues now and then ([`OWN_LOOK_EVERY`]), and
 //! one found corrupt ends the wait with that queue's error.
+//!
+//! A send that gives up so after it claimed its position on the peer's
+//! (healthy) queue leaves that position empty, and the queue is read in
+//! order: the peer's other senders would wait behind it for ever, and
+//! nothing in the protocol tells the peer it from a slow sender. The
+//! position cannot be filled with something the receiver skips instead:
+//! its slot may be written only once the receiver recycled it, which is
+//! the very wait given up (for as long as the receiver holds a fragment,
+//! perhaps one waiting on this rank). So this rank leaves the job at
+//! once: its lifeline says `Left` (`LifeGuard::set_left`), every peer
+//! takes it as gone, and the receiver reports the hole
+//! (`ProtocolError::QueueHole`, see `holes`) after its grace.
 
 use super::stall::StallClock;
 use super::*;
@@ -84,8 +96,8 @@ impl TxPeer {
     /// # Errors
     /// A corrupt stamp, the receiver gone, or one of our own queues found
     /// corrupt by `own` while we waited: nothing is published (the claimed
-    /// position stays empty; the queue is lost with its receiver, or with
-    /// us).
+    /// position stays empty; the queue is lost with its receiver, or this
+    /// rank leaves the job, see the module docs).
     #[inline]
     pub(super) fn publish_shared(
         &self,
@@ -310,8 +322,15 @@ impl ShmTransport {
         let Some((queue, error)) = own else {
             return self.refuse(dest, e);
         };
-        // The position claimed on `dest`'s queue, if any, stays empty:
-        // whatever this rank sent it later would wait behind it unread.
+        if matches!(e, TxStalled::Queue(_)) {
+            // A position was claimed on `dest`'s healthy queue and stays
+            // empty (see the module docs): this rank leaves the job, so
+            // that `dest` reports the hole instead of its other senders
+            // waiting behind it for ever.
+            self.life.set_left();
+        }
+        // Whatever this rank sent `dest` later would wait behind that
+        // position unread.
         self.mark_gone(dest);
         self.take_out_of_service(queue, &error);
         self.tx_corrupt.push(error);
@@ -379,10 +398,15 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::super::audit::tests::with_pair;
+    use super::super::audit::tests::{pass, pop, send, with_pair};
+    use super::super::holes::HOLE_GRACE;
+    use super::super::liveness::Life;
     use super::super::stall::STUCK_AFTER;
     use super::{OddStamp, OwnLook, StuckAt, TxStalled};
+    use crate::error::ProtocolError;
+    use crate::frame::{FragFlags, FragHeader};
     use crate::id::Rank;
+    use crate::transport::Transport;
     use crate::queue::FreeList;
     use crate::transport::shm::ShmTransport;
     use std::time::{Duration, Instant};
@@ -411,6 +435,58 @@ mod tests {
             let got = peer.claim_frame(&mut own);
             one.done.recv().expect("rank 1 ran it");
             assert!(matches!(got, Ok(5)), "{got:?}");
+        });
+    }
+
+    /// Rank 1's send to rank 0 claims the slot of a fragment rank 0 still
+    /// holds, and waits; meanwhile rank 1's own queue is found corrupt,
+    /// so the send gives up and its position stays empty. Rank 1 says it
+    /// left at once, and rank 0, once it released the fragment, reports
+    /// the hole after the grace instead of waiting behind it for ever.
+    #[test]
+    fn a_send_given_up_over_our_own_queue_leaves_the_job() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            send(one);
+            let held = pop(zero);
+            pass(zero, one, cap as usize - 1);
+            // Rank 1's own queue: stamps no sender writes.
+            zero.scribble_stamps(Rank(1), 0xdead_beef);
+            one.run(|t| {
+                let header = FragHeader {
+                    src: 1,
+                    handler: 0,
+                    len: 0,
+                    flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
+                    total: 0,
+                };
+                assert!(!t.try_send_inline(Rank(0), header, &[]), "given up");
+                assert!(
+                    matches!(
+                        t.take_refusal(),
+                        Some(ProtocolError::QueueCorrupt { queue: 0, .. })
+                    ),
+                    "its own queue's error"
+                );
+                assert_eq!(t.lives[t.me_smt as usize].state(), Life::Left);
+            });
+            assert_eq!(zero.rx[0].q.claimed(), cap + 1, "its position claimed");
+            assert!(zero.find_hole().is_none(), "held");
+            zero.release(&held.token);
+            assert!(zero.find_hole().is_none(), "the clock starts");
+            std::thread::sleep(HOLE_GRACE + Duration::from_millis(100));
+            let hole = zero.find_hole();
+            assert!(
+                matches!(
+                    hole,
+                    Some(ProtocolError::QueueHole {
+                        queue: 0,
+                        died: 1,
+                        ..
+                    })
+                ),
+                "{hole:?}"
+            );
         });
     }
 
