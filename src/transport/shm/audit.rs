@@ -76,13 +76,7 @@ impl ShmTransport {
             if rq.watch.is_never() || !rq.q.is_shared() {
                 continue;
             }
-            if let Err(c) = rq.q.check(rq.head) {
-                let e = ProtocolError::QueueCorrupt {
-                    queue: qi as u32,
-                    sender: None,
-                    head: c.head,
-                    seq: c.seq,
-                };
+            if let Some(e) = self.head_stamp_fault(qi) {
                 return Some((qi, e));
             }
             if let Some(e) = self.judge(qi) {
@@ -90,6 +84,21 @@ impl ShmTransport {
             }
         }
         None
+    }
+
+    /// Our queue `qi`'s head stamp, if it is from neither this lap nor
+    /// the last (`RecvQueue::check`): the empty poll compares with one
+    /// value only and would wait for it for ever. The error names the
+    /// queue's sender when it has only one.
+    pub(super) fn head_stamp_fault(&self, qi: usize) -> Option<ProtocolError> {
+        let rq = &self.rx[qi];
+        let c = rq.q.check(rq.head).err()?;
+        Some(ProtocolError::QueueCorrupt {
+            queue: qi as u32,
+            sender: rq.sole_sender.map(|s| self.rank_of_smt[s as usize]),
+            head: c.head,
+            seq: c.seq,
+        })
     }
 
     /// Our shared queue `qi`: the tail within a capacity of the head; the
