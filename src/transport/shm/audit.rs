@@ -255,7 +255,10 @@ pub(super) mod tests {
 
     impl Peer {
         /// Run `f` on rank 1's transport, and wait for it.
-        pub(in crate::transport::shm) fn run(&self, f: impl FnOnce(&mut ShmTransport) + Send + 'static) {
+        pub(in crate::transport::shm) fn run(
+            &self,
+            f: impl FnOnce(&mut ShmTransport) + Send + 'static,
+        ) {
             self.orders.send(Some(Box::new(f))).expect("rank 1 lives");
             self.done.recv().expect("rank 1 ran it");
         }

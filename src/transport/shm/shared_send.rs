@@ -145,9 +145,8 @@ impl TxPeer {
         // Asked after each whole lap without a free frame: with a credit
         // held, a free frame exists at every instant (see `stall`); the
         // clock runs only while the queue makes no progress.
-        FreeList::new(self.free_head, &self.frames).claim(|| {
-            self.receiver_gone() || own.broken() || clock.stuck_at(self.progress(), true)
-        })
+        FreeList::new(self.free_head, &self.frames)
+            .claim(|| self.receiver_gone() || own.broken() || clock.stuck_at(self.progress(), true))
             .map_err(|e| match (e, clock.stuck) {
                 (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
                     at: StuckAt::Frames,
@@ -398,7 +397,7 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::super::audit::tests::{pass, pop, send, with_pair};
+    use super::super::audit::tests::{pass, pop, send, with_pair, Order};
     use super::super::holes::HOLE_GRACE;
     use super::super::liveness::Life;
     use super::super::stall::STUCK_AFTER;
@@ -406,9 +405,9 @@ mod tests {
     use crate::error::ProtocolError;
     use crate::frame::{FragFlags, FragHeader};
     use crate::id::Rank;
-    use crate::transport::Transport;
     use crate::queue::FreeList;
     use crate::transport::shm::ShmTransport;
+    use crate::transport::Transport;
     use std::time::{Duration, Instant};
 
     /// Every frame of rank 1's queue flagged in use for twice
@@ -420,7 +419,7 @@ mod tests {
     fn a_queue_that_moves_is_not_stuck() {
         with_pair(|zero, one| {
             zero.scribble_frames(Rank(1), 1);
-            let order = Box::new(|t: &mut ShmTransport| {
+            let order: Order = Box::new(|t: &mut ShmTransport| {
                 let end = Instant::now() + 2 * STUCK_AFTER;
                 while Instant::now() < end {
                     t.rx[0].q.claim();
