@@ -80,6 +80,11 @@ pub enum ProtocolError {
     /// A queue slot's stamp is one the protocol never leaves at the
     /// consumer's position: from neither this lap nor the last, or one
     /// lap old once the consumer recycled every slot it read.
+    /// Found (on a shared queue) by a send of this rank that had claimed
+    /// its position on another rank's shared queue and waited there, it
+    /// also ends this rank's part in the job: that position stays empty,
+    /// so this rank says it left, and that rank reports a
+    /// [`QueueHole`](Self::QueueHole).
     #[error("receive queue {queue} (written by {}) is corrupt: slot stamp {seq} at position {head}; the queue is taken out of service", match sender { Some(r) => format!("rank {r}"), None => "several ranks".to_owned() })]
     QueueCorrupt {
         /// Queue index on this rank.
@@ -107,6 +112,11 @@ pub enum ProtocolError {
     /// More frames of a shared receive queue are flagged in use than its
     /// senders hold credits, while this rank holds none of them: flags
     /// the protocol never leaves set. The queue is taken out of service.
+    /// Found (on a shared queue) by a send of this rank that had claimed
+    /// its position on another rank's shared queue and waited there, it
+    /// also ends this rank's part in the job: that position stays empty,
+    /// so this rank says it left, and that rank reports a
+    /// [`QueueHole`](Self::QueueHole).
     #[error("receive queue {queue} is corrupt: {in_use} of its frames are flagged in use, but its senders hold at most {credits} credits and this rank holds no frame; the queue is taken out of service")]
     QueueFramesCorrupt {
         /// Queue index on this rank.
@@ -131,6 +141,11 @@ pub enum ProtocolError {
     /// claimed) is below the consumer's head or more than the queue's
     /// capacity above it: values the credit protocol never allows. The
     /// queue is taken out of service.
+    /// Found (on a shared queue) by a send of this rank that had claimed
+    /// its position on another rank's shared queue and waited there, it
+    /// also ends this rank's part in the job: that position stays empty,
+    /// so this rank says it left, and that rank reports a
+    /// [`QueueHole`](Self::QueueHole).
     #[error("receive queue {queue} is corrupt: its tail says {tail} positions were claimed, with the head at {head} and {capacity} slots (the tail stays within the slots above the head); the queue is taken out of service")]
     QueueTailCorrupt {
         /// Queue index on this rank.
@@ -145,7 +160,9 @@ pub enum ProtocolError {
     /// A shared receive queue's head position was claimed but never
     /// written for a second after a rank that writes on the queue died or
     /// left without closing: most likely that rank died between claiming
-    /// the position and writing it, or gave up that send on an error. The fragments other
+    /// the position and writing it, or gave up that send on an error (a
+    /// rank whose send gives up over its own corrupt queue says it left at
+    /// once, for this report). The fragments other
     /// ranks published behind it cannot be read (the queue is read in
     /// order), and their senders wait for credit that will not come. Said
     /// once; the queue is left as it is (a sender merely stopped, under a

@@ -76,13 +76,7 @@ impl ShmTransport {
             if rq.watch.is_never() || !rq.q.is_shared() {
                 continue;
             }
-            if let Err(c) = rq.q.check(rq.head) {
-                let e = ProtocolError::QueueCorrupt {
-                    queue: qi as u32,
-                    sender: None,
-                    head: c.head,
-                    seq: c.seq,
-                };
+            if let Some(e) = self.head_stamp_fault(qi) {
                 return Some((qi, e));
             }
             if let Some(e) = self.judge(qi) {
@@ -90,6 +84,21 @@ impl ShmTransport {
             }
         }
         None
+    }
+
+    /// Our queue `qi`'s head stamp, if it is from neither this lap nor
+    /// the last (`RecvQueue::check`): the empty poll compares with one
+    /// value only and would wait for it for ever. The error names the
+    /// queue's sender when it has only one.
+    pub(super) fn head_stamp_fault(&self, qi: usize) -> Option<ProtocolError> {
+        let rq = &self.rx[qi];
+        let c = rq.q.check(rq.head).err()?;
+        Some(ProtocolError::QueueCorrupt {
+            queue: qi as u32,
+            sender: rq.sole_sender.map(|s| self.rank_of_smt[s as usize]),
+            head: c.head,
+            seq: c.seq,
+        })
     }
 
     /// Our shared queue `qi`: the tail within a capacity of the head; the
@@ -224,7 +233,7 @@ impl ShmTransport {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{ShmConfig, ShmJob, ShmTransport};
     use crate::error::{ExtractError, ProtocolError};
     use crate::frame::{FragFlags, FragHeader};
@@ -237,23 +246,26 @@ mod tests {
 
     /// Rank 1 of the job, on its own thread (its lifeline is held by the
     /// thread that connected), driven by the test's thread.
-    struct Peer {
-        orders: mpsc::Sender<Option<Order>>,
-        done: mpsc::Receiver<()>,
+    pub(in crate::transport::shm) struct Peer {
+        pub(in crate::transport::shm) orders: mpsc::Sender<Option<Order>>,
+        pub(in crate::transport::shm) done: mpsc::Receiver<()>,
     }
 
-    type Order = Box<dyn FnOnce(&mut ShmTransport) + Send>;
+    pub(in crate::transport::shm) type Order = Box<dyn FnOnce(&mut ShmTransport) + Send>;
 
     impl Peer {
         /// Run `f` on rank 1's transport, and wait for it.
-        fn run(&self, f: impl FnOnce(&mut ShmTransport) + Send + 'static) {
+        pub(in crate::transport::shm) fn run(
+            &self,
+            f: impl FnOnce(&mut ShmTransport) + Send + 'static,
+        ) {
             self.orders.send(Some(Box::new(f))).expect("rank 1 lives");
             self.done.recv().expect("rank 1 ran it");
         }
 
         /// Rank 1 drops its transport without closing (its lifeline says
         /// `Left`), and waits.
-        fn leave(&self) {
+        pub(in crate::transport::shm) fn leave(&self) {
             self.orders.send(None).expect("rank 1 lives");
             self.done.recv().expect("rank 1 left");
         }
@@ -262,7 +274,7 @@ mod tests {
     /// `body` with rank 0 of a two-rank job and rank 1 ([`Peer`]), one
     /// shared queue each (`FASTMSG_QUEUES=1`), 3 credits per pair: 8
     /// slots.
-    fn with_pair(body: impl FnOnce(&mut ShmTransport, &Peer)) {
+    pub(in crate::transport::shm) fn with_pair(body: impl FnOnce(&mut ShmTransport, &Peer)) {
         let job = crate::bootstrap::fresh_job_id();
         let connect = |rank: u32| {
             let job = ShmJob {
@@ -303,7 +315,7 @@ mod tests {
     }
 
     /// Rank 1 sends one empty message to rank 0.
-    fn send(one: &Peer) {
+    pub(in crate::transport::shm) fn send(one: &Peer) {
         one.run(|t| {
             let header = FragHeader {
                 src: 1,
@@ -317,12 +329,12 @@ mod tests {
     }
 
     /// Rank 0 pops the next fragment (held until released).
-    fn pop(zero: &mut ShmTransport) -> RxFragment {
+    pub(in crate::transport::shm) fn pop(zero: &mut ShmTransport) -> RxFragment {
         zero.poll().expect("a fragment").expect("sound")
     }
 
     /// Rank 1 sends and rank 0 takes and releases `n` messages.
-    fn pass(zero: &mut ShmTransport, one: &Peer, n: usize) {
+    pub(in crate::transport::shm) fn pass(zero: &mut ShmTransport, one: &Peer, n: usize) {
         for _ in 0..n {
             send(one);
             let f = pop(zero);

@@ -176,6 +176,7 @@ impl LifeLine {
         Ok(LifeGuard {
             line,
             closed: false,
+            left: false,
             _owner: PhantomData,
         })
     }
@@ -257,6 +258,8 @@ pub struct LifeGuard {
     /// The line, and with it the mapping, held until the unlock.
     line: MapRef<LifeLine>,
     closed: bool,
+    /// [`set_left`](Self::set_left) was called: `LEFT` for good.
+    left: bool,
     /// Neither `Send` nor `Sync`: only the thread that locked may unlock.
     _owner: PhantomData<*const ()>,
 }
@@ -278,11 +281,30 @@ impl LifeGuard {
     }
 
     pub fn set_closed(&mut self) {
+        if self.left {
+            return;
+        }
         self.closed = true;
         // SYNC POINT life-state (release side). Stored now, not at drop:
         // a process that exits right after `close` without dropping its
         // endpoint has still left in order.
         self.line.state.store(CLOSED, Ordering::Release);
+    }
+}
+
+impl LifeGuard {
+    /// This rank gives up its part in the job while it keeps its
+    /// endpoint: `LEFT` is stored now, as a drop without `close` would
+    /// store it, so that every peer takes the rank as gone (and a
+    /// position it claimed on a shared queue and never wrote is reported
+    /// as a hole, see `holes`). For good: a later
+    /// [`set_closed`](Self::set_closed) or drop keeps `LEFT`. The mutex
+    /// stays held until the drop (the state word is read first).
+    pub fn set_left(&mut self) {
+        self.left = true;
+        self.closed = false;
+        // SYNC POINT life-state (release side), as in the drop.
+        self.line.state.store(LEFT, Ordering::Release);
     }
 }
 
@@ -351,6 +373,31 @@ mod tests {
         assert_eq!(line.probe(), Life::Dead);
         assert_eq!(line.state(), Life::Dead, "sticky in the word");
         assert_eq!(line.probe(), Life::Dead);
+    }
+
+    /// A rank that gave up its part while alive says `LEFT` at once, and
+    /// a later close or drop does not turn it into an orderly leave.
+    #[test]
+    fn left_while_alive_is_left_for_good() {
+        let line = fresh_line();
+        let mine = line.clone();
+        let (left_tx, left_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: a fresh line, armed once.
+            let mut g = unsafe { LifeLine::arm(mine) }.unwrap();
+            g.set_left();
+            left_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            g.set_closed();
+            assert!(!g.is_closed());
+            drop(g);
+        });
+        left_rx.recv().unwrap();
+        assert_eq!(line.probe(), Life::Left, "while the thread lives");
+        go_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(line.probe(), Life::Left, "not closed after leaving");
     }
 
     #[test]

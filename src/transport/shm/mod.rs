@@ -993,21 +993,15 @@ impl Transport for ShmTransport {
         if let Some(e) = self.take_refusal() {
             return Err(ExtractError::Protocol(e));
         }
-        // Stamps from neither this lap nor the last (the empty poll compares
-        // with one value only and would wait for ever).
+        // Dedicated queues' head stamps from neither this lap nor the last
+        // (`head_stamp_fault`); a shared queue's is judged once, first, in
+        // the audit (`own_queue_fault`).
         for qi in 0..self.rx.len() {
             let rq = &self.rx[qi];
-            if self.rx[qi].watch.is_never() {
+            if rq.watch.is_never() || rq.q.is_shared() {
                 continue;
             }
-            if let Err(c) = rq.q.check(rq.head) {
-                let sender = rq.sole_sender.map(|s| self.rank_of_smt[s as usize]);
-                let e = ProtocolError::QueueCorrupt {
-                    queue: qi as u32,
-                    sender,
-                    head: c.head,
-                    seq: c.seq,
-                };
+            if let Some(e) = self.head_stamp_fault(qi) {
                 self.take_out_of_service(qi, &e);
                 return Err(ExtractError::Protocol(e));
             }

@@ -16,6 +16,18 @@
 //! the same reason, neither rank ever audits: so a waiting send audits
 //! this rank's own shared queues now and then ([`OWN_LOOK_EVERY`]), and
 //! one found corrupt ends the wait with that queue's error.
+//!
+//! A send that gives up so after it claimed its position on the peer's
+//! (healthy) queue leaves that position empty, and the queue is read in
+//! order: the peer's other senders would wait behind it for ever, and
+//! nothing in the protocol tells the peer it from a slow sender. The
+//! position cannot be filled with something the receiver skips instead:
+//! its slot may be written only once the receiver recycled it, which is
+//! the very wait given up (for as long as the receiver holds a fragment,
+//! perhaps one waiting on this rank). So this rank leaves the job at
+//! once: its lifeline says `Left` (`LifeGuard::set_left`), every peer
+//! takes it as gone, and the receiver reports the hole
+//! (`ProtocolError::QueueHole`, see `holes`) after its grace.
 
 use super::stall::StallClock;
 use super::*;
@@ -84,8 +96,8 @@ impl TxPeer {
     /// # Errors
     /// A corrupt stamp, the receiver gone, or one of our own queues found
     /// corrupt by `own` while we waited: nothing is published (the claimed
-    /// position stays empty; the queue is lost with its receiver, or with
-    /// us).
+    /// position stays empty; the queue is lost with its receiver, or this
+    /// rank leaves the job, see the module docs).
     #[inline]
     pub(super) fn publish_shared(
         &self,
@@ -107,20 +119,34 @@ impl TxPeer {
         })
     }
 
+    /// A count that moves whenever the shared queue makes progress, as a
+    /// waiting claim of a frame can see it: the positions claimed on the
+    /// queue (each sender claims one after it took a frame, so frames
+    /// other senders took during a lap move it) plus the credit returned
+    /// to this rank (the receiver released one of our fragments). Both
+    /// only grow. Read once a lap of a fruitless walk, never on the
+    /// send's fast path.
+    #[cold]
+    fn progress(&self) -> u64 {
+        self.q.claimed().wrapping_add(self.credit.read())
+    }
+
     /// Claim a free frame of the shared queue for a fragment whose credit
     /// is held.
     ///
     /// # Errors
     /// A corrupt in-use flag, the receiver gone, one of our own queues
     /// found corrupt by `own`, or no free frame in whole laps of the free
-    /// list for `STUCK_AFTER` (see `stall`): no frame is taken.
+    /// list for `STUCK_AFTER` while the queue made no
+    /// [`progress`](Self::progress) (see `stall`): no frame is taken.
     #[inline]
     pub(super) fn claim_frame(&self, own: &mut OwnLook<'_>) -> Result<u32, TxStalled> {
         let mut clock = StallClock::default();
         // Asked after each whole lap without a free frame: with a credit
-        // held, a free frame exists at every instant (see `stall`).
+        // held, a free frame exists at every instant (see `stall`); the
+        // clock runs only while the queue makes no progress.
         FreeList::new(self.free_head, &self.frames)
-            .claim(|| self.receiver_gone() || own.broken() || clock.stuck_at(0, true))
+            .claim(|| self.receiver_gone() || own.broken() || clock.stuck_at(self.progress(), true))
             .map_err(|e| match (e, clock.stuck) {
                 (ClaimStalled::GaveUp, Some((_, waited))) => TxStalled::Stuck {
                     at: StuckAt::Frames,
@@ -295,8 +321,15 @@ impl ShmTransport {
         let Some((queue, error)) = own else {
             return self.refuse(dest, e);
         };
-        // The position claimed on `dest`'s queue, if any, stays empty:
-        // whatever this rank sent it later would wait behind it unread.
+        if matches!(e, TxStalled::Queue(_)) {
+            // A position was claimed on `dest`'s healthy queue and stays
+            // empty (see the module docs): this rank leaves the job, so
+            // that `dest` reports the hole instead of its other senders
+            // waiting behind it for ever.
+            self.life.set_left();
+        }
+        // Whatever this rank sent `dest` later would wait behind that
+        // position unread.
         self.mark_gone(dest);
         self.take_out_of_service(queue, &error);
         self.tx_corrupt.push(error);
@@ -364,7 +397,119 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::OddStamp;
+    use super::super::audit::tests::{pass, pop, send, with_pair, Order};
+    use super::super::holes::HOLE_GRACE;
+    use super::super::liveness::Life;
+    use super::super::stall::STUCK_AFTER;
+    use super::{OddStamp, OwnLook, StuckAt, TxStalled};
+    use crate::error::ProtocolError;
+    use crate::frame::{FragFlags, FragHeader};
+    use crate::id::Rank;
+    use crate::queue::FreeList;
+    use crate::transport::shm::ShmTransport;
+    use crate::transport::Transport;
+    use std::time::{Duration, Instant};
+
+    /// Every frame of rank 1's queue flagged in use for twice
+    /// [`STUCK_AFTER`] while other senders keep claiming positions on it
+    /// (as when they take every frame freed during each lap of rank 0's
+    /// walk): the queue works, rank 0 waits on and takes the frame freed
+    /// at last.
+    #[test]
+    fn a_queue_that_moves_is_not_stuck() {
+        with_pair(|zero, one| {
+            zero.scribble_frames(Rank(1), 1);
+            let order: Order = Box::new(|t: &mut ShmTransport| {
+                let end = Instant::now() + 2 * STUCK_AFTER;
+                while Instant::now() < end {
+                    t.rx[0].q.claim();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let rq = &t.rx[0];
+                FreeList::new(rq.free_head, &rq.frames).release(5);
+            });
+            one.orders.send(Some(order)).expect("rank 1 lives");
+            let peer = zero.tx[1].as_ref().expect("local peer");
+            let mut own = OwnLook::new(zero);
+            let got = peer.claim_frame(&mut own);
+            one.done.recv().expect("rank 1 ran it");
+            assert!(matches!(got, Ok(5)), "{got:?}");
+        });
+    }
+
+    /// Rank 1's send to rank 0 claims the slot of a fragment rank 0 still
+    /// holds, and waits; meanwhile rank 1's own queue is found corrupt,
+    /// so the send gives up and its position stays empty. Rank 1 says it
+    /// left at once, and rank 0, once it released the fragment, reports
+    /// the hole after the grace instead of waiting behind it for ever.
+    #[test]
+    fn a_send_given_up_over_our_own_queue_leaves_the_job() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            send(one);
+            let held = pop(zero);
+            pass(zero, one, cap as usize - 1);
+            // Rank 1's own queue: stamps no sender writes.
+            zero.scribble_stamps(Rank(1), 0xdead_beef);
+            one.run(|t| {
+                let header = FragHeader {
+                    src: 1,
+                    handler: 0,
+                    len: 0,
+                    flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
+                    total: 0,
+                };
+                assert!(!t.try_send_inline(Rank(0), header, &[]), "given up");
+                assert!(
+                    matches!(
+                        t.take_refusal(),
+                        Some(ProtocolError::QueueCorrupt { queue: 0, .. })
+                    ),
+                    "its own queue's error"
+                );
+                assert_eq!(t.lives[t.me_smt as usize].state(), Life::Left);
+            });
+            assert_eq!(zero.rx[0].q.claimed(), cap + 1, "its position claimed");
+            assert!(zero.find_hole().is_none(), "held");
+            zero.release(&held.token);
+            assert!(zero.find_hole().is_none(), "the clock starts");
+            std::thread::sleep(HOLE_GRACE + Duration::from_millis(100));
+            let hole = zero.find_hole();
+            assert!(
+                matches!(
+                    hole,
+                    Some(ProtocolError::QueueHole {
+                        queue: 0,
+                        died: 1,
+                        ..
+                    })
+                ),
+                "{hole:?}"
+            );
+        });
+    }
+
+    /// The same frames, and nothing moves on the queue: the wait ends
+    /// after [`STUCK_AFTER`], with the frames named.
+    #[test]
+    fn a_queue_that_does_not_move_is_stuck() {
+        with_pair(|zero, _one| {
+            zero.scribble_frames(Rank(1), 1);
+            let peer = zero.tx[1].as_ref().expect("local peer");
+            let mut own = OwnLook::new(zero);
+            let got = peer.claim_frame(&mut own);
+            assert!(
+                matches!(
+                    got,
+                    Err(TxStalled::Stuck {
+                        at: StuckAt::Frames,
+                        waited,
+                    }) if waited >= STUCK_AFTER
+                ),
+                "{got:?}"
+            );
+        });
+    }
 
     /// Position 21 of an 8-slot queue waits on the stamp of position 13:
     /// 14 (published, held by the receiver) may stay; 21 ends the wait.

@@ -19,14 +19,27 @@
 //! The receiver's own audit (`audit`) finds more frames in use than its
 //! senders hold credits, when it looks.
 //!
-//! So once no free frame has been found for [`STUCK_AFTER`], over at
-//! least [`STUCK_LAPS`] whole laps of the list, the wait ends, the
-//! receiver is taken as failed and [`ProtocolError::PeerQueueStuck`]
-//! names the queue, the peer and the value. Both bounds must be passed:
-//! the time keeps a fast walk that keeps losing the free frames to other
-//! senders' claims from giving up; the laps keep a walk that was itself
-//! descheduled (more ranks than cores) from giving up after two unlucky
-//! looks far apart in time. Before that, a waiting sender also
+//! A lap can also miss every free frame because other senders took each
+//! one the receiver freed during it: there may be no spare frame (a queue
+//! has `next_power_of_two(credits × senders)`), and under fan-in with
+//! more ranks than cores one walk can lose lap after lap. That is a queue
+//! at work, so what the clock watches is the queue's progress
+//! (`TxPeer::progress`: the positions its senders claimed, each after
+//! taking a frame, plus the credit returned to this sender), not the
+//! flags: any progress restarts it.
+//!
+//! So once no free frame has been found, and the queue has made no
+//! progress, for [`STUCK_AFTER`], over at least [`STUCK_LAPS`] whole laps
+//! of the list, the wait ends, the receiver is taken as failed and
+//! [`ProtocolError::PeerQueueStuck`] names the queue, the peer and the
+//! value. Both bounds must be passed: the time keeps a fast walk from
+//! giving up on a receiver merely descheduled between two releases; the
+//! laps keep a walk that was itself descheduled (more ranks than cores)
+//! from giving up after two unlucky looks far apart in time. Frames
+//! flagged in use for good while other senders keep the queue moving
+//! with inline fragments (which take no frame) keep restarting the
+//! clock: the receiver's audit names that queue. Before that, a waiting
+//! sender also
 //! audits its own queues (`shared_send::OwnLook`): a rank whose frames
 //! were all flagged in use is usually found by its own audit first (more
 //! frames in use than its senders hold credits), within tens of
