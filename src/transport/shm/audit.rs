@@ -314,17 +314,21 @@ pub(super) mod tests {
         });
     }
 
+    /// The header of an empty one-fragment message from rank 1.
+    pub(in crate::transport::shm) fn empty_from_one() -> FragHeader {
+        FragHeader {
+            src: 1,
+            handler: 0,
+            len: 0,
+            flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
+            total: 0,
+        }
+    }
+
     /// Rank 1 sends one empty message to rank 0.
     pub(in crate::transport::shm) fn send(one: &Peer) {
         one.run(|t| {
-            let header = FragHeader {
-                src: 1,
-                handler: 0,
-                len: 0,
-                flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
-                total: 0,
-            };
-            assert!(t.try_send_inline(Rank(0), header, &[]), "credit");
+            assert!(t.try_send_inline(Rank(0), empty_from_one(), &[]), "credit");
         });
     }
 

@@ -397,13 +397,12 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::super::audit::tests::{pass, pop, send, with_pair, Order};
+    use super::super::audit::tests::{empty_from_one, pass, pop, send, with_pair, Order};
     use super::super::holes::HOLE_GRACE;
     use super::super::liveness::Life;
     use super::super::stall::STUCK_AFTER;
     use super::{OddStamp, OwnLook, StuckAt, TxStalled};
     use crate::error::ProtocolError;
-    use crate::frame::{FragFlags, FragHeader};
     use crate::id::Rank;
     use crate::queue::FreeList;
     use crate::transport::shm::ShmTransport;
@@ -452,14 +451,10 @@ mod tests {
             // Rank 1's own queue: stamps no sender writes.
             zero.scribble_stamps(Rank(1), 0xdead_beef);
             one.run(|t| {
-                let header = FragHeader {
-                    src: 1,
-                    handler: 0,
-                    len: 0,
-                    flags: FragFlags::FIRST.0 | FragFlags::LAST.0,
-                    total: 0,
-                };
-                assert!(!t.try_send_inline(Rank(0), header, &[]), "given up");
+                assert!(
+                    !t.try_send_inline(Rank(0), empty_from_one(), &[]),
+                    "given up"
+                );
                 assert!(
                     matches!(
                         t.take_refusal(),
