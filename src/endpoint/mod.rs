@@ -282,7 +282,7 @@ impl Endpoint {
         let r = self.core.progress(max_bytes);
         #[cfg(feature = "stats")]
         if matches!(&r, Ok(x) if !x.any()) {
-            self.core.net().borrow().tally.empty_extract();
+            self.core.net().borrow().tally().empty_extract();
         }
         r
     }
@@ -480,11 +480,7 @@ impl Core {
     /// The close barrier released this rank: tell the transports, so that
     /// our leaving is not taken for a failure.
     pub(in crate::endpoint) fn set_closed(&self) {
-        let mut net = self.net().borrow_mut();
-        net.shm.set_closed();
-        for t in &mut net.wide {
-            crate::transport::NetTransport::set_closed(t);
-        }
+        self.net().borrow_mut().set_closed();
     }
 
     /// One round of progress on behalf of a blocking call: extract (errors
@@ -544,7 +540,7 @@ impl Core {
         #[cfg(feature = "stats")]
         self.net()
             .borrow()
-            .tally
+            .tally()
             .credit_wait(dest.index(), t0.elapsed());
         match round {
             Ok(()) => Ok(()),

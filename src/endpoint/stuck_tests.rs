@@ -11,7 +11,7 @@ use crate::threads;
 use std::time::{Duration, Instant};
 
 fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
-    f(&mut ep.core.net().borrow_mut().shm)
+    f(ep.core.net().borrow_mut().shm_mut())
 }
 
 /// The three ranks share rank 0's one queue (8 slots: 2 credits for each

@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 fn shm(ep: &Endpoint, f: impl FnOnce(&mut crate::transport::ShmTransport)) {
-    f(&mut ep.core.net().borrow_mut().shm)
+    f(ep.core.net().borrow_mut().shm_mut())
 }
 
 fn whole(src: u32, handler: u32, len: u32) -> SlotBody {

@@ -25,7 +25,7 @@ use crate::error::{ExtractError, ProtocolError, PutError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank, WindowId};
 use crate::sync::AtomicBool;
-use crate::transport::{RxFragment, Transport};
+use crate::transport::RxFragment;
 use crate::watch::Watchdog;
 use crate::window;
 use crate::window::{WindowTable, WindowView};
@@ -165,9 +165,8 @@ impl Drop for Inside<'_> {
 const BATCH: usize = 32;
 
 /// The engine's state. Each part belongs to the room that changes it and
-/// is reached through that room's own type and methods, except [`Net`],
-/// whose fields (the transports `shm` and `wide`, the `tally` counts, the
-/// flush flags) other rooms also read and change directly: the settings fixed at start (read through the accessors below);
+/// is reached through that room's own type and methods, never through a
+/// field: the settings fixed at start (read through the accessors below);
 /// the send queues and routes ([`Net`], `net`); the receive state machine
 /// ([`Streams`], `stream`, performed by `crate::endpoint::receive`); the
 /// handler table ([`Registry`], `handler`); the control plane ([`Control`],
@@ -500,7 +499,7 @@ impl Core {
         let mut out = Extracted::default();
         let (wide, chores) = {
             let net = self.net.borrow();
-            (!net.wide.is_empty(), net.has_pending() || net.unflushed)
+            (net.has_wide(), net.has_pending() || net.flush_due())
         };
         if chores {
             self.net.borrow_mut().drain_pending();
@@ -509,12 +508,12 @@ impl Core {
         // loop inlined here), then from each network transport (out of
         // line). With nothing arrived this is one borrow and one load per
         // queue.
-        let mut result = self.batch(SHM, max_bytes, stop_early, &mut out, |net| net.shm.poll());
+        let mut result = self.batch(SHM, max_bytes, stop_early, &mut out, |net| net.poll_shm());
         if wide && matches!(result, Ok(true)) {
             result = self.poll_wide(max_bytes, stop_early, &mut out);
         }
         let result = result.map(|_| ());
-        if chores || self.net.borrow().unflushed {
+        if chores || self.net.borrow().flush_due() {
             self.after_pass();
         }
         result.map(|()| out)
@@ -528,10 +527,10 @@ impl Core {
         stop_early: bool,
         out: &mut Extracted,
     ) -> Result<bool, ExtractError> {
-        let n = self.net.borrow().wide.len();
+        let n = self.net.borrow().wide_count();
         for k in 0..n {
             let more = self.batch(k as u8 + 1, max_bytes, stop_early, out, |net| {
-                net.wide[k].poll()
+                net.poll_wide(k)
             })?;
             if !more {
                 return Ok(false);
@@ -561,7 +560,7 @@ impl Core {
             };
             frag.transport = index;
             #[cfg(feature = "stats")]
-            self.net.borrow().tally.received(
+            self.net.borrow().tally().received(
                 frag.header.src as usize,
                 frag.header.len,
                 frag.header.flags & FragFlags::FIRST.0 != 0,

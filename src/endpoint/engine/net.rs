@@ -38,7 +38,7 @@ use crate::frame::{FragFlags, FragHeader};
 use crate::id::{HandlerId, Rank};
 use crate::transport::shm::liveness::Life;
 use crate::transport::shm::mapping::MapRef;
-use crate::transport::{AnyTransport, NetTransport, ShmTransport, Transport, TxFrame};
+use crate::transport::{AnyTransport, NetTransport, RxFragment, ShmTransport, Transport, TxFrame};
 use crate::wake::Doorbell;
 use std::collections::VecDeque;
 
@@ -282,7 +282,6 @@ macro_rules! on_transport {
         }
     }};
 }
-pub(in crate::endpoint) use on_transport;
 
 /// Transports, routes and pending sends.
 #[derive(Debug)]
@@ -290,9 +289,9 @@ pub(in crate::endpoint) struct Net {
     /// Network transports (none when every peer is on this host). What
     /// they write into the shm segment (window area, doorbell) they reach
     /// through views that keep it mapped.
-    pub(in crate::endpoint) wide: Vec<AnyTransport>,
+    wide: Vec<AnyTransport>,
     /// The shared-memory transport (every endpoint has one).
-    pub(in crate::endpoint) shm: ShmTransport,
+    shm: ShmTransport,
     /// `!wide.is_empty()`, one load for the empty poll.
     has_wide: bool,
     /// Per destination: [`SHM`] or `k + 1` for network transport `k`.
@@ -302,7 +301,7 @@ pub(in crate::endpoint) struct Net {
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
     /// Counters (feature `stats`; empty without it).
-    pub(in crate::endpoint) tally: crate::endpoint::engine::stats::Tally,
+    tally: crate::endpoint::engine::stats::Tally,
     /// Bytes held by parked sends (what `FASTMSG_MAX_PARKED` bounds).
     parked_bytes: usize,
     /// User messages whose last fragment went to a transport (the close
@@ -310,12 +309,89 @@ pub(in crate::endpoint) struct Net {
     sent: u64,
     /// Fragments were released since the last `flush` (only tracked when
     /// some transport batches; see `Transport::needs_flush`).
-    pub(in crate::endpoint) unflushed: bool,
+    unflushed: bool,
     /// Whether any transport needs `flush`.
-    pub(in crate::endpoint) flush_needed: bool,
+    flush_needed: bool,
 }
 
 impl Net {
+    /// The shared-memory transport.
+    #[inline(always)]
+    pub(in crate::endpoint) fn shm(&self) -> &ShmTransport {
+        &self.shm
+    }
+
+    /// The shared-memory transport, to change (start-up's alarm, tests).
+    pub(in crate::endpoint) fn shm_mut(&mut self) -> &mut ShmTransport {
+        &mut self.shm
+    }
+
+    /// Whether any network transport runs (one load for the empty poll).
+    #[inline(always)]
+    pub(in crate::endpoint) fn has_wide(&self) -> bool {
+        self.has_wide
+    }
+
+    /// How many network transports run.
+    pub(in crate::endpoint) fn wide_count(&self) -> usize {
+        self.wide.len()
+    }
+
+    /// Poll the shared-memory transport for one fragment.
+    #[inline(always)]
+    pub(in crate::endpoint) fn poll_shm(&mut self) -> Option<Result<RxFragment, ProtocolError>> {
+        self.shm.poll()
+    }
+
+    /// Poll network transport `k` for one fragment.
+    pub(in crate::endpoint) fn poll_wide(
+        &mut self,
+        k: usize,
+    ) -> Option<Result<RxFragment, ProtocolError>> {
+        self.wide[k].poll()
+    }
+
+    /// Give a fragment back to the transport it came from: shared memory
+    /// inline (a credit store, and a slot and frame on shared queues), a
+    /// network transport out of line. Marks a flush due where some
+    /// transport batches.
+    #[inline(always)]
+    pub(in crate::endpoint) fn release(&mut self, f: &RxFragment) {
+        self.unflushed |= self.flush_needed;
+        if f.transport == SHM {
+            self.shm.release(&f.token);
+        } else {
+            self.release_wide(f);
+        }
+    }
+
+    #[inline(never)]
+    fn release_wide(&mut self, f: &RxFragment) {
+        on_transport!(self, f.transport, t => t.release(&f.token));
+    }
+
+    /// Whether fragments were released since the last flush.
+    #[inline(always)]
+    pub(in crate::endpoint) fn flush_due(&self) -> bool {
+        self.unflushed
+    }
+
+    /// The close barrier released this rank: tell every transport, so
+    /// that its leaving is not taken for a failure.
+    pub(in crate::endpoint) fn set_closed(&mut self) {
+        self.shm.set_closed();
+        for t in &mut self.wide {
+            crate::transport::NetTransport::set_closed(t);
+        }
+    }
+
+    /// The counters (feature `stats`; empty without it).
+    #[inline(always)]
+    #[cfg_attr(not(feature = "stats"), allow(dead_code))]
+    pub(in crate::endpoint) fn tally(&self) -> &crate::endpoint::engine::stats::Tally {
+        &self.tally
+    }
+
     pub(in crate::endpoint) fn new(
         wide: Vec<AnyTransport>,
         shm: ShmTransport,

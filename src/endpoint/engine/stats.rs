@@ -198,7 +198,7 @@ impl Endpoint {
     /// This endpoint's counters so far (see [`Stats`]).
     #[cfg(feature = "stats")]
     pub fn stats(&self) -> Stats {
-        self.core.net().borrow().tally.snapshot()
+        self.core.net().borrow().tally().snapshot()
     }
 
     /// `FASTMSG_STATS=1`: print the table to stderr (called by `close`).

@@ -21,14 +21,13 @@ use crate::endpoint::engine::core::{Ctx, Message};
 use crate::endpoint::engine::handler::piece::Piece;
 use crate::endpoint::engine::handler::pool::Run;
 use crate::endpoint::engine::handler::HandlerResult;
-use crate::endpoint::engine::net::{on_transport, Net, SHM};
 use crate::endpoint::engine::stream::{
     fast_handler, Action, PieceInfo, Read, Rejected, SourceStream, Start,
 };
 use crate::error::{BoxError, ExtractError};
 use crate::frame::FragFlags;
 use crate::id::{HandlerId, Rank};
-use crate::transport::{RxFragment, Transport};
+use crate::transport::RxFragment;
 use std::cell::RefMut;
 use std::rc::Rc;
 
@@ -47,13 +46,7 @@ impl Core {
     /// fast path with few registers.
     #[inline(always)]
     pub(in crate::endpoint) fn release(&self, f: &RxFragment) {
-        let mut net = self.net().borrow_mut();
-        net.unflushed |= net.flush_needed;
-        if f.transport == SHM {
-            net.shm.release(&f.token);
-        } else {
-            release_wide(&mut net, f);
-        }
+        self.net().borrow_mut().release(f);
     }
 
     /// A fragment the fast path did not take: feed it to its stream and
@@ -202,13 +195,13 @@ impl Core {
             aborted,
         };
         #[cfg(feature = "stats")]
-        let t = self.net().borrow().tally.call_start();
+        let t = self.net().borrow().tally().call_start();
         let result =
             self.registry()
                 .borrow_mut()
                 .call_fn(piece.handler, Ctx::from_core(self), &piece);
         #[cfg(feature = "stats")]
-        self.net().borrow().tally.call_end(t);
+        self.net().borrow().tally().call_end(t);
         self.release(frag);
         result
     }
@@ -356,10 +349,4 @@ impl Core {
     pub(in crate::endpoint) fn available(&self, src: Rank, seq: u64) -> Option<u64> {
         self.streams().borrow().get(src)?.available(seq)
     }
-}
-
-/// [`Core::release`] for a fragment of a network transport.
-#[inline(never)]
-fn release_wide(net: &mut Net, f: &RxFragment) {
-    on_transport!(net, f.transport, t => t.release(&f.token));
 }

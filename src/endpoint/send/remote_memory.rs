@@ -28,7 +28,7 @@ impl Core {
     fn area_of(&self, rank: Rank) -> Result<WindowArea, PutError> {
         window::check_dest(rank, self.size())?;
         let net = self.net().borrow();
-        if net.shm.is_closed() {
+        if net.shm().is_closed() {
             return Err(PutError::Closed);
         }
         if rank == self.rank() {
@@ -40,7 +40,7 @@ impl Core {
         if self.health().is_gone(rank) {
             return Err(PutError::PeerGone { rank });
         }
-        net.shm.peer_area(rank)
+        net.shm().peer_area(rank)
     }
 }
 

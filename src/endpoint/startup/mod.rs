@@ -136,7 +136,7 @@ fn join(
     let mut names = registry.names().to_vec();
     names.extend(windows.describe());
     let mut net = routed(job.size, wide, shm);
-    net.shm.set_alarm(watchdog.alarm_handle());
+    net.shm_mut().set_alarm(watchdog.alarm_handle());
     let setup = CoreSetup {
         wait,
         abort: config.abort.clone(),
