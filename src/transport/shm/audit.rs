@@ -33,7 +33,8 @@
 //!
 //! [`ShmTransport::check_peers`] runs the audit (every blocking wait makes
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
-//! service (receive side) or its receiver taken as failed (send side).
+//! service (receive side: a shared queue's owner then leaves the job, see
+//! `leave_over_queue`) or its receiver taken as failed (send side).
 //! The audit costs the hot paths one store per shared-queue release
 //! (`ShmTransport::recycled_at`) and one per reservation (`ShmTransport::open`, not on
 //! the whole-message fast path).

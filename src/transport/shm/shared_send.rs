@@ -28,6 +28,12 @@
 //! once: its lifeline says `Left` (`LifeGuard::set_left`), every peer
 //! takes it as gone, and the receiver reports the hole
 //! (`ProtocolError::QueueHole`, see `holes`) after its grace.
+//!
+//! A send that gives up its claimed position over the receiver's own
+//! stamp (`OddStamp`) leaves the job the same way, naming the position
+//! on its lifeline (`ShmTransport::abandon`): the receiver may never see
+//! that stamp (its own release can overwrite it with a sound one), and
+//! reports the hole at once instead.
 
 use super::stall::StallClock;
 use super::*;
