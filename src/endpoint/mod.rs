@@ -526,6 +526,14 @@ impl Core {
             // raised the alarm: the next `extract` names the cause.
             return Err(SendError::PeerGone { rank: dest });
         }
+        // This rank left the job over a queue: its peers take it as gone.
+        let left = self.net().borrow().left_over();
+        if let Some(why) = left {
+            return Err(SendError::LeftJob {
+                rank: self.rank(),
+                why,
+            });
+        }
         let credit = self.net().borrow().has_credit(dest);
         if let Some(waited) = waiter.credit_overdue(credit, self.close_warn()) {
             tracing::warn!(

@@ -218,3 +218,121 @@ fn a_receiver_that_only_extracts_learns_of_its_corrupt_dedicated_queue() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// What each of the two ranks of
+/// [`two_ranks_with_corrupt_queues_do_not_wait_for_each_others_credit`]
+/// saw: its last send, and the errors that followed.
+type Seen = (Option<Result<(), SendError>>, Vec<ExtractError>);
+
+/// Ranks 0 and 1 each fill the other's credit (2 messages, after a lap
+/// of 8 on the 8-slot queues) and then find the stamps of their own
+/// queue's untaken positions set back one lap ("published a lap earlier":
+/// the poll reads "not yet published"); each sends once more and waits
+/// for the other's credit. Each one's audit finds its own queue corrupt;
+/// before, that error was only kept for the next `extract` while the
+/// send waited on for credit the other could never return, the other
+/// doing the same: both waited for ever (here: until rank 2, the test's
+/// clock, failed after 20 s and so aborted them). A rank whose shared
+/// queue is out of service leaves the job, so each send ends, with the
+/// other gone or this rank gone, and each rank names its own queue.
+#[test]
+fn two_ranks_with_corrupt_queues_do_not_wait_for_each_others_credit() {
+    let phase = [AtomicU32::new(0), AtomicU32::new(0)];
+    let done = AtomicU32::new(0);
+    let limit = Duration::from_secs(20);
+    let out = threads::run(
+        3,
+        |c| {
+            c.shm.queues = Some(1);
+            c.shm.credits = 2;
+        },
+        |mut b| -> Result<Seen, crate::Error> {
+            let got = std::sync::Arc::new(AtomicU32::new(0));
+            let g = std::sync::Arc::clone(&got);
+            let h = b.register_fn("h", move |_c, _p| {
+                g.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            });
+            let mut ep = b.start()?;
+            let t0 = Instant::now();
+            let me = ep.rank().index();
+            if me == 2 {
+                // SYNC POINT test-done (acquire side).
+                while done.load(Ordering::Acquire) < 2 {
+                    if t0.elapsed() > limit {
+                        return Err(crate::Error::other(
+                            "ranks 0 and 1 still wait for each other's credit after 20 s",
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Ok((None, Vec::new()));
+            }
+            let other = Rank(1 - me as u32);
+            // Both ranks reach step `n` (neither polls meanwhile).
+            let step = |n: u32| {
+                // SYNC POINT test-phase (release side).
+                phase[me].store(n, Ordering::Release);
+                // SYNC POINT test-phase (acquire side).
+                while phase[1 - me].load(Ordering::Acquire) < n && t0.elapsed() < limit {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            };
+            for _ in 0..8 {
+                ep.send(other, h, &[])?;
+            }
+            ep.wait_until(|| got.load(Ordering::Relaxed) >= 8)?;
+            step(1);
+            // The other's credit, used up (a send with credit does not poll).
+            ep.send(other, h, &[])?;
+            ep.send(other, h, &[])?;
+            step(2);
+            let mut set_back = 0;
+            shm(&ep, |t| set_back = t.set_back_published());
+            assert_eq!(set_back, 2, "the other's two messages, untaken");
+            step(3);
+            let sent = ep.send(other, h, &[]);
+            let mut errors = Vec::new();
+            let t1 = Instant::now();
+            while t1.elapsed() < Duration::from_secs(1)
+                && !errors.iter().any(|e| {
+                    matches!(
+                        e,
+                        ExtractError::Protocol(ProtocolError::QueueCorrupt { .. })
+                    )
+                })
+            {
+                if let Err(e) = ep.extract(usize::MAX) {
+                    errors.push(e);
+                }
+            }
+            // SYNC POINT test-done (release side).
+            done.fetch_add(1, Ordering::Release);
+            Ok((Some(sent), errors))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (me, (sent, errors)) in out.iter().take(2).enumerate() {
+        let other = Rank(1 - me as u32);
+        // Ended by the other's departure, or by its own (whichever audit
+        // came first).
+        assert!(
+            matches!(sent, Some(Err(SendError::PeerGone { rank })) if *rank == other)
+                || matches!(
+                    sent,
+                    Some(Err(SendError::LeftJob {
+                        why: ProtocolError::QueueCorrupt { queue: 0, .. },
+                        ..
+                    }))
+                ),
+            "rank {me}'s send: {sent:?}"
+        );
+        assert!(
+            errors.iter().any(|e| matches!(
+                e,
+                ExtractError::Protocol(ProtocolError::QueueCorrupt { queue: 0, .. })
+            )),
+            "rank {me} names its queue: {errors:?}"
+        );
+    }
+}

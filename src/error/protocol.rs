@@ -84,7 +84,9 @@ pub enum ProtocolError {
     /// its position on another rank's shared queue and waited there, it
     /// also ends this rank's part in the job: that position stays empty,
     /// so this rank says it left, and that rank reports a
-    /// [`QueueHole`](Self::QueueHole).
+    /// [`QueueHole`](Self::QueueHole). On a shared queue this rank reads,
+    /// it ends this rank's part too (it says it left): the queue's other
+    /// senders would otherwise wait for its credit for ever.
     #[error("receive queue {queue} (written by {}) is corrupt: slot stamp {seq} at position {head}; the queue is taken out of service", match sender { Some(r) => format!("rank {r}"), None => "several ranks".to_owned() })]
     QueueCorrupt {
         /// Queue index on this rank.
@@ -116,7 +118,9 @@ pub enum ProtocolError {
     /// its position on another rank's shared queue and waited there, it
     /// also ends this rank's part in the job: that position stays empty,
     /// so this rank says it left, and that rank reports a
-    /// [`QueueHole`](Self::QueueHole).
+    /// [`QueueHole`](Self::QueueHole). On a shared queue this rank reads,
+    /// it ends this rank's part too (it says it left): the queue's other
+    /// senders would otherwise wait for its credit for ever.
     #[error("receive queue {queue} is corrupt: {in_use} of its frames are flagged in use, but its senders hold at most {credits} credits and this rank holds no frame; the queue is taken out of service")]
     QueueFramesCorrupt {
         /// Queue index on this rank.
@@ -145,7 +149,9 @@ pub enum ProtocolError {
     /// its position on another rank's shared queue and waited there, it
     /// also ends this rank's part in the job: that position stays empty,
     /// so this rank says it left, and that rank reports a
-    /// [`QueueHole`](Self::QueueHole).
+    /// [`QueueHole`](Self::QueueHole). On a shared queue this rank reads,
+    /// it ends this rank's part too (it says it left): the queue's other
+    /// senders would otherwise wait for its credit for ever.
     #[error("receive queue {queue} is corrupt: its tail says {tail} positions were claimed, with the head at {head} and {capacity} slots (the tail stays within the slots above the head); the queue is taken out of service")]
     QueueTailCorrupt {
         /// Queue index on this rank.
@@ -161,13 +167,16 @@ pub enum ProtocolError {
     /// written for a second after a rank that writes on the queue died or
     /// left without closing: most likely that rank died between claiming
     /// the position and writing it, or gave up that send on an error (a
-    /// rank whose send gives up over its own corrupt queue says it left at
-    /// once, for this report). The fragments other
+    /// rank whose send gives up over a corrupt queue, its own or this one,
+    /// says it left at once, for this report; one that gave up this very
+    /// position over this queue's stamp names it, and the hole is reported
+    /// at once). The fragments other
     /// ranks published behind it cannot be read (the queue is read in
-    /// order), and their senders wait for credit that will not come. Said
-    /// once; the queue is left as it is (a sender merely stopped, under a
-    /// debugger say, may still write the position).
-    #[error("receive queue {queue}: position {head} was claimed but not written for a second after rank {died}, which writes on this queue, died or left without closing (most likely mid-send); what other ranks sent behind it cannot be delivered")]
+    /// order), and their senders wait for credit that will not come: said
+    /// once, and this rank leaves the job (it says it left), which ends
+    /// those senders' waits. The queue is left as it is (a sender merely
+    /// stopped, under a debugger say, may still write the position).
+    #[error("receive queue {queue}: position {head} was claimed but is not written, and rank {died}, which writes on this queue, died or left without closing (most likely mid-send, or giving the position up over a stamp it found corrupt); what other ranks sent behind it cannot be delivered, and this rank leaves the job")]
     QueueHole {
         /// Queue index on this rank.
         queue: u32,
@@ -182,7 +191,11 @@ pub enum ProtocolError {
     /// never leaves there while a sender waits, or a slot it filled
     /// (dedicated queues, whose stamps only it writes) no longer holds the
     /// stamp it wrote. The fragment was not sent; the rank is taken as
-    /// failed.
+    /// failed. On a shared queue, the position this rank claimed stays
+    /// empty, and the receiver may not see why (its own release can
+    /// overwrite the stamp found with a sound one): this rank leaves the
+    /// job (it says it left, naming the position), and the receiver
+    /// reports a [`QueueHole`](Self::QueueHole) there.
     #[error("the receive queue that this rank writes on rank {dest} is corrupt: slot stamp {seq} for position {pos}; rank {dest} is taken as failed")]
     PeerQueueCorrupt {
         /// The receiving rank.

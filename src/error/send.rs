@@ -86,6 +86,18 @@ pub enum SendError {
     /// waited for credit.
     #[error("aborted while waiting for credit: another rank of the job failed")]
     Aborted,
+    /// This rank left the job over a shared-memory queue (`why`): one of
+    /// its own receive queues was found corrupt or stopped at a hole, or
+    /// a send gave up a position it had claimed on a peer's queue. Its
+    /// peers take it as gone, so nothing it sends can be relied on any
+    /// more; every later wait reports `why`.
+    #[error("rank {rank} has left the job over a corrupt shared-memory queue ({why}); it cannot send any more")]
+    LeftJob {
+        /// This rank.
+        rank: Rank,
+        /// Why it left.
+        why: crate::error::ProtocolError,
+    },
     /// This rank's `close` has returned (the send came through a `Ctx`
     /// kept past it): nothing is sent any more.
     #[error("rank {rank} has closed its endpoint; it cannot send any more")]

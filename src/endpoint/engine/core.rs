@@ -630,18 +630,20 @@ impl Core {
                 self.defer(ExtractError::Aborted);
             }
         }
-        let local = self.net.borrow().local_failures();
-        for (rank, how) in local {
-            self.peer_failed(rank, how);
-        }
         // What this rank's own sends found corrupt in a peer's shared
-        // queue (the shm transport raised the alarm).
+        // queue (the shm transport raised the alarm), first: the peer may
+        // have left over that very queue since (`leave_over_queue`), and
+        // the corruption is the cause to report.
         loop {
             let refused = self.net.borrow_mut().take_refusal();
             match refused {
                 Some(e) => self.note_error(ExtractError::Protocol(e)),
                 None => break,
             }
+        }
+        let local = self.net.borrow().local_failures();
+        for (rank, how) in local {
+            self.peer_failed(rank, how);
         }
         // A hole a dead writer left in a shared queue we read (the probe
         // raises the alarm again once the grace has passed).
@@ -717,6 +719,13 @@ impl Core {
         }
         if self.watchdog.alarm().raised() {
             self.absorb_alarm();
+        }
+        // This rank left the job over a shared-memory queue: its cause
+        // comes before any peer's failure (those that followed its
+        // departure are its consequences).
+        let left = self.net.borrow().left_over();
+        if let Some(e) = left {
+            return Err(ExtractError::Protocol(e));
         }
         match self.health.stop_for(scope) {
             Some(e) => Err(e),

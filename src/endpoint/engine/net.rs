@@ -830,6 +830,11 @@ impl Net {
         self.shm.take_refusal()
     }
 
+    /// Why this rank left the job over a shared-memory queue, if it did.
+    pub(in crate::endpoint) fn left_over(&self) -> Option<ProtocolError> {
+        self.shm.left_over().cloned()
+    }
+
     /// A hole a dead writer left in a shared queue this rank reads.
     pub(in crate::endpoint) fn find_hole(&mut self) -> Option<ProtocolError> {
         self.shm.find_hole()

@@ -33,7 +33,8 @@
 //!
 //! [`ShmTransport::check_peers`] runs the audit (every blocking wait makes
 //! that look each `HEALTH_EVERY`); a queue found corrupt is taken out of
-//! service (receive side) or its receiver taken as failed (send side).
+//! service (receive side: a shared queue's owner then leaves the job, see
+//! `leave_over_queue`) or its receiver taken as failed (send side).
 //! The audit costs the hot paths one store per shared-queue release
 //! (`ShmTransport::recycled_at`) and one per reservation (`ShmTransport::open`, not on
 //! the whole-message fast path).
@@ -181,12 +182,34 @@ impl ShmTransport {
 
     /// Stop polling our queue `qi`, found corrupt (`why`). If this rank
     /// writes on it too, see [`own_queue_broken`](Self::own_queue_broken).
+    /// A shared queue's senders are not told by the queue: see
+    /// [`leave_over_queue`](Self::leave_over_queue).
     pub(super) fn take_out_of_service(&mut self, qi: usize, why: &ProtocolError) {
         let rq = &self.rx[qi];
+        let shared = rq.q.is_shared();
         self.rx[qi].watch = Watch::never(rq.q.watch(rq.head).stamp_ref());
+        if shared {
+            self.leave_over_queue(why);
+        }
         if self.layout.queue_of_sender(self.me_smt) == qi as u32 {
             self.own_queue_broken(qi as u32, why);
         }
+    }
+
+    /// One of our shared queues is out of service (corrupt) or stopped at
+    /// a hole: what its senders sent behind that point is never read, so
+    /// the credit they hold for it never comes back, and a sender waiting
+    /// for that credit judges nothing of the queue (the words it could
+    /// judge are this rank's). Two such ranks, each waiting in a send for
+    /// the other's credit, would wait for ever, whatever each found. So
+    /// this rank leaves the job (its lifeline says `Left`, as when it
+    /// drops its endpoint): every peer takes it as gone, and a send
+    /// waiting for its credit ends with `PeerGone`, its wait with the
+    /// peer's departure; this rank reports the queue's error itself, the
+    /// first `why`, from every later wait (`left_over`).
+    pub(super) fn leave_over_queue(&mut self, why: &ProtocolError) {
+        self.life.set_left();
+        self.left_over.get_or_insert_with(|| why.clone());
     }
 
     /// Our queue `queue`, the one this rank's sends to itself go through,
@@ -379,6 +402,12 @@ pub(super) mod tests {
             assert!(
                 matches!(&e, ExtractError::Protocol(p) if *p == want),
                 "{e:?}"
+            );
+            // Its senders' credit for what lies behind never returns: the
+            // rank leaves, so that their credit waits end.
+            assert_eq!(
+                zero.lives[zero.me_smt as usize].state(),
+                super::super::liveness::Life::Left
             );
             zero.release(&held.token);
         });

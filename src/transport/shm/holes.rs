@@ -15,6 +15,12 @@
 //! unwritten for [`HOLE_GRACE`], the next look ([`ShmTransport::check_peers`],
 //! which every blocking wait makes each `HEALTH_EVERY`) returns
 //! [`ProtocolError::QueueHole`], once per queue.
+//!
+//! A writer that gives up a position it claimed while it lives (it judged
+//! the queue's stamp corrupt, see `shared_send`) leaves the job with a
+//! note on its lifeline naming the queue's owner and the position
+//! ([`abandoned_note`]): no writer can still write that position, so a
+//! head stuck there is reported at once, without the grace.
 
 use super::liveness::Life;
 use super::ShmTransport;
@@ -25,6 +31,20 @@ use std::time::{Duration, Instant};
 /// departure before it is reported: the claim-to-stamp window of a live sender is
 /// a few instructions, unless the sender is descheduled.
 pub(super) const HOLE_GRACE: Duration = Duration::from_secs(1);
+
+/// How many consecutive positions an [`abandoned_note`] tells apart.
+const NOTE_POSITIONS: u64 = 1 << 19;
+
+// The note holds an SMT id in its top 12 bits.
+const _: () = assert!(super::layout::MAX_LOCAL_RANKS <= 1 << 12);
+
+/// The lifeline note (`LifeGuard::set_left_noting`) of a writer that
+/// abandoned position `pos` of the queue it writes on SMT id `owner`:
+/// the owner in the top 12 bits, the position's low 19 bits plus one
+/// below (never 0, the lifeline's "no note").
+pub(super) fn abandoned_note(owner: u32, pos: u64) -> u32 {
+    (owner << 20) | ((pos % NOTE_POSITIONS) as u32 + 1)
+}
 
 /// Per receive queue: since when its head has been claimed and unwritten,
 /// and whether its hole was reported.
@@ -51,6 +71,11 @@ impl ShmTransport {
             let stuck = !rq.watch.ready()
                 && rq.q.claimed() > head
                 && !self.recycled_at[qi].holds_lap_before(head, rq.q.capacity());
+            if stuck {
+                if let Some(left) = self.abandoner_of(qi, head) {
+                    return Some(self.report_hole(qi, head, left));
+                }
+            }
             let since = match watch.stuck {
                 Some((h, since)) if stuck && h == head => since,
                 _ => {
@@ -62,15 +87,46 @@ impl ShmTransport {
                 continue;
             }
             if let Some(died) = self.dead_writer_of(qi) {
-                self.holes[qi].reported = true;
-                return Some(ProtocolError::QueueHole {
-                    queue: qi as u32,
-                    head,
-                    died,
-                });
+                return Some(self.report_hole(qi, head, died));
             }
         }
         None
+    }
+
+    /// The hole at `head` of our queue `qi`, left by rank `died`: said
+    /// once, and this rank leaves the job (`leave_over_queue`).
+    fn report_hole(&mut self, qi: usize, head: u64, died: u32) -> ProtocolError {
+        self.holes[qi].reported = true;
+        let e = ProtocolError::QueueHole {
+            queue: qi as u32,
+            head,
+            died,
+        };
+        self.leave_over_queue(&e);
+        e
+    }
+
+    /// The rank that writes on our queue `qi` and left noting that it
+    /// abandoned position `head` of it ([`abandoned_note`]). The note
+    /// keeps only the position's low bits, which tell it from the head
+    /// exactly: the head never passes the abandoned position, which lies
+    /// below the tail, itself at most a capacity above the head (what the
+    /// audit holds it to), and a capacity is at most [`NOTE_POSITIONS`]
+    /// (else no note is trusted and the grace applies).
+    fn abandoner_of(&self, qi: usize, head: u64) -> Option<u32> {
+        if self.rx[qi].q.capacity() > NOTE_POSITIONS {
+            return None;
+        }
+        let note = abandoned_note(self.me_smt, head);
+        (0..self.lives.len())
+            .filter(|&s| s as u32 != self.me_smt)
+            .map(|s| (s, self.rank_of_smt[s]))
+            .find(|&(s, rank)| {
+                self.peer_of_rank[rank as usize].1 == qi as u32
+                    && self.lives[s].state() == Life::Left
+                    && self.lives[s].left_note() == note
+            })
+            .map(|(_, rank)| rank)
     }
 
     /// A rank that writes on our queue `qi` and whose lifeline says it

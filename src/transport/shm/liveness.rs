@@ -87,7 +87,10 @@ impl Life {
 #[repr(C, align(64))]
 pub struct LifeLine {
     state: AtomicU32,
-    _reserved: AtomicU32,
+    /// What the rank noted when it left while alive
+    /// ([`LifeGuard::set_left_noting`]), 0 for nothing: read once the
+    /// state word says `LEFT`.
+    note: AtomicU32,
     mutex: UnsafeCell<libc::pthread_mutex_t>,
 }
 
@@ -124,6 +127,14 @@ impl LifeLine {
         // SYNC POINT life-state (acquire side): pairs with the Release
         // stores of `arm`, `LifeGuard::drop` and `probe`'s DEAD.
         decode(self.state.load(Ordering::Acquire))
+    }
+
+    /// What the rank noted when it left ([`LifeGuard::set_left_noting`]),
+    /// 0 for nothing. Meaningful once [`state`](Self::state) said `Left`:
+    /// that Acquire load (SYNC POINT life-state) makes the note, stored
+    /// before the state, visible. Relaxed: the value is only compared.
+    pub fn left_note(&self) -> u32 {
+        self.note.load(Ordering::Relaxed)
     }
 
     /// Arm `line` for the calling thread: initialise the mutex
@@ -301,6 +312,18 @@ impl LifeGuard {
     /// [`set_closed`](Self::set_closed) or drop keeps `LEFT`. The mutex
     /// stays held until the drop (the state word is read first).
     pub fn set_left(&mut self) {
+        self.set_left_noting(0);
+    }
+
+    /// As [`set_left`](Self::set_left), leaving `note` for the peers to
+    /// read ([`LifeLine::left_note`]; nonzero: what the rank gave up, as
+    /// the caller encodes it). A later nonzero note replaces it.
+    pub fn set_left_noting(&mut self, note: u32) {
+        if note != 0 {
+            // Relaxed: published by the state store below, which a
+            // reader acquires before it reads this (SYNC POINT life-state).
+            self.line.note.store(note, Ordering::Relaxed);
+        }
         self.left = true;
         self.closed = false;
         // SYNC POINT life-state (release side), as in the drop.

@@ -242,6 +242,10 @@ pub struct ShmTransport {
     /// The queue this rank's sends to itself go through was found
     /// corrupt: reported by every `check_peers` (see `audit`).
     own_broken: Option<ProtocolError>,
+    /// Why this rank left the job over a queue (its lifeline says
+    /// `Left`), the first cause: see `audit::leave_over_queue` and
+    /// `shared_send::abandon`. Every later wait reports it.
+    left_over: Option<ProtocolError>,
     /// The endpoint's alarm word (set once the watchdog exists), raised
     /// when a send finds a peer gone or its queue corrupt: the next
     /// `extract` reads it, whichever call path the send took.
@@ -435,6 +439,7 @@ impl ShmTransport {
             holes: vec![holes::HoleWatch::default(); n_rx],
             tx_corrupt: Vec::new(),
             own_broken: None,
+            left_over: None,
             alarm: None,
             life,
             seg,
@@ -792,6 +797,12 @@ impl ShmTransport {
     /// was raised when it was found.
     pub(crate) fn take_refusal(&mut self) -> Option<ProtocolError> {
         self.tx_corrupt.pop()
+    }
+
+    /// Why this rank left the job over a shared-memory queue, if it did
+    /// (see `audit::leave_over_queue`): every later wait ends with it.
+    pub(crate) fn left_over(&self) -> Option<&ProtocolError> {
+        self.left_over.as_ref()
     }
 
     /// `rank` is gone (the engine learnt it): puts to it fail.

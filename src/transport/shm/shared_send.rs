@@ -28,6 +28,12 @@
 //! once: its lifeline says `Left` (`LifeGuard::set_left`), every peer
 //! takes it as gone, and the receiver reports the hole
 //! (`ProtocolError::QueueHole`, see `holes`) after its grace.
+//!
+//! A send that gives up its claimed position over the receiver's own
+//! stamp (`OddStamp`) leaves the job the same way, naming the position
+//! on its lifeline (`ShmTransport::abandon`): the receiver may never see
+//! that stamp (its own release can overwrite it with a sound one), and
+//! reports the hole at once instead.
 
 use super::stall::StallClock;
 use super::*;
@@ -319,6 +325,11 @@ impl ShmTransport {
         own: Option<(usize, ProtocolError)>,
     ) -> bool {
         let Some((queue, error)) = own else {
+            if let TxStalled::Queue(PublishStalled::Corrupt { pos, seq }) = e {
+                // A position claimed on `dest`'s queue stays empty, and
+                // `dest` may never see why: see `abandon`.
+                self.abandon(dest, pos, seq);
+            }
             return self.refuse(dest, e);
         };
         if matches!(e, TxStalled::Queue(_)) {
@@ -326,7 +337,7 @@ impl ShmTransport {
             // empty (see the module docs): this rank leaves the job, so
             // that `dest` reports the hole instead of its other senders
             // waiting behind it for ever.
-            self.life.set_left();
+            self.leave_over_queue(&error);
         }
         // Whatever this rank sent `dest` later would wait behind that
         // position unread.
@@ -337,6 +348,32 @@ impl ShmTransport {
             alarm.raise();
         }
         false
+    }
+
+    /// This rank gave up a position it claimed on a peer's shared queue
+    /// over a stamp it judged corrupt, and leaves the job (its lifeline
+    /// says `Left`), as when it gives up over its own queue. The peer
+    /// cannot tell by itself: the corrupt stamp may have been the one its
+    /// own release overwrites — a stamp set back while the peer still
+    /// held the slot's previous position (one lap older than "published,
+    /// not yet recycled") becomes, at the release, the sound "recycled
+    /// for this position" — and the position then looks to every audit
+    /// like a sender about to write it. Its other senders would wait
+    /// behind it for credit for ever. The lifeline's note names the
+    /// position (`holes::abandoned_note`), so the peer reports the hole as
+    /// soon as its head reaches it, with no grace (see `holes`).
+    /// Every later wait of this rank reports the stamp found
+    /// (`left_over`).
+    #[cold]
+    fn abandon(&mut self, dest: Rank, pos: u64, seq: u64) {
+        let owner = self.smt_of_rank[dest.index()];
+        self.life.set_left_noting(holes::abandoned_note(owner, pos));
+        self.left_over
+            .get_or_insert(ProtocolError::PeerQueueCorrupt {
+                dest: dest.0,
+                pos,
+                seq,
+            });
     }
 
     /// A send to `dest`'s shared queue stalled (`e`): take `dest` as gone
@@ -480,6 +517,73 @@ mod tests {
                     })
                 ),
                 "{hole:?}"
+            );
+        });
+    }
+
+    /// Rank 0 holds position `cap` (popped, not released) while rank 1's
+    /// send claims position `2 cap` of the same slot and waits; the
+    /// slot's stamp is set back one lap, from "published `cap`" to
+    /// "published a lap earlier" (a value the protocol writes there, never
+    /// while a sender of `2 cap` waits). Rank 1 judges it corrupt and
+    /// gives up its position, which stays empty; rank 0's release then
+    /// stamps the slot "recycled for `2 cap`", sound to every audit. Rank
+    /// 1 has left the job noting the position, so rank 0 reports the hole
+    /// at its first look, and leaves too (its other senders wait behind
+    /// the hole). Before, nothing was ever reported: rank 1 lived on, and
+    /// the hole looked like a sender about to write.
+    #[test]
+    fn a_position_given_up_over_a_stamp_the_receiver_then_overwrote_is_a_hole_at_once() {
+        with_pair(|zero, one| {
+            let cap = zero.rx[0].q.capacity();
+            pass(zero, one, cap as usize);
+            send(one);
+            let held = pop(zero);
+            assert_eq!(held.token.pos, cap);
+            pass(zero, one, cap as usize - 1);
+            let pos = 2 * cap;
+            assert_eq!(zero.rx[0].q.stamp(pos), cap + 1, "published, held");
+            // Relaxed: a scribble, ordered with nothing.
+            zero.rx[0]
+                .q
+                .watch(pos)
+                .stamp_ref()
+                .store(1, crate::sync::Ordering::Relaxed);
+            one.run(move |t| {
+                assert!(
+                    !t.try_send_inline(Rank(0), empty_from_one(), &[]),
+                    "given up"
+                );
+                let e = t.take_refusal();
+                assert!(
+                    matches!(
+                        e,
+                        Some(ProtocolError::PeerQueueCorrupt { dest: 0, pos: p, seq: 1 }) if p == pos
+                    ),
+                    "{e:?}"
+                );
+                assert_eq!(t.lives[t.me_smt as usize].state(), Life::Left);
+            });
+            zero.release(&held.token);
+            assert_eq!(zero.rx[0].q.stamp(pos), pos, "recycled: sound");
+            assert!(zero.own_queue_fault().is_none(), "no audit finds it");
+            assert_eq!(zero.lives[zero.me_smt as usize].state(), Life::Alive);
+            let hole = zero.find_hole();
+            assert!(
+                matches!(
+                    hole,
+                    Some(ProtocolError::QueueHole {
+                        queue: 0,
+                        head,
+                        died: 1,
+                    }) if head == pos
+                ),
+                "{hole:?}"
+            );
+            assert_eq!(
+                zero.lives[zero.me_smt as usize].state(),
+                Life::Left,
+                "its other senders are told"
             );
         });
     }

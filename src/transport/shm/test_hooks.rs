@@ -59,6 +59,27 @@ impl ShmTransport {
             .store(pos - cap, crate::sync::Ordering::Relaxed);
     }
 
+    /// Set back one lap the stamps of the positions published on our
+    /// shared queue 0 and not yet taken — "published a lap earlier", a
+    /// value the protocol writes there, which the poll reads as "not yet
+    /// published" — as another process of the same user could; how many.
+    pub(crate) fn set_back_published(&mut self) -> usize {
+        let rq = &self.rx[0];
+        assert!(rq.q.is_shared(), "a shared queue");
+        let cap = rq.q.capacity();
+        let mut n = 0;
+        for pos in rq.head..rq.q.claimed() {
+            if rq.q.stamp(pos) == pos + 1 && pos >= cap {
+                // Relaxed: a scribble, ordered with nothing.
+                rq.q.watch(pos)
+                    .stamp_ref()
+                    .store(pos + 1 - cap, crate::sync::Ordering::Relaxed);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Set the stamp of every slot we filled on `dest`'s dedicated queue
     /// and have not had credited back one lap back — "not yet published"
     /// to the receiver, a value the protocol writes there — as another
