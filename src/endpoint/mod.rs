@@ -566,6 +566,8 @@ impl Core {
 }
 
 #[cfg(test)]
+mod net_peer_tests;
+#[cfg(test)]
 mod order_tests;
 #[cfg(test)]
 mod stuck_tests;
