@@ -29,7 +29,8 @@ use std::sync::atomic::Ordering;
 #[derive(Arbitrary, Debug)]
 enum Record {
     /// A ring write ending at the end of `slot` (a well-formed one unless
-    /// the length is off), trailer with a stamp `pos + 1`.
+    /// the length is off), trailer with a stamp `pos + 1` (the one its
+    /// slot may take next when `pos` is the slot's next position).
     Ring {
         slot: u8,
         len: u16,
@@ -206,10 +207,24 @@ fn model(bytes: &[u8], g: RingGeometry, window_len: u64) -> PeerModel {
                     return m;
                 }
                 let o = offset as usize;
-                // The payload lands as it arrives; the trailer only whole.
+                // The payload lands as it arrives; the trailer only whole,
+                // and only with the one stamp its slot may take next: the
+                // slot's first position while it holds none, else one lap
+                // on from the stamp it holds.
                 let payload = &got[..got.len().min(n - TRAILER_BYTES)];
                 m.ring[o..o + payload.len()].copy_from_slice(payload);
                 if complete {
+                    let slot = (o + n) as u64 / u64::from(g.slot_bytes) - 1;
+                    let held = u64_at(&m.ring, o + n - 8);
+                    let next = if held == 0 {
+                        Some(slot + 1)
+                    } else {
+                        held.checked_add(u64::from(g.slots))
+                    };
+                    if next != Some(u64_at(got, n - 8)) {
+                        m.end = End::BadRecord;
+                        return m;
+                    }
                     m.ring[o..o + n].copy_from_slice(got);
                 }
             }

@@ -535,7 +535,7 @@ impl Core {
             });
         }
         let credit = self.net().borrow().has_credit(dest);
-        if let Some(waited) = waiter.credit_overdue(credit, self.close_warn()) {
+        if let Some(waited) = waiter.credit_overdue(dest, credit, self.close_warn()) {
             tracing::warn!(
                 "rank {} has waited {waited:?} for credit towards rank {dest}, which has taken none of its messages for that long (busy without polling, stopped or hung); still waiting",
                 self.rank()
@@ -559,8 +559,12 @@ impl Core {
             }
             Err(e) if e.failed_peer() == Some(dest) => Err(SendError::PeerGone { rank: dest }),
             Err(ExtractError::Aborted) => Err(SendError::Aborted),
-            // Another peer failed: reported by the next `extract`; this
-            // send can go on.
+            // Another peer failed: reported by the next `extract` (and
+            // every later wait); this send can go on. It waits on `dest`
+            // alone: if `dest` itself waits on the failed peer, `dest`'s
+            // own waits end on that failure (their scope is any peer, or
+            // that peer for a credit wait), so `dest` returns credit or
+            // fails — this wait never hangs on a failure it does not see.
             Err(e) => {
                 self.defer(e);
                 Ok(())
@@ -569,6 +573,8 @@ impl Core {
     }
 }
 
+#[cfg(test)]
+mod net_peer_tests;
 #[cfg(test)]
 mod order_tests;
 #[cfg(test)]

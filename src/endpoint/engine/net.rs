@@ -260,6 +260,20 @@ pub(in crate::endpoint) struct Pending {
     off: usize,
 }
 
+/// Sends parked for a destination that gives them no credit now
+/// ([`Net::parked_stall`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::endpoint) struct ParkedStall {
+    /// The destination.
+    pub(in crate::endpoint) dest: Rank,
+    /// Messages parked for it.
+    pub(in crate::endpoint) messages: usize,
+    /// Bytes of them not written out yet.
+    pub(in crate::endpoint) bytes: usize,
+    /// The count that moves whenever its parked sends make progress.
+    pub(in crate::endpoint) progress: u64,
+}
+
 /// Transport index of the shared-memory transport (in routes and in
 /// `RxFragment::transport`); network transport `k` is index `k + 1`.
 pub(in crate::endpoint) const SHM: u8 = 0;
@@ -300,6 +314,10 @@ pub(in crate::endpoint) struct Net {
     open: MainStream,
     pending: Vec<VecDeque<Pending>>,
     pending_dests: Vec<u32>,
+    /// Per destination: a count that moves whenever its parked sends make
+    /// progress (bytes written out, a message finished): how a wait tells
+    /// a queue that drains from one that is stuck.
+    drained: Vec<u64>,
     /// Counters (feature `stats`; empty without it).
     tally: crate::endpoint::engine::stats::Tally,
     /// Bytes held by parked sends (what `FASTMSG_MAX_PARKED` bounds).
@@ -408,6 +426,7 @@ impl Net {
             open: MainStream::default(),
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_dests: Vec::new(),
+            drained: vec![0; n],
             tally: crate::endpoint::engine::stats::Tally::new(n),
             parked_bytes: 0,
             sent: 0,
@@ -616,6 +635,25 @@ impl Net {
         !self.pending[dest.index()].is_empty()
     }
 
+    /// A destination whose parked sends cannot go on now (no credit
+    /// towards it), if any. For the waits' stall warnings, every 100 ms
+    /// at most: off the message path.
+    pub(in crate::endpoint) fn parked_stall(&self) -> Option<ParkedStall> {
+        self.pending_dests.iter().find_map(|&d| {
+            let dest = Rank(d);
+            if self.has_credit(dest) {
+                return None;
+            }
+            let q = &self.pending[d as usize];
+            Some(ParkedStall {
+                dest,
+                messages: q.len(),
+                bytes: q.iter().map(|p| p.data.len() - p.off).sum(),
+                progress: self.drained[d as usize],
+            })
+        })
+    }
+
     /// Forget the sends parked for `dest` (it failed: they can never be
     /// delivered, and their memory is freed).
     pub(in crate::endpoint) fn drop_pending_to(&mut self, dest: Rank) {
@@ -733,11 +771,13 @@ impl Net {
             let n = p.stream.write(self, &p.data[p.off..]);
             p.off += n;
             self.parked_bytes -= n;
+            self.drained[d] += n as u64;
             if p.off < p.data.len() || !p.stream.finish(self) {
                 self.pending[d].push_front(p);
                 break;
             }
             left += 1;
+            self.drained[d] += 1;
         }
         left
     }

@@ -36,8 +36,9 @@ pub struct Config {
     /// How long `close` waits before saying which ranks have not called
     /// it, and a blocking collective of `fastmsg-handlers` before saying
     /// what it waits in (then again at each doubling); also how long a
-    /// send waits for credit from a peer that takes none of its messages
-    /// before warning, once (`FASTMSG_CLOSE_WARN`, seconds).
+    /// send, or any wait with sends parked, waits for credit from a peer
+    /// that takes none of its messages before warning, naming the peer
+    /// (then again at each doubling) (`FASTMSG_CLOSE_WARN`, seconds).
     pub close_warn: Duration,
     /// Bytes of sends this rank may keep parked (waiting for credit)
     /// before a send from outside any handler makes progress instead of

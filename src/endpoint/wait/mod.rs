@@ -32,7 +32,10 @@
 //! Promises: once past spinning, every idle round checks what the
 //! watchdog found about peers (see [`crate::endpoint::engine::health`]):
 //! a failed peer stops the wait with its error — never a hang; and every
-//! [`HEALTH_EVERY`] the transports' own checks run.
+//! [`HEALTH_EVERY`] the transports' own checks run. A wait on a live peer
+//! that returns no credit — a send's, or any wait with sends parked for
+//! it — is not ended, but warned about after `close_warn` and at each
+//! doubling ([`stall`]).
 //!
 //! [`WaitPolicy::Auto`]: crate::WaitPolicy::Auto
 //! [`WaitPolicy::Spin`]: crate::WaitPolicy::Spin
@@ -43,14 +46,17 @@
 //!
 //! ```text
 //! layers:begin
-//! hook pressure | running idle hooks; the run-queue evidence
+//! hook pressure stall | running idle hooks; the run-queue evidence;
+//!                     | the clock of credit stall warnings
 //! layers:end
 //! ```
 
 pub(in crate::endpoint) mod hook;
 pub(in crate::endpoint) mod pressure;
+pub(in crate::endpoint) mod stall;
 
 use self::pressure::Way;
+use self::stall::CreditStall;
 use crate::endpoint::engine::core::Core;
 use crate::endpoint::engine::health::Scope;
 use crate::endpoint::engine::wait_policy::WaitConfig;
@@ -107,9 +113,11 @@ pub(in crate::endpoint) struct Waiter {
     /// bound) — the rank is not idle then, and flushing half-empty
     /// aggregation buffers would spend a frame of credit per few items.
     hooks: bool,
-    /// A credit wait ([`Scope::Peer`]): since when the peer has returned
-    /// no credit, and whether that was warned about (once per wait).
-    credit: Option<(Instant, bool)>,
+    /// A credit wait ([`Scope::Peer`]): the clock of its warnings.
+    credit: Option<CreditStall>,
+    /// Any other wait: the clock of the warnings about sends parked for a
+    /// destination that gives no credit ([`stall`]).
+    parked: Option<CreditStall>,
 }
 
 impl Waiter {
@@ -126,6 +134,7 @@ impl Waiter {
             scope: Scope::Any,
             hooks: true,
             credit: None,
+            parked: None,
         }
     }
 
@@ -149,25 +158,44 @@ impl Waiter {
 
     /// A credit wait towards `dest` is about to wait (`has_credit`: the
     /// peer returned some since the last look, which restarts the clock):
-    /// how long it has waited without credit, the first time that passes
-    /// `warn` (then never again for this wait).
+    /// how long it has waited without credit, once that passes `warn` and
+    /// again past each doubling ([`stall`]).
     pub(in crate::endpoint) fn credit_overdue(
         &mut self,
+        dest: Rank,
         has_credit: bool,
         warn: Duration,
     ) -> Option<Duration> {
-        let now = Instant::now();
-        let (since, warned) = self.credit.get_or_insert((now, false));
+        let clock = self.credit.get_or_insert_with(|| CreditStall::new(warn));
         if has_credit {
-            *since = now;
+            clock.moved();
             return None;
         }
-        let waited = now - *since;
-        if *warned || waited < warn {
-            return None;
+        clock.stalled(dest, 0)
+    }
+
+    /// The periodic look of a wait that is not a credit wait: warn when
+    /// sends parked for a destination that gives no credit have made no
+    /// progress for `close_warn`, and at each doubling ([`stall`]).
+    fn watch_parked(&mut self, core: &std::rc::Rc<Core>) {
+        let stall = core.net().borrow().parked_stall();
+        let clock = self
+            .parked
+            .get_or_insert_with(|| CreditStall::new(core.close_warn()));
+        let Some(s) = stall else {
+            clock.moved();
+            return;
+        };
+        if let Some(waited) = clock.stalled(s.dest, s.progress) {
+            tracing::warn!(
+                "rank {} has waited {waited:?} for credit towards rank {}, for {} parked message(s) ({} bytes not sent): rank {} has taken none of them for that long (busy without polling, stopped or hung); still waiting",
+                core.rank(),
+                s.dest,
+                s.messages,
+                s.bytes,
+                s.dest
+            );
         }
-        *warned = true;
-        Some(waited)
     }
 
     /// Something happened: start spinning again.
@@ -244,6 +272,9 @@ impl Waiter {
             if self.last_health.is_some() {
                 core.check_transports()?;
                 core.check_failures(self.scope)?;
+                if self.scope == Scope::Any {
+                    self.watch_parked(core);
+                }
             }
             self.last_health = Some(now);
         }

@@ -518,6 +518,17 @@ impl<W: RmaWire> Transport for RmaTransport<W> {
         }
         let failed = self.failed.borrow_mut().pop();
         if let Some((k, why)) = failed {
+            // A write that failed because the wire had ended the
+            // connection for a cause of its own (a bad record from the
+            // peer, its silence): that cause is the error, not the write's.
+            let cause = {
+                let mut ended = self.ended.borrow_mut();
+                let i = ended.iter().position(|e| e.0 == k && e.1.is_err());
+                i.map(|i| ended.remove(i).1)
+            };
+            if let Some(how) = cause {
+                return self.departed(k, how);
+            }
             if let Some(p) = self.peers[k].up_mut() {
                 p.gone = true;
                 if let Some(why) = p.silent.clone() {

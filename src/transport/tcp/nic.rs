@@ -25,11 +25,14 @@
 //!   progress.
 //!
 //! Every record is validated against the memory the peer may write (its
-//! own ring and words on us, our window area); a record that breaks the
-//! rules, or a connection that ends without the goodbye record, fails that
-//! peer alone with a typed [`NetError`], reported through [`Links`]; other
-//! peers go on. A connection the kernel gave up on because the peer's host
-//! went silent (`crate::netio::alive`) is [`NetError::HostSilent`].
+//! own ring and words on us, our window area), and a ring write's stamp
+//! against the one stamp its slot may take next (`check_stamp`), before
+//! it is placed; a record that breaks the rules, or a connection that
+//! ends without the goodbye record, fails that peer alone with a typed
+//! [`NetError`], reported through [`Links`] (the watchdog's next look,
+//! within 100 ms, raises the rank's alarm); other peers go on. A
+//! connection the kernel gave up on because the peer's host went silent
+//! (`crate::netio::alive`) is [`NetError::HostSilent`].
 //!
 //! Payloads go straight from the socket into their destination when large;
 //! small records are read in bulk through a buffer (one `recv` for many).
@@ -40,7 +43,9 @@ use super::wire::{self, RecordHeader, HEADER_BYTES};
 use crate::error::NetError;
 use crate::id::Rank;
 use crate::netio::silence::{SilenceWatch, LOOK_EVERY};
-use crate::ring::{publish_trailer, Placements, RingGeometry, RingRegion, Trailer, TRAILER_BYTES};
+use crate::ring::{
+    publish_trailer, Placements, RingGeometry, RingRegion, RingStore, Trailer, TRAILER_BYTES,
+};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::transport::net::link::Links;
 use crate::transport::net::wire::PeerArea;
@@ -395,7 +400,7 @@ impl Conn {
                 }
                 Want::Bytes { dst, left, then } => {
                     if left == 0 {
-                        self.want = self.after(sh, then);
+                        self.want = self.after(sh, then)?;
                         continue;
                     }
                     let n = self.fill(sh, dst, left)?;
@@ -419,7 +424,7 @@ impl Conn {
                     self.got += n;
                     if self.got == need {
                         self.got = 0;
-                        self.want = self.after(sh, then);
+                        self.want = self.after(sh, then)?;
                     }
                 }
             }
@@ -512,8 +517,10 @@ impl Conn {
         }
     }
 
-    fn after(&mut self, sh: &Shared, then: After) -> Want {
-        match then {
+    /// What follows a record's bytes; a ring trailer whose stamp its slot
+    /// cannot take next ends the connection instead of being placed.
+    fn after(&mut self, sh: &Shared, then: After) -> Result<Want, Stop> {
+        Ok(match then {
             After::Trailer { slot } => Want::Small {
                 need: TRAILER_BYTES,
                 then: After::Publish { slot },
@@ -521,6 +528,12 @@ impl Conn {
             After::Publish { slot } => {
                 let t = Trailer::from_bytes(&self.small);
                 let ring = sh.rings.ring(sh.ring_offset(self.k), sh.geometry);
+                check_stamp(&ring, sh.geometry, slot, t.stamp).map_err(|what| {
+                    Stop::Fail(NetError::BadRecord {
+                        rank: self.rank(sh),
+                        what,
+                    })
+                })?;
                 // Trailer last, stamp with Release.
                 publish_trailer(&ring, slot, &t);
                 self.published = true;
@@ -541,8 +554,43 @@ impl Conn {
                 sh.ring_bell();
                 Want::Header
             }
-        }
+        })
     }
+}
+
+/// Whether `slot` of a ring may take `stamp` next: a slot goes lap by lap
+/// (the writer reuses it only once the reader released the fragment it
+/// holds, whose stamp therefore landed first, on this same connection),
+/// so the one stamp it may take is its first position's (`slot + 1`)
+/// while it still holds 0, else the one it holds plus a lap. Anything
+/// else — garbage, a stamp of another slot, a lap skipped or repeated —
+/// is no fragment the reader will take (it waits for one value per slot,
+/// and a stamp it never takes hides every later fragment of the peer):
+/// the record is refused, with what was wrong. One load of a word only
+/// the placer writes, and a compare.
+fn check_stamp(
+    ring: &impl RingStore,
+    g: RingGeometry,
+    slot: u32,
+    stamp: u64,
+) -> Result<(), String> {
+    // Relaxed: only the value is judged; the placer (the holder of the
+    // connection's lock) is the one writer of the word.
+    let held = ring.stamp(slot).load(Ordering::Relaxed);
+    let next = if held == 0 {
+        Some(u64::from(slot) + 1)
+    } else {
+        held.checked_add(u64::from(g.slots))
+    };
+    if next == Some(stamp) {
+        return Ok(());
+    }
+    Err(match next {
+        Some(next) => format!(
+            "ring write into slot {slot} carries stamp {stamp}; the slot holds stamp {held}, so the only stamp it may take next is {next}"
+        ),
+        None => format!("ring write into slot {slot} carries stamp {stamp}; the slot holds stamp {held}, the last a ring can take"),
+    })
 }
 
 /// What the wire adds to the wake descriptor to stop the NIC thread (a

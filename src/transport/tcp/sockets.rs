@@ -126,6 +126,20 @@ impl TcpWire {
         self.shared.as_ref()
     }
 
+    /// Write `bytes` as they are on the connection to `peer`: a test
+    /// plays a peer that breaks the wire protocol through a real rank's
+    /// authenticated connection.
+    #[cfg(test)]
+    pub(crate) fn send_raw(&self, peer: Rank, bytes: &[u8]) -> io::Result<()> {
+        let k = self
+            .ranks
+            .iter()
+            .position(|&r| r == peer)
+            .ok_or_else(|| io::Error::other(format!("rank {peer} is no peer")))?;
+        let s = self.stream(k).map_err(io::Error::other)?;
+        wire::write_all_vectored(s, &[bytes], &|| ())
+    }
+
     /// Send one record: `header` then `pieces`.
     fn send(&self, k: usize, header: RecordHeader, pieces: &[&[u8]]) -> Result<(), String> {
         const MAX: usize = 15;

@@ -9,6 +9,7 @@ use crate::error::{ExtractError, NetError, ProtocolError};
 use crate::frame::FragFlags;
 use crate::frame::FragHeader;
 use crate::ring::TRAILER_BYTES;
+use crate::sync::Ordering;
 use crate::transport::Transport;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -233,22 +234,102 @@ fn a_goodbye_is_not_an_error() {
     still_talking(&mut tr);
 }
 
-#[test]
-fn a_corrupt_stamp_is_a_protocol_error_for_that_ring() {
-    let mut tr = trio();
-    // A well-formed record whose trailer carries a stamp from nowhere.
+/// A ring record of `len` payload bytes (all 5) into `slot`, its trailer
+/// carrying `stamp`, as the fake rank 2 writes it.
+fn ring_record(slot: u32, len: usize, stamp: u64) -> Vec<u8> {
     let mut t = crate::ring::Trailer::default();
-    t.body.header = header(2, 0);
-    t.stamp = 1000;
+    t.body.header = header(2, len as u32);
+    t.stamp = stamp;
     let rec = RecordHeader {
         kind: wire::RING,
-        len: TRAILER_BYTES as u32,
-        offset: geo().write_start(0, 0),
+        len: (len + TRAILER_BYTES) as u32,
+        offset: geo().write_start(u64::from(slot), len),
     };
-    tr.fake[0].write_all(&rec.encode()).unwrap();
-    tr.fake[0].write_all(&t.to_bytes()).unwrap();
-    // Stamp 1000 at slot 0 is not "position 0" (1): the watch never fires,
-    // but the idle health check names the ring and takes it out of service.
+    [rec.encode().as_slice(), &vec![5u8; len], &t.to_bytes()].concat()
+}
+
+/// Where the stamp word of rank 0's slot `slot` of peer 1's ring (rank 2
+/// writes it) lies in that ring.
+fn stamp_at(slot: u32) -> usize {
+    ((slot + 1) * geo().slot_bytes) as usize - 8
+}
+
+/// A ring write's slot and its trailer's stamp.
+type SlotStamp = (u32, u64);
+
+/// A ring write whose stamp its slot cannot take next — garbage, the stamp
+/// of another slot, a lap skipped, the stamp the slot already holds — is
+/// refused by the software NIC before anything of its trailer lands: the
+/// peer fails with `BadRecord` naming the slot and the stamps, its
+/// connection is closed, and the others go on. (The reader waits for one
+/// stamp value per ring: a stamp placed anywhere else would hide every
+/// later fragment of the peer, with nothing to report until its
+/// connection ended.)
+#[test]
+fn a_ring_write_with_a_stamp_its_slot_cannot_take_is_refused() {
+    // (records sent first, all good; the bad one; what it must name)
+    let cases: [(&[SlotStamp], SlotStamp, &str); 4] = [
+        (&[], (0, 1000), "slot 0 carries stamp 1000; the slot holds stamp 0, so the only stamp it may take next is 1"),
+        (&[], (2, 1), "slot 2 carries stamp 1; the slot holds stamp 0, so the only stamp it may take next is 3"),
+        (&[(0, 1)], (0, 9), "slot 0 carries stamp 9; the slot holds stamp 1, so the only stamp it may take next is 5"),
+        (&[(0, 1)], (0, 1), "slot 0 carries stamp 1; the slot holds stamp 1, so the only stamp it may take next is 5"),
+    ];
+    for (good, (slot, stamp), named) in cases {
+        let mut tr = trio();
+        for &(s, st) in good {
+            tr.fake[0].write_all(&ring_record(s, 10, st)).unwrap();
+        }
+        tr.fake[0].write_all(&ring_record(slot, 10, stamp)).unwrap();
+        match reported(&mut tr.t[0]) {
+            ExtractError::Network(NetError::BadRecord { rank, what }) => {
+                assert_eq!(rank, Rank(2));
+                assert!(what.contains(named), "{what}");
+            }
+            e => panic!("stamp {stamp} in slot {slot}: unexpected {e}"),
+        }
+        assert!(tr.t[0].is_gone(Rank(2)));
+        assert_eq!(
+            tr.t[0].rings_word(1, stamp_at(slot)),
+            good.iter().find(|g| g.0 == slot).map_or(0, |g| g.1),
+            "the refused stamp never landed"
+        );
+        // The good fragments before it are still delivered, in order.
+        for &(_, st) in good {
+            let f = tr.t[0].poll().expect("a good fragment").unwrap();
+            assert_eq!((f.header.src, f.bytes().len()), (2, 10), "stamp {st}");
+            tr.t[0].release(&f.token);
+        }
+        assert!(tr.t[0].poll().is_none());
+        assert!(tr.t[0].check_peers().is_ok(), "reported once");
+        still_talking(&mut tr);
+    }
+}
+
+/// Store `stamp` in rank 0's slot `slot` of peer 1's ring as a wire that
+/// places without looking would (an RDMA adapter), and count the
+/// placement (what a NIC does after placing).
+fn store_stamp(t: &TcpTransport, slot: u32, stamp: u64) {
+    let sh = t.wire().shared().expect("a started wire");
+    let at = sh.ring_offset(1) + stamp_at(slot);
+    sh.placements.count_after(|| {
+        // SYNC POINT ring-stamp (release side): as `publish_trailer`.
+        sh.rings.word(at).store(stamp, Ordering::Release);
+        ((), true)
+    });
+}
+
+/// The reader's own check, for wires whose adapter places stamps without
+/// looking at them (verbs, ofi): a stamp from neither this lap nor the
+/// last at the head takes the ring out of service with `RingCorrupt`.
+/// Found while fuzzing the ring reader (`ring_take`: a dead ring's watch
+/// fired when the writer stored `u64::MAX`): the watch of a ring taken
+/// out of service waited for `u64::MAX` on the peer's own stamp word, so
+/// a peer that stored it made `poll` hit `unreachable!` — one remote peer
+/// could crash a rank with two ring writes.
+#[test]
+fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
+    let mut tr = trio();
+    store_stamp(&tr.t[0], 0, 1000);
     let e = reported(&mut tr.t[0]);
     assert!(
         matches!(
@@ -261,59 +342,16 @@ fn a_corrupt_stamp_is_a_protocol_error_for_that_ring() {
         ),
         "{e}"
     );
-    assert!(tr.t[0].poll().is_none());
-    assert!(tr.t[0].check_peers().is_ok(), "reported once");
-    still_talking(&mut tr);
-}
-
-/// Found while fuzzing the ring reader (`ring_take`: a dead ring's watch
-/// fired when the writer stored `u64::MAX`): here the watch of a ring
-/// taken out of service waited for `u64::MAX` on the peer's own stamp
-/// word, so a peer that stored it made `poll` hit `unreachable!` — one
-/// remote peer could crash a rank with two ring records.
-#[test]
-fn a_dead_ring_stays_quiet_whatever_the_peer_stores() {
-    let mut tr = trio();
-    let ring_write = |stamp: u64| {
-        let mut t = crate::ring::Trailer::default();
-        t.body.header = header(2, 0);
-        t.stamp = stamp;
-        let rec = RecordHeader {
-            kind: wire::RING,
-            len: TRAILER_BYTES as u32,
-            offset: geo().write_start(0, 0),
-        };
-        [rec.encode().as_slice(), &t.to_bytes()].concat()
-    };
-    tr.fake[0].write_all(&ring_write(1000)).unwrap();
-    let e = reported(&mut tr.t[0]);
-    assert!(
-        matches!(
-            e,
-            ExtractError::Protocol(ProtocolError::RingCorrupt { src: 2, .. })
-        ),
-        "{e}"
-    );
-    // Rank 2 is peer 1 of rank 0; its slot 0's stamp is the ring's last word.
-    let stamp_at = geo().slot_bytes as usize - 8;
     for stamp in [u64::MAX, 1] {
-        tr.fake[0].write_all(&ring_write(stamp)).unwrap();
-        let start = Instant::now();
-        // The poll reads the socket and places the record.
-        while tr.t[0].rings_word(1, stamp_at) != stamp {
-            assert!(tr.t[0].poll().is_none(), "a dead ring delivers nothing");
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "record not applied"
-            );
-            std::thread::yield_now();
-        }
+        store_stamp(&tr.t[0], 0, stamp);
+        assert_eq!(tr.t[0].rings_word(1, stamp_at(0)), stamp);
         assert!(
             tr.t[0].poll().is_none(),
             "stamp {stamp}: a dead ring delivers nothing"
         );
         assert!(!tr.t[0].has_arrivals(), "stamp {stamp}: nor says it has");
     }
+    assert!(tr.t[0].check_peers().is_ok(), "reported once");
     still_talking(&mut tr);
 }
 
