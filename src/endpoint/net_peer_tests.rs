@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// Write `bytes` as they are on `ep`'s TCP connection to `peer`.
 fn send_raw(ep: &Endpoint, peer: Rank, bytes: &[u8]) {
     let net = ep.core.net().borrow();
-    match net.wide.first() {
+    match net.wide().first() {
         Some(AnyTransport::Tcp(t)) => t.wire().send_raw(peer, bytes).expect("a raw write"),
         _ => panic!("no TCP transport"),
     }

@@ -350,6 +350,12 @@ impl Net {
         self.has_wide
     }
 
+    /// The network transports (tests reach a wire through them).
+    #[cfg(test)]
+    pub(in crate::endpoint) fn wide(&self) -> &[AnyTransport] {
+        &self.wide
+    }
+
     /// How many network transports run.
     pub(in crate::endpoint) fn wide_count(&self) -> usize {
         self.wide.len()
