@@ -484,6 +484,7 @@ unsafe impl Sync for WindowView {}
 
 #[cfg(not(loom))]
 impl WindowMemory for WindowArea {
+    #[inline]
     fn word(&self, at: u64) -> &AtomicU64 {
         assert!(
             at % 8 == 0 && at + 8 <= self.len,
