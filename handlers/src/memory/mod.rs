@@ -7,9 +7,8 @@
 //!  RemoteWords::new(&agg, &mut b, name, words)    before start: a window,
 //!                                                 a call channel, add channels
 //!  get                   owner on this host: the word prefetched, the read
-//!                        queued and made with a batch of others some gets
-//!                        later or when the aggregator flushes (reads.rs),
-//!                        no message
+//!                        queued and made up to 16 gets later or when the
+//!                        aggregator flushes (reads.rs), no message
 //!  fetch, call           owner on this host: Ctx::get_u64 / Ctx::update_u64,
 //!                        CPU atomics on the shared segment, no message,
 //!                        completes at once
@@ -72,9 +71,9 @@ use fastmsg::error::PutError;
 use fastmsg::{Ctx, EndpointBuilder, Rank, WindowId, WordOp};
 use std::rc::Rc;
 
-/// Reads of owners on this host a [`RemoteWords`] queues at most
-/// ([`RemoteWords::get`]): about how many of their cache misses overlap.
-pub const READS_IN_FLIGHT: usize = 24;
+/// Reads of owners on this host queued behind the oldest before it is
+/// made ([`RemoteWords::get`]): how many of their cache misses overlap.
+pub const READS_IN_FLIGHT: usize = 16;
 
 /// What a remote-memory call can fail with at once (later failures — the
 /// owner's, across hosts — reach the completion as an [`RpcError`]).
@@ -383,9 +382,8 @@ impl RemoteWords {
     ///
     /// On this host: the word's cache line is requested now and the read
     /// queued; the read (an atomic load) is made, and the completion run,
-    /// inside a later `get` of these words — one that finds
-    /// [`READS_IN_FLIGHT`] reads queued makes the oldest third of them —
-    /// or at the latest when the queue is drained — by
+    /// inside a later `get` of these words once [`READS_IN_FLIGHT`] reads
+    /// are queued behind it, or at the latest when the queue is drained — by
     /// [`Aggregator::flush`], [`Aggregator::quiesce`], whenever this rank
     /// is idle (waits, collectives), and before this rank's next update
     /// through these words ([`fetch`](Self::fetch), [`add`](Self::add),

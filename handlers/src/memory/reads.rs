@@ -4,17 +4,15 @@
 //! A read of a random word misses the cache; made one after another,
 //! each waits for its miss. So a `get` to an owner on this host does not
 //! read at once: it asks the CPU to start bringing the word's line in,
-//! queues the read, and returns. The reads are made, and their
-//! completions run, a batch at a time: the oldest third of the queue when
-//! a `get` finds [`READS_IN_FLIGHT`](super::READS_IN_FLIGHT) reads queued
-//! (inside that call, before it queues its own), or the whole queue when
-//! it is drained:
+//! queues the read, and returns. The read itself is made, and its
+//! completion run, when [`READS_IN_FLIGHT`](super::READS_IN_FLIGHT) later
+//! gets have been queued behind it (inside the `get` that queues the next
+//! one), or when the queue is drained:
 //!
 //! ```text
 //!  get(owner on this host, index, token)
-//!    queue full → make the oldest third of the reads, run their
-//!                 completions (the callback taken out once for them)
 //!    prefetch the word; queue (owner, index, token)
+//!    queue full → read the oldest now, run its completion
 //!  drained, oldest first, every read read and completed:
 //!    Aggregator::flush / quiesce, and whenever the rank is idle (the
 //!    aggregator's idle hook); before this rank's next update through the
@@ -38,11 +36,6 @@ use fastmsg::error::PutError;
 use fastmsg::{Ctx, Rank, WindowId, WindowWords};
 use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
-
-/// Reads made and completed together when the queue is full: the oldest
-/// third, so that two thirds of the queue's misses are still on their way
-/// while the batch is read.
-const BATCH: usize = IN_FLIGHT / 3;
 
 /// A queued read.
 #[derive(Clone, Copy, Default)]
@@ -129,52 +122,43 @@ impl Reads {
     }
 
     /// Queue a read of word `index` (checked) of `owner`, whose words are
-    /// `words`; if the queue is full, its oldest [`BATCH`] reads are made
-    /// and completed first.
+    /// `words`; if the queue was full, the oldest read is made and
+    /// completed first.
     #[inline]
     pub(crate) fn issue(&self, ctx: &Ctx, words: &WindowWords, index: u64, token: u64) {
         words.prefetch(index);
-        // (Again if the completions queued reads of their own.)
-        while self.len.get() == IN_FLIGHT {
-            self.complete_oldest(ctx, BATCH);
-        }
-        let (head, len) = (self.head.get(), self.len.get());
-        if len == 0 {
-            // The idle hook drains the queue if nothing else does.
-            ctx.note_idle_work();
-        }
-        self.ring[(head + len) % IN_FLIGHT].set(Pending {
+        let p = Pending {
             owner: words.rank(),
             index,
             token,
-        });
-        self.len.set(len + 1);
+        };
+        let (head, len) = (self.head.get(), self.len.get());
+        if len < IN_FLIGHT {
+            if len == 0 {
+                // The idle hook drains the queue if nothing else does.
+                ctx.note_idle_work();
+            }
+            self.ring[(head + len) % IN_FLIGHT].set(p);
+            self.len.set(len + 1);
+            return;
+        }
+        // Full: the new read takes the oldest's place, which is made now
+        // (the queue is whole again before its completion runs, which may
+        // read too).
+        let oldest = self.ring[head].replace(p);
+        self.head.set((head + 1) % IN_FLIGHT);
+        self.finish(ctx, oldest);
     }
 
     /// Make every queued read and run its completion, oldest first
     /// (reads queued by those completions included).
     pub(crate) fn drain(&self, ctx: &Ctx) {
-        self.complete_oldest(ctx, usize::MAX);
-    }
-
-    /// Make the oldest `n` queued reads (or as many as are queued, reads
-    /// that their completions queue included) and run their completions,
-    /// with the callback taken out once. Each read leaves the queue before
-    /// its completion runs, so a completion may read again.
-    #[inline(never)]
-    fn complete_oldest(&self, ctx: &Ctx, n: usize) {
-        let mut held = self.complete.hold();
-        for _ in 0..n {
-            let len = self.len.get();
-            if len == 0 {
-                break;
-            }
+        while self.len.get() > 0 {
             let head = self.head.get();
-            let p = self.ring[head].get();
+            let oldest = self.ring[head].get();
             self.head.set((head + 1) % IN_FLIGHT);
-            self.len.set(len - 1);
-            let r = self.read(ctx, p);
-            held.run(ctx, p.owner, p.token, r);
+            self.len.set(self.len.get() - 1);
+            self.finish(ctx, oldest);
         }
     }
 
@@ -183,9 +167,9 @@ impl Reads {
         self.len.get()
     }
 
-    /// Make the read `p`.
+    /// Make the read `p` and run its completion.
     #[inline]
-    fn read(&self, ctx: &Ctx, p: Pending) -> Result<u64, RpcError> {
+    fn finish(&self, ctx: &Ctx, p: Pending) {
         // The owner's words were found and the index checked when the
         // read was queued: no value means the owner is gone.
         let value = if ctx.is_gone(p.owner) {
@@ -197,10 +181,11 @@ impl Reads {
                 .and_then(Option::as_ref)
                 .and_then(|w| w.load(p.index))
         };
-        value.ok_or_else(|| RpcError::PeerGone {
+        let r = value.ok_or_else(|| RpcError::PeerGone {
             channel: self.channel.clone(),
             rank: p.owner,
-        })
+        });
+        self.complete.run(ctx, p.owner, p.token, r);
     }
 }
 
