@@ -393,7 +393,9 @@ impl RemoteWords {
     /// completion; an update this rank makes through these words after
     /// this call is not seen; an owner that fails before the read is made
     /// completes it with [`RpcError::PeerGone`]. Reads on this host
-    /// complete in the order they were made.
+    /// complete in the order they were made. A lone read whose value is
+    /// wanted at once is quicker with [`call`](Self::call) and no
+    /// operation: on this host it reads now, its future ready on return.
     ///
     /// Elsewhere: an aggregated request. Reads to one owner are
     /// answered in the order they were made, but not in order with
