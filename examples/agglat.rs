@@ -16,8 +16,9 @@
 //! waits in `wait_until` (idle): a direct 0-byte ping-pong (`zero_rt_ns`);
 //! one `Rpc::send` answered by the peer's handler, completion in a
 //! callback (`rpc_rt_ns`); one `RemoteWords::get` of the on-host peer's
-//! word (`get_ns`: an atomic load of the shared segment, completion run
-//! inside the call); the same read through the owner's handler
+//! word (`get_ns`: the word prefetched and the read queued, then made
+//! from the shared segment and completed by the idle hook when the wait
+//! that follows finds nothing to do); the same read through the owner's handler
 //! (`get_owner_rt_ns`). Ratios: `rpc_ratio` = call round trip / direct
 //! 8-byte round trip (2 × `direct_ns`), `get_ratio` = get / 0-byte round
 //! trip, `get_owner_ratio` likewise. Every answer is checked.

@@ -9,8 +9,9 @@
 //!   whose handler sends the value back on a reply channel (from inside
 //!   the handler); the reply handler stores it in the slot;
 //! - `get`: a remote read (`RemoteWords::get`) of the owner's word, the
-//!   slot as its token; the completion stores the value — an atomic load
-//!   of the shared segment for an owner on this host, an aggregated
+//!   slot as its token; the completion stores the value — for an owner on
+//!   this host the word is prefetched and read from the shared segment
+//!   a few reads later (their cache misses overlap), an aggregated
 //!   request answered by the owner's handler otherwise;
 //! - `get-owner`: the same reads, every one answered by the owner's
 //!   handler (the path across hosts, measured on one host);

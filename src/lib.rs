@@ -141,4 +141,6 @@ pub mod prelude {
 pub use crate::endpoint::engine::handler::HandlerResult;
 pub use crate::error::Error;
 pub use crate::id::{HandlerId, Rank, WindowId};
+#[cfg(not(loom))]
+pub use crate::window::WindowWords;
 pub use crate::window::WordOp;

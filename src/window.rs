@@ -401,6 +401,69 @@ impl std::ops::Deref for WindowView {
     }
 }
 
+/// One rank's window as 8-byte words, resolved once
+/// ([`Ctx::window_words`](crate::Ctx::window_words)): a read or a prefetch
+/// of word `i` is then an address computation and one access, without the
+/// per-call look-ups of [`Ctx::get_u64`](crate::Ctx::get_u64) — for a
+/// library that issues many reads to the same ranks and overlaps their
+/// cache misses (prefetch now, read a few items later). It keeps the
+/// memory mapped (it stays valid after the endpoint is dropped) but does
+/// not follow the owner's health: a rank that has failed leaves its last
+/// words behind, so ask [`Ctx::is_gone`](crate::Ctx::is_gone) before
+/// taking a value as the owner's. Cheap to clone (a reference count).
+#[cfg(not(loom))]
+#[derive(Clone, Debug)]
+pub struct WindowWords {
+    view: WindowView,
+    /// Byte offset of the window in the rank's area.
+    base: u64,
+    /// Words in the window.
+    words: u64,
+    rank: Rank,
+}
+
+#[cfg(not(loom))]
+impl WindowWords {
+    /// The words of the window at byte `base` of `view`, `len` bytes long,
+    /// belonging to `rank` (`base` 8-byte aligned, inside the area).
+    pub(crate) fn new(view: WindowView, base: u64, len: u64, rank: Rank) -> Self {
+        debug_assert!(base % 8 == 0 && base + len <= view.len);
+        WindowWords {
+            view,
+            base,
+            words: len / 8,
+            rank,
+        }
+    }
+
+    /// The rank whose window this is.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Words in the window.
+    pub fn words(&self) -> u64 {
+        self.words
+    }
+
+    /// Acquire-load word `index` (as
+    /// [`Ctx::get_u64`](crate::Ctx::get_u64) at offset `8 × index`);
+    /// `None` past the window.
+    #[inline]
+    pub fn load(&self, index: u64) -> Option<u64> {
+        (index < self.words).then(|| load_word(&*self.view, self.base + index * 8))
+    }
+
+    /// A hint that word `index` is about to be read: the CPU starts
+    /// bringing its cache line in. No effect past the window.
+    #[inline]
+    pub fn prefetch(&self, index: u64) {
+        if index < self.words {
+            self.view.prefetch(self.base + index * 8);
+        }
+    }
+}
+
 #[cfg(not(loom))]
 impl std::fmt::Debug for WindowView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -421,6 +484,7 @@ unsafe impl Sync for WindowView {}
 
 #[cfg(not(loom))]
 impl WindowMemory for WindowArea {
+    #[inline]
     fn word(&self, at: u64) -> &AtomicU64 {
         assert!(
             at % 8 == 0 && at + 8 <= self.len,

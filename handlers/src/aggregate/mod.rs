@@ -39,7 +39,7 @@ mod outbox;
 pub use self::bytes::ByteChannel;
 pub use self::channel::Channel;
 
-use self::outbox::Buffers;
+pub(crate) use self::outbox::Buffers;
 pub(crate) use self::outbox::Outbox;
 use fastmsg::error::{ExtractError, SendError};
 use fastmsg::{Ctx, Endpoint, EndpointBuilder, Rank};
@@ -142,6 +142,9 @@ impl From<AggError> for fastmsg::Error {
 struct Shared {
     cfg: AggConfig,
     outboxes: RefCell<Vec<Rc<dyn Buffers>>>,
+    /// Work held back like items, released before the buffers are sent
+    /// ([`Aggregator::add_held`]).
+    held: RefCell<Vec<Rc<dyn Buffers>>>,
     /// Call channels ([`crate::rpc`]): their calls to failed owners
     /// complete when a quiesce ends.
     calls: RefCell<Vec<Rc<dyn crate::rpc::Calls>>>,
@@ -152,12 +155,14 @@ impl Shared {
     fn flush(&self, ctx: &Ctx) -> Result<(), AggError> {
         // No borrow is held across a flush (it may run handlers); channels
         // are only added before start, so the list does not change.
-        let n = self.outboxes.borrow().len();
         let mut first = Ok(());
-        for i in 0..n {
-            let b = Rc::clone(&self.outboxes.borrow()[i]);
-            if let Err(e) = b.flush_all(ctx) {
-                first = first.and(Err(e));
+        for list in [&self.held, &self.outboxes] {
+            let n = list.borrow().len();
+            for i in 0..n {
+                let b = Rc::clone(&list.borrow()[i]);
+                if let Err(e) = b.flush_all(ctx) {
+                    first = first.and(Err(e));
+                }
             }
         }
         first
@@ -216,6 +221,7 @@ impl Aggregator {
         let shared = Rc::new(Shared {
             cfg,
             outboxes: RefCell::new(Vec::new()),
+            held: RefCell::new(Vec::new()),
             calls: RefCell::new(Vec::new()),
         });
         let s = Rc::clone(&shared);
@@ -273,6 +279,13 @@ impl Aggregator {
         }
         flushed?;
         round.map_err(AggError::Extract)
+    }
+
+    /// Register work held back like an item in a buffer, released by
+    /// every flush before the buffers are sent (remote memory's queued
+    /// reads, whose completions may send items).
+    pub(crate) fn add_held(&self, b: Rc<dyn Buffers>) {
+        self.shared.held.borrow_mut().push(b);
     }
 
     /// Register a call channel (its failed calls complete at quiesce).

@@ -6,9 +6,13 @@
 //! ```text
 //!  RemoteWords::new(&agg, &mut b, name, words)    before start: a window,
 //!                                                 a call channel, add channels
-//!  get, fetch, call      owner on this host: Ctx::get_u64 / Ctx::update_u64,
+//!  get                   owner on this host: the word prefetched, the read
+//!                        queued and made up to 16 gets later or when the
+//!                        aggregator flushes (reads.rs), no message
+//!  fetch, call           owner on this host: Ctx::get_u64 / Ctx::update_u64,
 //!                        CPU atomics on the shared segment, no message,
-//!                        completes at once; owner on another host: a request
+//!                        completes at once
+//!  get, fetch, call      owner on another host: a request
 //!                        in the aggregation buffers, applied by the owner's
 //!                        handler (the same atomics), answered through a
 //!                        call channel: reads on one (8-byte requests, the
@@ -40,8 +44,10 @@
 //! memory), so concurrent updates from every rank add up exactly. Results
 //! of fetching operations reach the completion callback
 //! ([`RemoteWords::on_complete`]) with the caller's token — at once, inside
-//! the call, when the owner is on this host; later, inside a handler,
-//! otherwise — or a future ([`RemoteWords::call`]). Answers from an owner
+//! the call, for a fetching operation on an owner on this host; a few
+//! calls later or at the next flush for a read on this host (its cache
+//! miss overlaps the next reads'); later, inside a handler, otherwise —
+//! or a future ([`RemoteWords::call`]). Answers from an owner
 //! reached through its handler come in the order the calls were made
 //! within each kind (reads; fetching operations), not across kinds: a
 //! read sent after a fetch-add to the same owner may be answered first —
@@ -54,14 +60,20 @@
 
 mod adds;
 mod batch;
+mod reads;
 
 use self::adds::Adds;
+use self::reads::Reads;
 use crate::aggregate::{AggError, Aggregator};
 use crate::rpc::{Completer, Rpc, RpcError, RpcFuture};
 use bytemuck::{Pod, Zeroable};
 use fastmsg::error::PutError;
 use fastmsg::{Ctx, EndpointBuilder, Rank, WindowId, WordOp};
 use std::rc::Rc;
+
+/// Reads of owners on this host queued behind the oldest before it is
+/// made ([`RemoteWords::get`]): how many of their cache misses overlap.
+pub const READS_IN_FLIGHT: usize = 16;
 
 /// What a remote-memory call can fail with at once (later failures — the
 /// owner's, across hosts — reach the completion as an [`RpcError`]).
@@ -185,6 +197,8 @@ pub struct RemoteWords {
     adds: Adds,
     /// The completion of fetching calls (shared with the call channel's).
     complete: Rc<Completer<u64>>,
+    /// Reads of owners on this host, queued so that their misses overlap.
+    reads: Rc<Reads>,
     /// Whether owners on this host are reached directly.
     direct: bool,
     /// Whether adds to owners on this host are CPU atomics (when `direct`).
@@ -257,9 +271,10 @@ impl RemoteWords {
                 v.map_err(|e| e.to_string())
             },
         );
+        let get_channel = format!("fastmsg-mem/{name}/get");
         let gets = agg.rpc_prefetching(
             b,
-            &format!("fastmsg-mem/{name}/get"),
+            &get_channel,
             move |ctx: &Ctx, _src, index: u64| {
                 if index >= wn {
                     return Err(format!("word {index} is out of range ({wn} words)"));
@@ -279,6 +294,8 @@ impl RemoteWords {
         calls.on_complete(move |ctx, owner, token, r| c.run(ctx, owner, token, r));
         let c = Rc::clone(&complete);
         gets.on_complete(move |ctx, owner, token, r| c.run(ctx, owner, token, r));
+        let reads = Rc::new(Reads::new(get_channel, win, b.size(), Rc::clone(&complete)));
+        agg.add_held(Rc::clone(&reads) as _);
         RemoteWords {
             name: name.to_owned(),
             win,
@@ -287,6 +304,7 @@ impl RemoteWords {
             gets,
             adds,
             complete,
+            reads,
             direct: !owner_only,
             direct_adds: false,
         }
@@ -331,8 +349,10 @@ impl RemoteWords {
 
     /// Set the completion of [`get`](Self::get) and
     /// [`fetch`](Self::fetch): `(ctx, owner, token, previous value)`.
-    /// For an owner on this host it runs inside the call, before the call
-    /// returns: hold no `RefCell` borrow it takes across a call.
+    /// For a fetch from an owner on this host it runs inside the call,
+    /// before the call returns; for a read from one, inside a later call
+    /// of these words or a flush: hold no `RefCell` borrow it takes across
+    /// a call.
     pub fn on_complete<F>(&self, f: F)
     where
         F: FnMut(&Ctx, Rank, u64, Result<u64, RpcError>) + 'static,
@@ -359,8 +379,25 @@ impl RemoteWords {
     }
 
     /// Read word `index` of `owner`; the completion gets it with `token`.
-    /// On this host: an atomic load now (the completion runs inside this
-    /// call); elsewhere: an aggregated request. Reads to one owner are
+    ///
+    /// On this host: the word's cache line is requested now and the read
+    /// queued; the read (an atomic load) is made, and the completion run,
+    /// inside a later `get` of these words once [`READS_IN_FLIGHT`] reads
+    /// are queued behind it, or at the latest when the queue is drained — by
+    /// [`Aggregator::flush`], [`Aggregator::quiesce`], whenever this rank
+    /// is idle (waits, collectives), and before this rank's next update
+    /// through these words ([`fetch`](Self::fetch), [`add`](Self::add),
+    /// [`set_local`](Self::set_local), [`call`](Self::call) with an
+    /// operation). So a run of reads overlaps their cache misses. The
+    /// value is the word's at some moment between this call and the
+    /// completion; an update this rank makes through these words after
+    /// this call is not seen; an owner that fails before the read is made
+    /// completes it with [`RpcError::PeerGone`]. Reads on this host
+    /// complete in the order they were made. A lone read whose value is
+    /// wanted at once is quicker with [`call`](Self::call) and no
+    /// operation: on this host it reads now, its future ready on return.
+    ///
+    /// Elsewhere: an aggregated request. Reads to one owner are
     /// answered in the order they were made, but not in order with
     /// fetching operations ([`fetch`](Self::fetch), [`call`](Self::call)
     /// with an operation) to the same owner through its handler: a read
@@ -372,20 +409,24 @@ impl RemoteWords {
     /// gone, the endpoint closed); [`MemError::Rpc`].
     #[inline]
     pub fn get(&self, ctx: &Ctx, owner: Rank, index: u64, token: u64) -> Result<(), MemError> {
-        let off = self.check(index)?;
+        self.check(index)?;
         if self.direct {
-            // The load finds out whether `owner` is on this host (one
-            // lookup, not two); a rank elsewhere, or none, takes the call.
-            match ctx.get_u64(self.win, owner, off) {
-                Ok(v) => {
-                    self.complete_now(ctx, owner, token, v);
-                    return Ok(());
-                }
-                Err(PutError::NotOnHost { .. } | PutError::BadDestination { .. }) => {}
-                Err(e) => return Err(e.into()),
+            // A rank elsewhere, or none, takes the call.
+            if let Some(words) = self.reads.words_of(ctx, owner)? {
+                self.reads.issue(ctx, words, index, token);
+                return Ok(());
             }
         }
         Ok(self.gets.send(ctx, owner, index, token)?)
+    }
+
+    /// Make the queued reads on this host before an update through these
+    /// words (which they must not see).
+    #[inline]
+    fn settle_reads(&self, ctx: &Ctx) {
+        if self.reads.queued() > 0 {
+            self.reads.drain(ctx);
+        }
     }
 
     /// Apply `op` to word `index` of `owner` atomically; the completion
@@ -408,6 +449,7 @@ impl RemoteWords {
         token: u64,
     ) -> Result<(), MemError> {
         let off = self.check(index)?;
+        self.settle_reads(ctx);
         if self.direct(ctx, owner) {
             let v = ctx.update_u64(self.win, owner, off, op)?;
             self.complete_now(ctx, owner, token, v);
@@ -435,6 +477,9 @@ impl RemoteWords {
         op: Option<WordOp>,
     ) -> Result<WordFuture, MemError> {
         let off = self.check(index)?;
+        if op.is_some() {
+            self.settle_reads(ctx);
+        }
         if self.direct(ctx, owner) {
             let v = match op {
                 None => ctx.get_u64(self.win, owner, off)?,
@@ -486,6 +531,7 @@ impl RemoteWords {
         float: bool,
     ) -> Result<(), MemError> {
         let off = self.check(index)?;
+        self.settle_reads(ctx);
         if self.direct_adds && self.direct(ctx, owner) {
             let op = if float {
                 WordOp::AddF64(f64::from_bits(value))
@@ -513,16 +559,26 @@ impl RemoteWords {
     /// As [`local`](Self::local).
     pub fn set_local(&self, ctx: &Ctx, index: u64, value: u64) -> Result<(), MemError> {
         let off = self.check(index)?;
+        self.settle_reads(ctx);
         Ok(ctx.put_u64(self.win, ctx.rank(), off, value)?)
     }
 
-    /// Reads and fetching calls sent to an owner's handler and not
-    /// answered yet: those to owners on other hosts, and to every owner,
-    /// this host's too, with [`through_owner`](Self::through_owner) or
+    /// Reads and fetching calls not completed yet: reads of owners on
+    /// this host still queued ([`get`](Self::get)), and calls sent to an
+    /// owner's handler and not answered — those to owners on other
+    /// hosts, and to every owner, this host's too, with
+    /// [`through_owner`](Self::through_owner) or
     /// [`owner_only`](Self::owner_only) words. Calls completed at once
-    /// (an owner on this host reached directly) and adds (one-way: see
+    /// (a fetch from an owner on this host) and adds (one-way: see
     /// [`Aggregator::quiesce`]) are not counted.
     pub fn outstanding(&self) -> usize {
-        self.calls.outstanding() + self.gets.outstanding()
+        self.calls.outstanding() + self.gets.outstanding() + self.reads.queued()
+    }
+
+    /// Make the reads of owners on this host still queued and run their
+    /// completions now ([`get`](Self::get) says when that happens by
+    /// itself).
+    pub fn complete_reads(&self, ctx: &Ctx) {
+        self.reads.drain(ctx);
     }
 }

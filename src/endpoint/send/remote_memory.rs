@@ -20,7 +20,7 @@ use crate::endpoint::engine::core::Core;
 use crate::endpoint::receive::message::Ctx;
 use crate::error::PutError;
 use crate::id::{Rank, WindowId};
-use crate::window::{self, WindowArea, WordOp};
+use crate::window::{self, WindowArea, WindowView, WindowWords, WordOp};
 
 impl Core {
     /// The window area of `rank`: this rank's own, or a live peer's on this
@@ -41,6 +41,25 @@ impl Core {
             return Err(PutError::PeerGone { rank });
         }
         net.shm().peer_area(rank)
+    }
+
+    /// As [`area_of`](Self::area_of), keeping the memory mapped.
+    fn view_of(&self, rank: Rank) -> Result<WindowView, PutError> {
+        window::check_dest(rank, self.size())?;
+        let net = self.net().borrow();
+        if net.shm().is_closed() {
+            return Err(PutError::Closed);
+        }
+        if rank == self.rank() {
+            return Ok(self.my_window().clone());
+        }
+        if self.local().binary_search(&rank).is_err() {
+            return Err(PutError::NotOnHost { rank });
+        }
+        if self.health().is_gone(rank) {
+            return Err(PutError::PeerGone { rank });
+        }
+        net.shm().peer_view(rank)
     }
 }
 
@@ -79,6 +98,47 @@ impl Ctx {
         let core = self.core();
         let at = core.windows().locate_word(win, offset)?;
         Ok(core.area_of(src)?.load_u64(at))
+    }
+
+    /// Window `win` of `src` (this rank, or a rank on this host) as
+    /// 8-byte words, resolved once: [`WindowWords::load`] and
+    /// [`WindowWords::prefetch`] then reach word `i` without this call's
+    /// checks — for a library that reads many words of the same ranks
+    /// (`fastmsg-handlers`' remote memory overlaps its on-host reads this
+    /// way). The handle does not notice `src` failing later: check
+    /// [`is_gone`](Self::is_gone) before taking a value it read as
+    /// `src`'s. Never runs handlers.
+    ///
+    /// ```no_run
+    /// use fastmsg::{EndpointBuilder, Rank};
+    /// # fn main() -> Result<(), fastmsg::Error> {
+    /// let mut b = EndpointBuilder::from_env()?;
+    /// let table = b.window("table", 8 * 1024);
+    /// let ep = b.start()?;
+    /// let words = ep.ctx().window_words(table, Rank(0))?;
+    /// let wanted = [7u64, 300, 12, 999];
+    /// for &i in &wanted {
+    ///     words.prefetch(i); // the misses overlap
+    /// }
+    /// let sum: u64 = wanted.iter().filter_map(|&i| words.load(i)).sum();
+    /// # let _ = sum; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`PutError::BadDestination`], [`PutError::UnknownWindow`],
+    /// [`PutError::PeerGone`], [`PutError::NotOnHost`],
+    /// [`PutError::Closed`].
+    pub fn window_words(&self, win: WindowId, src: Rank) -> Result<WindowWords, PutError> {
+        let core = self.core();
+        let windows = core.windows();
+        let len = windows.len_of(win)? as u64;
+        let base = if len < 8 {
+            0
+        } else {
+            windows.locate_word(win, 0)?
+        };
+        let view = core.view_of(src)?;
+        Ok(WindowWords::new(view, base, len / 8 * 8, src))
     }
 
     /// A hint that the 8-byte word at `offset` of window `win` on `src`
@@ -244,6 +304,7 @@ impl Ctx {
     /// Whether `rank` is known to be gone: failed (died, lost on the
     /// network) or left. A library that waits for answers from `rank`
     /// (request/response) stops waiting once this is true.
+    #[inline]
     pub fn is_gone(&self, rank: Rank) -> bool {
         self.core().health().is_gone(rank)
     }

@@ -120,8 +120,9 @@ struct TxPeer {
     window: CreditWindow,
     credit: &'static CreditLine,
     bell: &'static Doorbell,
-    /// The peer's one-sided window area.
-    area: WindowArea,
+    /// The peer's one-sided window area (keeping the mapping alive, for
+    /// the handles [`ShmTransport::peer_view`] gives out).
+    area: WindowView,
     /// The peer's lifeline: a send waiting on its shared queue gives up
     /// once it says the peer is gone.
     life: MapRef<LifeLine>,
@@ -365,9 +366,7 @@ impl ShmTransport {
             count: layout.slots,
             cap: layout.params.frame_size as usize,
         };
-        // The areas, as plain `WindowArea`s: valid while the transport
-        // holds the mapping (see the `seg` field).
-        let area = |smt: u32| *seg_ref.window_view(smt);
+        let area = |smt: u32| seg_ref.window_view(smt);
         let mut rx = Vec::new();
         let mut recycled_at = Vec::new();
         for q in 0..layout.params.queues {
@@ -587,7 +586,13 @@ impl ShmTransport {
     /// The window area of `dest`, a live peer on this host (what on-host
     /// gets and remote atomics reach directly).
     pub(crate) fn peer_area(&self, dest: Rank) -> Result<WindowArea, PutError> {
-        self.peer(dest).map(|p| p.area)
+        self.peer(dest).map(|p| *p.area)
+    }
+
+    /// As [`peer_area`](Self::peer_area), keeping the mapping alive (for
+    /// a handle that outlives this call).
+    pub(crate) fn peer_view(&self, dest: Rank) -> Result<WindowView, PutError> {
+        self.peer(dest).map(|p| p.area.clone())
     }
 
     fn peer(&self, dest: Rank) -> Result<&TxPeer, PutError> {
