@@ -125,7 +125,8 @@ fn two_hosts_barrier_and_allreduce() {
 /// for a loaded 2-core machine.
 const LOST_HOST_BOUND: Duration = Duration::from_secs(10);
 
-/// Run `scenario` (`lost-host-wait` or `lost-host-send`) with rank 0 in
+/// Run `scenario` (`lost-host-wait`, `lost-host-send` or
+/// `lost-host-extract`) with rank 0 in
 /// the first namespace and rank 1 in the second; once both say they run
 /// (a file each in a directory of the test's), cut the second namespace
 /// off and time how long rank 0 takes to write down its error. Returns
@@ -263,6 +264,18 @@ fn a_lost_host_is_reported_to_a_waiting_rank_over_ofi() {
     if let Some(h) = Hosts::create("a_lost_host_is_reported_over_ofi") {
         lost_host_with(&h, "lost-host-wait", ofi_env());
     }
+}
+
+/// A host lost while the survivor only polls with `extract` (no blocking
+/// wait ever runs the transports' checks): the silence is found all the
+/// same, and named.
+#[test]
+fn a_lost_host_is_reported_to_a_rank_that_only_extracts() {
+    lost_host_said_silent(
+        "a_lost_host_is_reported_to_a_rank_that_only_extracts",
+        "lost-host-extract",
+        "the error",
+    );
 }
 
 /// A host lost while the survivor streams to it (data unacknowledged, the
@@ -461,8 +474,9 @@ fn net_rank_program() {
         "pingpong" => pingpong(b),
         "collective" => collective(b),
         "late" => late(b),
-        "lost-host-wait" => lost_host_rank(b, false),
-        "lost-host-send" => lost_host_rank(b, true),
+        "lost-host-wait" => lost_host_rank(b, Survivor::Waits),
+        "lost-host-send" => lost_host_rank(b, Survivor::Sends),
+        "lost-host-extract" => lost_host_rank(b, Survivor::Extracts),
         "lost-host-put" => lost_host_put_rank(b),
         "stopped-peer" => stopped_peer_rank(b),
         s => panic!("unknown scenario {s:?}"),
@@ -523,20 +537,39 @@ fn ready(dir: &Path, me: u32) {
     std::fs::write(dir.join(format!("ready-{me}")), b"").unwrap();
 }
 
+/// What the survivor of a lost host (rank 0) does until it is told.
+#[derive(Clone, Copy, PartialEq)]
+enum Survivor {
+    /// Waits for nothing that will come (`wait_until`).
+    Waits,
+    /// Streams 64 KiB messages to rank 1, extracting between sends.
+    Sends,
+    /// Only polls with `extract`, never a blocking wait.
+    Extracts,
+}
+
 /// A rank of `lost_host`. Both: a hello round trip (the pair is
 /// connected), then `ready-<rank>` in `FASTMSG_TEST_DIR`. Rank 1 then
 /// takes what comes until its own connection fails (it is the one cut
-/// off). Rank 0 waits for nothing that will come (`send`: streams 64 KiB
-/// messages to rank 1 instead) until its failure is reported, checks that
-/// the failure names rank 1, and writes `result-0`: `peer failure, rank
-/// 1: <error>` (anything else: `unexpected: …`).
-fn lost_host_rank(mut b: EndpointBuilder, send: bool) {
+/// off). Rank 0 does what `way` says until its failure is reported,
+/// checks that the failure names rank 1, and writes `result-0`: `peer
+/// failure, rank 1: <error>` (anything else: `unexpected: …`).
+fn lost_host_rank(mut b: EndpointBuilder, way: Survivor) {
     let (sink, got) = counting_sink(&mut b);
     let Some(mut ep) = lost_host_start(b, sink, &got) else {
         return;
     };
     let (dir, other) = (test_dir(), Rank(1));
-    let err = if send {
+    let err = if way == Survivor::Extracts {
+        ready(&dir, 0);
+        // Bounded by the test, which stops this rank past its bound.
+        loop {
+            if let Err(e) = ep.extract(usize::MAX) {
+                break Some(e);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    } else if way == Survivor::Sends {
         let chunk = vec![0x5au8; 64 << 10];
         let mut sent = 0u64;
         loop {

@@ -83,14 +83,35 @@ fn dead_peer_rank() {
 /// return `Ok` — before, about 4,100 did (until 4 MiB were parked).
 #[test]
 fn sends_to_a_dead_peer_are_refused_within_a_second_of_paced_sends() {
+    paced_sends_to_a_dead_peer("dead-peer", Vec::new());
+}
+
+/// The same with every peer over TCP (`FASTMSG_NET=tcp`): the dead
+/// peer's connection ends, and the sending path learns of it as soon.
+#[test]
+fn sends_to_a_dead_peer_over_tcp_are_refused_within_a_second_of_paced_sends() {
+    paced_sends_to_a_dead_peer(
+        "dead-peer-tcp",
+        vec![
+            ("FASTMSG_NET".into(), "tcp".into()),
+            ("FASTMSG_SECRET".into(), "dead-peer-test-secret".into()),
+        ],
+    );
+}
+
+/// Rank 0 of a 2-rank job (`dead_peer_rank`, environment `env` added,
+/// job and directory named for `tag`) dies at once; rank 1's paced sends
+/// to it must be refused with fewer than 1,000 returning `Ok`.
+fn paced_sends_to_a_dead_peer(tag: &str, mut env: Vec<(String, String)>) {
+    env.push((
+        "FASTMSG_SHM_DIR".into(),
+        procs::private_shm_dir(tag).display().to_string(),
+    ));
     let sp = Spawner {
         rank_test: "dead_peer_rank",
         size: 2,
-        job: format!("dead-peer-{}", std::process::id()),
-        env: vec![(
-            "FASTMSG_SHM_DIR".into(),
-            procs::private_shm_dir("dead-peer").display().to_string(),
-        )],
+        job: format!("{tag}-{}", std::process::id()),
+        env,
     };
     let mut c0 = sp.spawn(0, &[], &[]);
     let c1 = {
@@ -125,6 +146,7 @@ fn sends_to_a_dead_peer_are_refused_within_a_second_of_paced_sends() {
         .and_then(|n| n.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("rank 1 said: {text}"));
     assert!(out.status.success(), "rank 1: {:?}: {text}", out.status);
+    eprintln!("{tag}: {oks} paced sends returned Ok before PeerGone");
     assert!(
         oks < 1000,
         "{oks} paced sends to a dead peer returned Ok before PeerGone"

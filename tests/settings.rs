@@ -127,13 +127,13 @@ fn every_setting_is_validated_with_a_typed_error() {
         (
             &[("FASTMSG_SHM_INLINE", "2")],
             2,
-            "FASTMSG_SHM_INLINE=\"2\"",
+            "FASTMSG_SHM_INLINE=\"2\" is invalid: expected 0 or 1",
         ),
         (&[("FASTMSG_SHM_INLINE", "1")], 0, ""),
         (
             &[("FASTMSG_VERBOSE_ENV", "7")],
             2,
-            "FASTMSG_VERBOSE_ENV=\"7\"",
+            "FASTMSG_VERBOSE_ENV=\"7\" is invalid: expected 0 or 1",
         ),
         (
             &[("FASTMSG_NET_DEAD_AFTER_MS", "2147483648")],
@@ -145,6 +145,27 @@ fn every_setting_is_validated_with_a_typed_error() {
         (&[("FASTMSG_FRAME_SIZE", "100")], 2, "FASTMSG_FRAME_SIZE"),
         (&[("FASTMSG_QUEUES", "3")], 2, "FASTMSG_QUEUES"),
         (&[("FASTMSG_COPY", "vectr")], 2, "FASTMSG_COPY=\"vectr\""),
+        (
+            &[("FASTMSG_WAIT", "spinn")],
+            2,
+            "FASTMSG_WAIT=\"spinn\" is invalid: expected spin, yield, sleep or auto",
+        ),
+        (
+            &[("FASTMSG_NET", "tpc")],
+            2,
+            "FASTMSG_NET=\"tpc\" is invalid: expected auto or a provider",
+        ),
+        (
+            &[("FASTMSG_CONNECT", "eagre")],
+            2,
+            "FASTMSG_CONNECT=\"eagre\" is invalid: expected lazy or eager",
+        ),
+        (
+            &[("FASTMSG_STATS", "7")],
+            2,
+            "FASTMSG_STATS=\"7\" is invalid: expected 0 or 1",
+        ),
+        (&[("FASTMSG_STATS", "0")], 0, ""),
         (&[("FASTMSG_COPY", "stream:4096")], 0, ""),
         (
             &[

@@ -290,6 +290,7 @@ impl Config {
 
     /// Check `FASTMSG_COPY` and apply the tuning variables (`FASTMSG_QUEUES`, `FASTMSG_CREDITS`,
     /// `FASTMSG_FRAME_SIZE`, `FASTMSG_SHM_INLINE`, `FASTMSG_WAIT`,
+    /// the switches `FASTMSG_VERBOSE_ENV` and `FASTMSG_STATS` (0 or 1),
     /// `FASTMSG_TIMEOUT`, `FASTMSG_SHM_DIR`, `FASTMSG_CLOSE_WARN`,
     /// `FASTMSG_MAX_PARKED`, `FASTMSG_MAX_RECEIVE`, and the
     /// network's
@@ -324,6 +325,9 @@ impl Config {
         }
         if let Some(v) = env_num(crate::settings::VERBOSE_VAR)? {
             flag(crate::settings::VERBOSE_VAR, v)?;
+        }
+        if let Some(v) = env_num("FASTMSG_STATS")? {
+            flag("FASTMSG_STATS", v)?;
         }
         if let Ok(w) = crate::settings::var("FASTMSG_WAIT") {
             if !w.is_empty() {
