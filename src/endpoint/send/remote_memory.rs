@@ -23,16 +23,17 @@ use crate::id::{Rank, WindowId};
 use crate::window::{self, WindowArea, WindowView, WindowWords, WordOp};
 
 impl Core {
-    /// The window area of `rank`: this rank's own, or a live peer's on this
-    /// host.
-    fn area_of(&self, rank: Rank) -> Result<WindowArea, PutError> {
+    /// Whose window a one-sided access to `rank` reaches, checked as every
+    /// such access is: `None` for this rank's own, `Some(rank)` for a live
+    /// peer on this host; an error for a closed endpoint, a rank out of
+    /// range, off this host or gone.
+    fn window_peer(&self, rank: Rank) -> Result<Option<Rank>, PutError> {
         window::check_dest(rank, self.size())?;
-        let net = self.net().borrow();
-        if net.shm().is_closed() {
+        if self.net().borrow().shm().is_closed() {
             return Err(PutError::Closed);
         }
         if rank == self.rank() {
-            return Ok(**self.my_window());
+            return Ok(None);
         }
         if self.local().binary_search(&rank).is_err() {
             return Err(PutError::NotOnHost { rank });
@@ -40,26 +41,24 @@ impl Core {
         if self.health().is_gone(rank) {
             return Err(PutError::PeerGone { rank });
         }
-        net.shm().peer_area(rank)
+        Ok(Some(rank))
+    }
+
+    /// The window area of `rank`: this rank's own, or a live peer's on this
+    /// host.
+    fn area_of(&self, rank: Rank) -> Result<WindowArea, PutError> {
+        match self.window_peer(rank)? {
+            None => Ok(**self.my_window()),
+            Some(peer) => self.net().borrow().shm().peer_area(peer),
+        }
     }
 
     /// As [`area_of`](Self::area_of), keeping the memory mapped.
     fn view_of(&self, rank: Rank) -> Result<WindowView, PutError> {
-        window::check_dest(rank, self.size())?;
-        let net = self.net().borrow();
-        if net.shm().is_closed() {
-            return Err(PutError::Closed);
+        match self.window_peer(rank)? {
+            None => Ok(self.my_window().clone()),
+            Some(peer) => self.net().borrow().shm().peer_view(peer),
         }
-        if rank == self.rank() {
-            return Ok(self.my_window().clone());
-        }
-        if self.local().binary_search(&rank).is_err() {
-            return Err(PutError::NotOnHost { rank });
-        }
-        if self.health().is_gone(rank) {
-            return Err(PutError::PeerGone { rank });
-        }
-        net.shm().peer_view(rank)
     }
 }
 
