@@ -360,6 +360,21 @@ pub(super) mod tests {
         zero.poll().expect("a fragment").expect("sound")
     }
 
+    /// Rank 0 holds rank 1's first message (popped, not released) while
+    /// the rest of a lap passes, so that rank 1's next send claims the
+    /// held fragment's slot one lap on. The queue's capacity and the held
+    /// fragment.
+    pub(in crate::transport::shm) fn hold_one_pass_a_lap(
+        zero: &mut ShmTransport,
+        one: &Peer,
+    ) -> (u64, RxFragment) {
+        let cap = zero.rx[0].q.capacity();
+        send(one);
+        let held = pop(zero);
+        pass(zero, one, cap as usize - 1);
+        (cap, held)
+    }
+
     /// Rank 1 sends and rank 0 takes and releases `n` messages.
     pub(in crate::transport::shm) fn pass(zero: &mut ShmTransport, one: &Peer, n: usize) {
         for _ in 0..n {
@@ -469,10 +484,7 @@ pub(super) mod tests {
     #[test]
     fn a_head_claimed_behind_a_held_fragment_is_no_hole() {
         with_pair(|zero, one| {
-            let cap = zero.rx[0].q.capacity();
-            send(one);
-            let held = pop(zero);
-            pass(zero, one, cap as usize - 1);
+            let (_, held) = hold_one_pass_a_lap(zero, one);
             one.run(|t| t.claim_raw(Rank(0)));
             one.leave();
             assert!(zero.find_hole().is_none(), "first look");

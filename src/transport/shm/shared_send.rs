@@ -434,7 +434,9 @@ impl ShmTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::super::audit::tests::{empty_from_one, pass, pop, send, with_pair, Order};
+    use super::super::audit::tests::{
+        empty_from_one, hold_one_pass_a_lap, pass, pop, send, with_pair, Order,
+    };
     use super::super::holes::HOLE_GRACE;
     use super::super::liveness::Life;
     use super::super::stall::STUCK_AFTER;
@@ -481,10 +483,7 @@ mod tests {
     #[test]
     fn a_send_given_up_over_our_own_queue_leaves_the_job() {
         with_pair(|zero, one| {
-            let cap = zero.rx[0].q.capacity();
-            send(one);
-            let held = pop(zero);
-            pass(zero, one, cap as usize - 1);
+            let (cap, held) = hold_one_pass_a_lap(zero, one);
             // Rank 1's own queue: stamps no sender writes.
             zero.scribble_stamps(Rank(1), 0xdead_beef);
             one.run(|t| {
